@@ -1,0 +1,224 @@
+package conformance
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+)
+
+// testCase is one hand-written case. want is the event id the spec yields,
+// or hashed (the key is the body's SHA-256), or emptyBody.
+type testCase struct {
+	name, clause, body, want string
+}
+
+const (
+	hashed    = "\x00hash"
+	emptyBody = "\x00empty"
+)
+
+const bom = "\xEF\xBB\xBF"
+
+func nest(open, close string, n int) string {
+	return strings.Repeat(open, n) + strings.Repeat(close, n)
+}
+
+var cases = []testCase{
+	{"empty body", "empty", "", emptyBody},
+
+	// The id clause, plainly met.
+	{"stripe event", "evt", `{"id":"evt_1NqXYZ2eZvKYlo2C","object":"event","type":"payment_intent.succeeded"}`, "evt_1NqXYZ2eZvKYlo2C"},
+	{"whitespace around the object", "evt", " \t\r\n{ \"id\" : \"a\" }\r\n\t ", "a"},
+	{"id after other members", "evt", `{"type":"x","data":{"id":"inner"},"id":"outer"}`, "outer"},
+	{"pretty printed with CRLF", "evt", "{\r\n  \"id\": \"evt_crlf\",\r\n  \"type\": \"t\"\r\n}\r\n", "evt_crlf"},
+	{"id spelled with a unicode escape in the member name", "member-name", `{"\u0069d":"escaped-name"}`, "escaped-name"},
+
+	// Only the top-level member "id", case-sensitive, last one wins.
+	{"nested id only", "top-level", `{"data":{"object":{"id":"pi_123"}}}`, hashed},
+	{"ID upper case", "case-sensitive", `{"ID":"x"}`, hashed},
+	{"Id mixed case", "case-sensitive", `{"Id":"x"}`, hashed},
+	{"no id member", "top-level", `{"type":"ping"}`, hashed},
+	{"empty object", "top-level", `{}`, hashed},
+	{"duplicate id, last string wins", "duplicates", `{"id":"first","id":"second"}`, "second"},
+	{"duplicate id, last is a number", "duplicates", `{"id":"first","id":2}`, hashed},
+	{"duplicate id, first a number, last a string", "duplicates", `{"id":1,"id":"s"}`, "s"},
+	{"duplicate id, last is empty", "duplicates", `{"id":"good","id":""}`, hashed},
+	{"duplicate id, last is an object", "duplicates", `{"id":"good","id":{"v":"x"}}`, hashed},
+	{"member named i\"d", "member-name", `{"i\"d":"x"}`, hashed},
+
+	// Only strings are ids.
+	{"id is a small number", "string-only", `{"id":42}`, hashed},
+	{"id is above 2^53", "string-only", `{"id":12345678901234567890}`, hashed},
+	{"id is null", "string-only", `{"id":null}`, hashed},
+	{"id is true", "string-only", `{"id":true}`, hashed},
+	{"id is an array", "string-only", `{"id":["a"]}`, hashed},
+	{"id is an object", "string-only", `{"id":{"a":"b"}}`, hashed},
+
+	// Length, counted in UTF-8 bytes.
+	{"id of one byte", "length", `{"id":"x"}`, "x"},
+	{"id empty", "length", `{"id":""}`, hashed},
+	{"id of 255 ASCII bytes", "length", `{"id":"` + strings.Repeat("a", 255) + `"}`, strings.Repeat("a", 255)},
+	{"id of 256 ASCII bytes", "length", `{"id":"` + strings.Repeat("a", 256) + `"}`, hashed},
+	{"id of 85 euro signs (255 bytes)", "length", `{"id":"` + strings.Repeat("€", 85) + `"}`, strings.Repeat("€", 85)},
+	{"id of 86 euro signs (258 bytes)", "length", `{"id":"` + strings.Repeat("€", 86) + `"}`, hashed},
+	{"id of 127 e-acute and one a (255 bytes)", "length", `{"id":"` + strings.Repeat("é", 127) + `a"}`, strings.Repeat("é", 127) + "a"},
+	{"id of 128 e-acute (256 bytes)", "length", `{"id":"` + strings.Repeat("é", 128) + `"}`, hashed},
+	{"id of 63 emoji (252 bytes) written as escapes", "length", `{"id":"` + strings.Repeat(`\ud83d\ude00`, 63) + `"}`, strings.Repeat("😀", 63)},
+	{"id of 64 emoji (256 bytes)", "length", `{"id":"` + strings.Repeat("😀", 64) + `"}`, hashed},
+
+	// Control characters.
+	{"id with escaped NUL", "control", `{"id":"a\u0000b"}`, hashed},
+	{"id with escaped U+001F", "control", `{"id":"a\u001fb"}`, hashed},
+	{"id with escaped tab", "control", `{"id":"a\tb"}`, hashed},
+	{"id with escaped newline", "control", `{"id":"a\nb"}`, hashed},
+	{"id with escaped DEL", "control", `{"id":"a\u007fb"}`, hashed},
+	{"id with a raw DEL byte", "control", "{\"id\":\"a\x7Fb\"}", hashed},
+	{"id with U+0080, not a control for the spec", "control", `{"id":"a\u0080b"}`, "a\u0080b"},
+	{"id of one space", "control", `{"id":" "}`, " "},
+	{"id with raw U+2028", "control", "{\"id\":\"a\u2028b\"}", "a\u2028b"},
+	{"control character elsewhere in the body", "control", `{"x":"\u0000","id":"ok"}`, "ok"},
+
+	// Surrogates.
+	{"id with a lone high surrogate", "surrogates", `{"id":"a\ud800b"}`, hashed},
+	{"id with a lone low surrogate", "surrogates", `{"id":"a\udc00b"}`, hashed},
+	{"id ending in a high surrogate", "surrogates", `{"id":"a\ud800"}`, hashed},
+	{"id with a high surrogate before a non-surrogate escape", "surrogates", `{"id":"\ud800\u0041"}`, hashed},
+	{"id with surrogates in reverse order", "surrogates", `{"id":"\udc00\ud800"}`, hashed},
+	{"id with a surrogate pair escape", "surrogates", `{"id":"smile-\ud83d\ude00"}`, "smile-😀"},
+	{"id with upper-case surrogate pair escape", "surrogates", `{"id":"\uD83D\uDE00"}`, "😀"},
+	{"lone surrogate elsewhere in the body", "surrogates", `{"id":"fine","x":"\ud800"}`, "fine"},
+
+	// The id is used exactly as decoded.
+	{"id with spaces around", "exact", `{"id":"  padded  "}`, "  padded  "},
+	{"id composed e-acute", "exact", "{\"id\":\"caf\u00e9\"}", "caf\u00e9"},
+	{"id decomposed e-acute", "exact", "{\"id\":\"cafe\u0301\"}", "cafe\u0301"},
+	{"id e-acute as escape", "exact", `{"id":"caf\u00E9"}`, "caf\u00e9"},
+	{"id with escaped slash", "exact", `{"id":"a\/b"}`, "a/b"},
+	{"id with quotes and backslashes", "exact", `{"id":"say \"hi\" \\ \\\\"}`, `say "hi" \ \\`},
+	{"id with commas", "exact", `{"id":"a,b,,c"}`, "a,b,,c"},
+	{"id with an n8n expression", "exact", `{"id":"{{ $json.body }}={{1+1}}"}`, "{{ $json.body }}={{1+1}}"},
+	{"id with SQL placeholders", "exact", `{"id":"$1 $2 ? :name"}`, "$1 $2 ? :name"},
+	{"id with SQL injection text", "exact", `{"id":"'; DROP TABLE processed_events; --"}`, "'; DROP TABLE processed_events; --"},
+	{"id with emoji", "exact", `{"id":"🦄🚀"}`, "🦄🚀"},
+	{"id with right-to-left text", "exact", `{"id":"حدث-١٢٣"}`, "حدث-١٢٣"},
+	{"id with U+FFFD", "exact", "{\"id\":\"\uFFFD\"}", "\uFFFD"},
+	{"id with a zero-width joiner", "exact", "{\"id\":\"a\u200db\"}", "a\u200db"},
+
+	// BOM.
+	{"leading BOM then object", "bom", bom + `{"id":"with-bom"}`, "with-bom"},
+	{"leading BOM, whitespace, object", "bom", bom + "\n " + `{"id":"bom-ws"}`, "bom-ws"},
+	{"two BOMs", "bom", bom + bom + `{"id":"two-boms"}`, hashed},
+	{"BOM after whitespace", "bom", " " + bom + `{"id":"late-bom"}`, hashed},
+	{"BOM only", "bom", bom, hashed},
+	{"UTF-16LE body with BOM", "utf8", "\xFF\xFE{\x00\"\x00i\x00d\x00\"\x00:\x00\"\x00a\x00\"\x00}\x00", hashed},
+
+	// UTF-8 validity of the whole body.
+	{"invalid byte in another member", "utf8", "{\"id\":\"a\",\"x\":\"\xFF\"}", hashed},
+	{"Latin-1 e-acute in the id", "utf8", "{\"id\":\"caf\xE9\"}", hashed},
+	{"overlong encoding of slash", "utf8", "{\"id\":\"a\xC0\xAFb\"}", hashed},
+	{"UTF-8 encoded surrogate", "utf8", "{\"id\":\"a\xED\xA0\x80b\"}", hashed},
+	{"truncated multi-byte sequence at the end", "utf8", "{\"id\":\"a\"}\xE2\x82", hashed},
+
+	// Exactly one JSON value, and it is an object.
+	{"array holding an object", "object", `[{"id":"a"}]`, hashed},
+	{"string", "object", `"evt_1"`, hashed},
+	{"number", "object", `42`, hashed},
+	{"null", "object", `null`, hashed},
+	{"two objects", "one-value", `{"id":"a"}{"id":"b"}`, hashed},
+	{"trailing text", "one-value", `{"id":"a"} x`, hashed},
+	{"trailing NUL", "one-value", "{\"id\":\"a\"}\x00", hashed},
+
+	// RFC 8259 grammar.
+	{"trailing comma", "grammar", `{"id":"a",}`, hashed},
+	{"block comment", "grammar", `{"id":"a"/* c */}`, hashed},
+	{"line comment before", "grammar", "// c\n{\"id\":\"a\"}", hashed},
+	{"NaN", "grammar", `{"id":"a","n":NaN}`, hashed},
+	{"Infinity", "grammar", `{"id":"a","n":Infinity}`, hashed},
+	{"single quotes", "grammar", `{'id':'a'}`, hashed},
+	{"unquoted member name", "grammar", `{id:"a"}`, hashed},
+	{"leading zero", "grammar", `{"id":"a","n":01}`, hashed},
+	{"fraction without digits", "grammar", `{"id":"a","n":1.}`, hashed},
+	{"fraction without integer", "grammar", `{"id":"a","n":.5}`, hashed},
+	{"plus sign", "grammar", `{"id":"a","n":+1}`, hashed},
+	{"hex number", "grammar", `{"id":"a","n":0x10}`, hashed},
+	{"exponent without digits", "grammar", `{"id":"a","n":1e}`, hashed},
+	{"invalid escape elsewhere", "grammar", `{"id":"a","x":"\x41"}`, hashed},
+	{"short unicode escape elsewhere", "grammar", `{"id":"a","x":"\u12"}`, hashed},
+	{"raw tab inside a string", "grammar", "{\"id\":\"a\tb\"}", hashed},
+	{"raw newline inside another string", "grammar", "{\"id\":\"a\",\"x\":\"1\n2\"}", hashed},
+	{"unterminated string", "grammar", `{"id":"a`, hashed},
+	{"missing closing brace", "grammar", `{"id":"a"`, hashed},
+	{"missing colon", "grammar", `{"id" "a"}`, hashed},
+	{"upper-case literal", "grammar", `{"id":"a","ok":TRUE}`, hashed},
+	{"truncated literal", "grammar", `{"id":"a","v":nul}`, hashed},
+	{"form feed as whitespace", "grammar", "\f{\"id\":\"a\"}", hashed},
+	{"no-break space as whitespace", "grammar", "\u00a0{\"id\":\"a\"}", hashed},
+	{"valid number forms", "grammar", `{"n":[-0,0.5e+10,1E5,-1.25e-3,0],"id":"numbers"}`, "numbers"},
+	{"literals", "grammar", `{"t":true,"f":false,"z":null,"id":"literals"}`, "literals"},
+
+	// Large numbers elsewhere must not break parsing.
+	{"1e999 elsewhere", "numbers", `{"id":"big","amount":1e999}`, "big"},
+	{"-1E-999 elsewhere", "numbers", `{"id":"tiny","amount":-1E-999}`, "tiny"},
+	{"300-digit integer elsewhere", "numbers", `{"id":"long","n":` + strings.Repeat("9", 300) + `}`, "long"},
+
+	// Depth.
+	{"depth exactly 1000", "depth", `{"id":"deep","n":` + nest("[", "]", 999) + `}`, "deep"},
+	{"depth 1001", "depth", `{"id":"too-deep","n":` + nest("[", "]", 1000) + `}`, hashed},
+	{"depth 1001 in objects", "depth", `{"id":"too-deep-obj","n":` + strings.Repeat(`{"a":`, 1000) + "1" + strings.Repeat("}", 1000) + `}`, hashed},
+
+	// Bodies that are not JSON at all.
+	{"form-urlencoded", "not-json", `id=evt_1&type=charge.succeeded`, hashed},
+	{"plain text", "not-json", "hello, world\n", hashed},
+	{"whitespace only", "not-json", "   ", hashed},
+	{"one brace", "not-json", "{", hashed},
+	{"every byte value", "not-json", allBytes(), hashed},
+	{"XML", "not-json", `<event><id>evt_1</id></event>`, hashed},
+
+	// Size.
+	{"64 KiB body with the id last", "size", `{"pad":"` + strings.Repeat("x", 65536) + `","id":"after-padding"}`, "after-padding"},
+}
+
+func allBytes() string {
+	b := make([]byte, 256)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return string(b)
+}
+
+// Generate renders key-vectors.json from the cases.
+func Generate() ([]byte, error) {
+	f := File{Spec: "idemhook key spec v1, docs/key-spec.md"}
+	for _, c := range cases {
+		v := Vector{Name: c.name, Clause: c.clause, BodyBase64: base64.StdEncoding.EncodeToString([]byte(c.body)), JSON: isJSONText(c.body)}
+		switch c.want {
+		case emptyBody:
+			v.Error = "empty_body"
+		case hashed:
+			sum := sha256.Sum256([]byte(c.body))
+			v.Key, v.Source = "sha256:"+hex.EncodeToString(sum[:]), "body_sha256"
+		default:
+			v.Key, v.Source = "evt:"+c.want, "event_id"
+		}
+		f.Vectors = append(f.Vectors, v)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(f); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// isJSONText reports whether a sender may label body application/json. It
+// uses encoding/json, independent of the scanner under test.
+func isJSONText(body string) bool {
+	body = strings.TrimPrefix(body, bom)
+	return body != "" && utf8.ValidString(body) && json.Valid([]byte(body))
+}

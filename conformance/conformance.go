@@ -1,0 +1,68 @@
+// Package conformance holds the shared test vectors of the key spec
+// (docs/key-spec.md). key-vectors.json is the one file every implementation
+// of the spec is tested against: the Go package eventkey, the n8n Code node
+// script under templates/, the real n8n workflow in e2e/, and keysvc.
+//
+// The file is generated from cases.go so that its base64 bodies and SHA-256
+// keys are computed, not typed; the expected classification of each case
+// (event id or hash) is written by hand there.
+package conformance
+
+//go:generate go run ./internal/genvectors
+
+import (
+	_ "embed"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+)
+
+// FileName is the vectors file, relative to this package's folder.
+const FileName = "key-vectors.json"
+
+//go:embed key-vectors.json
+var vectorsJSON []byte
+
+// File is the layout of key-vectors.json.
+type File struct {
+	Spec    string   `json:"spec"`
+	Vectors []Vector `json:"vectors"`
+}
+
+// Vector is one body and the key every implementation must derive from it.
+type Vector struct {
+	Name   string `json:"name"`
+	Clause string `json:"clause"`
+	// BodyBase64 is the body exactly as delivered, standard base64.
+	BodyBase64 string `json:"body_base64"`
+	// Key is the expected key; empty when Error is set.
+	Key string `json:"key"`
+	// Source is "event_id" or "body_sha256"; empty when Error is set.
+	Source string `json:"source"`
+	// Error is "empty_body" when no key may be derived.
+	Error string `json:"error,omitempty"`
+	// JSON is true when the body is one RFC 8259 JSON text (after an
+	// optional BOM), so a sender may label it application/json.
+	JSON bool `json:"json"`
+}
+
+// Body decodes the vector's body.
+func (v Vector) Body() ([]byte, error) {
+	b, err := base64.StdEncoding.DecodeString(v.BodyBase64)
+	if err != nil {
+		return nil, fmt.Errorf("vector %q: body_base64: %w", v.Name, err)
+	}
+	return b, nil
+}
+
+// Raw returns the vectors file as committed.
+func Raw() []byte { return vectorsJSON }
+
+// Vectors returns the decoded vectors of key-vectors.json.
+func Vectors() ([]Vector, error) {
+	var f File
+	if err := json.Unmarshal(vectorsJSON, &f); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", FileName, err)
+	}
+	return f.Vectors, nil
+}

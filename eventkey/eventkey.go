@@ -1,0 +1,85 @@
+// Package eventkey derives the idempotency key of a webhook delivery, as
+// written in docs/key-spec.md (key spec v1).
+//
+// The key is "evt:" followed by the event id found in the body, or
+// "sha256:" followed by the lowercase hex SHA-256 of every body byte when the
+// body carries no usable id. The same bytes always give the same key, in Go,
+// in the n8n Code node script (templates/code-node/idempotency-key.js) and in
+// every other implementation tested against conformance/key-vectors.json.
+package eventkey
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+)
+
+// Source says which clause of the spec produced a key.
+type Source string
+
+const (
+	// SourceEventID marks a key built from the body's top-level "id" string.
+	SourceEventID Source = "event_id"
+	// SourceBodySHA256 marks a key built from the SHA-256 of the raw body.
+	SourceBodySHA256 Source = "body_sha256"
+)
+
+// Key prefixes, part of the stored key; changing them changes every key.
+const (
+	EventIDPrefix = "evt:"
+	SHA256Prefix  = "sha256:"
+)
+
+// Limits of the id clause. A body nested deeper than MaxDepth, or an id
+// longer than MaxIDBytes, is hashed instead.
+const (
+	MaxDepth   = 1000
+	MaxIDBytes = 255
+)
+
+// ErrEmptyBody is returned by Derive for a body of zero bytes: there is
+// nothing that identifies the event, and hashing nothing would make every
+// empty delivery a duplicate of the first one.
+var ErrEmptyBody = errors.New("empty body: there is nothing to derive an idempotency key from")
+
+// Key is a derived idempotency key.
+type Key struct {
+	Value  string
+	Source Source
+}
+
+func (k Key) String() string { return k.Value }
+
+// Derive returns the key of a webhook body, given exactly as received (after
+// transport decoding such as gzip). It fails only with ErrEmptyBody.
+func Derive(body []byte) (Key, error) {
+	if len(body) == 0 {
+		return Key{}, ErrEmptyBody
+	}
+	if id, ok := EventID(body); ok {
+		return Key{Value: EventIDPrefix + id, Source: SourceEventID}, nil
+	}
+	return Key{Value: HashKey(body), Source: SourceBodySHA256}, nil
+}
+
+// HashKey returns the "sha256:" key of body, whatever it contains.
+func HashKey(body []byte) string {
+	sum := sha256.Sum256(body)
+	return SHA256Prefix + hex.EncodeToString(sum[:])
+}
+
+// EventID reports the event id of body under the id clause of the spec: the
+// body is valid UTF-8 and, after one optional leading BOM, exactly one JSON
+// object nested at most MaxDepth levels; its last top-level "id" member is a
+// string of 1 to MaxIDBytes bytes with no control character and no unpaired
+// surrogate. The id is returned exactly as decoded.
+func EventID(body []byte) (string, bool) {
+	return scanEventID(body)
+}
+
+// ValidID reports whether id could be an event id under the spec: 1 to
+// MaxIDBytes bytes of valid UTF-8 with no control character. Callers that
+// take a key from elsewhere (a provider header) validate it with this.
+func ValidID(id string) bool {
+	return validID(id)
+}

@@ -1,0 +1,93 @@
+package eventkey_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/idemhook/idemhook/conformance"
+	"github.com/idemhook/idemhook/eventkey"
+)
+
+func TestDeriveConformance(t *testing.T) {
+	vectors, err := conformance.Vectors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vectors {
+		t.Run(v.Name, func(t *testing.T) {
+			body, err := v.Body()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := eventkey.Derive(body)
+			if v.Error != "" {
+				if !errors.Is(err, eventkey.ErrEmptyBody) {
+					t.Fatalf("Derive = %q, %v; want ErrEmptyBody", got.Value, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Derive: %v", err)
+			}
+			if got.Value != v.Key || string(got.Source) != v.Source {
+				t.Fatalf("Derive = %q (%s), want %q (%s)", got.Value, got.Source, v.Key, v.Source)
+			}
+		})
+	}
+}
+
+func TestValidID(t *testing.T) {
+	for _, tc := range []struct {
+		id   string
+		want bool
+	}{
+		{"evt_1", true},
+		{"", false},
+		{strings.Repeat("a", 255), true},
+		{strings.Repeat("a", 256), false},
+		{"a\x00", false},
+		{"a\x7f", false},
+		{"a\u0080", true},
+		{"\xff", false},
+		{"🦄", true},
+	} {
+		if got := eventkey.ValidID(tc.id); got != tc.want {
+			t.Errorf("ValidID(%q) = %v, want %v", tc.id, got, tc.want)
+		}
+	}
+}
+
+func FuzzDerive(f *testing.F) {
+	vectors, err := conformance.Vectors()
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, v := range vectors {
+		if b, err := v.Body(); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		k, err := eventkey.Derive(body)
+		if len(body) == 0 {
+			if !errors.Is(err, eventkey.ErrEmptyBody) {
+				t.Fatalf("empty body: err = %v", err)
+			}
+			return
+		}
+		switch k.Source {
+		case eventkey.SourceEventID:
+			id := strings.TrimPrefix(k.Value, eventkey.EventIDPrefix)
+			if !eventkey.ValidID(id) {
+				t.Fatalf("derived an invalid id %q", id)
+			}
+		case eventkey.SourceBodySHA256:
+			if k.Value != eventkey.HashKey(body) {
+				t.Fatalf("hash key %q", k.Value)
+			}
+		default:
+			t.Fatalf("source %q", k.Source)
+		}
+	})
+}

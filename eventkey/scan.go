@@ -1,0 +1,338 @@
+package eventkey
+
+import (
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// The scanner is hand-written rather than built on encoding/json because the
+// spec needs what encoding/json hides: unpaired surrogate escapes (it turns
+// them into U+FFFD), a depth limit of 1000 (it allows 10000) and the exact
+// decoded bytes of the id. The Code node script mirrors it function by
+// function so the two stay easy to compare.
+
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+func scanEventID(body []byte) (string, bool) {
+	if !utf8.Valid(body) {
+		return "", false
+	}
+	if len(body) >= 3 && body[0] == utf8BOM[0] && body[1] == utf8BOM[1] && body[2] == utf8BOM[2] {
+		body = body[3:]
+	}
+	s := scanner{data: body}
+	s.skipSpace()
+	if s.peek() != '{' {
+		return "", false
+	}
+	if !s.value(0) {
+		return "", false
+	}
+	s.skipSpace()
+	if s.pos != len(s.data) || !s.idFound {
+		return "", false
+	}
+	return s.id, s.idUsable
+}
+
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > MaxIDBytes || !utf8.ValidString(id) {
+		return false
+	}
+	for _, r := range id {
+		if r < 0x20 || r == 0x7F {
+			return false
+		}
+	}
+	return true
+}
+
+type scanner struct {
+	data []byte
+	pos  int
+
+	// The last top-level "id" member seen: whether there was one, its
+	// decoded value when it is a string, and whether that value is usable.
+	idFound  bool
+	id       string
+	idUsable bool
+}
+
+func (s *scanner) peek() byte {
+	if s.pos < len(s.data) {
+		return s.data[s.pos]
+	}
+	return 0
+}
+
+func (s *scanner) skipSpace() {
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+// value scans one JSON value; depth counts the arrays and objects around it.
+func (s *scanner) value(depth int) bool {
+	s.skipSpace()
+	switch c := s.peek(); {
+	case c == '{':
+		return s.object(depth + 1)
+	case c == '[':
+		return s.array(depth + 1)
+	case c == '"':
+		_, _, ok := s.str()
+		return ok
+	case c == '-' || (c >= '0' && c <= '9'):
+		return s.number()
+	case c == 't':
+		return s.literal("true")
+	case c == 'f':
+		return s.literal("false")
+	case c == 'n':
+		return s.literal("null")
+	default:
+		return false
+	}
+}
+
+func (s *scanner) object(depth int) bool {
+	if depth > MaxDepth {
+		return false
+	}
+	s.pos++ // '{'
+	s.skipSpace()
+	if s.peek() == '}' {
+		s.pos++
+		return true
+	}
+	for {
+		s.skipSpace()
+		if s.peek() != '"' {
+			return false
+		}
+		name, _, ok := s.str()
+		if !ok {
+			return false
+		}
+		s.skipSpace()
+		if s.peek() != ':' {
+			return false
+		}
+		s.pos++
+		s.skipSpace()
+		if depth == 1 && name == "id" {
+			if !s.idMember() {
+				return false
+			}
+		} else if !s.value(depth) {
+			return false
+		}
+		s.skipSpace()
+		switch s.peek() {
+		case ',':
+			s.pos++
+		case '}':
+			s.pos++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// idMember scans the value of a top-level "id" member and records it; a later
+// "id" member overrides it, as JSON.parse does.
+func (s *scanner) idMember() bool {
+	s.idFound, s.id, s.idUsable = true, "", false
+	if s.peek() != '"' {
+		return s.value(1)
+	}
+	id, paired, ok := s.str()
+	if !ok {
+		return false
+	}
+	s.id, s.idUsable = id, paired && validID(id)
+	return true
+}
+
+func (s *scanner) array(depth int) bool {
+	if depth > MaxDepth {
+		return false
+	}
+	s.pos++ // '['
+	s.skipSpace()
+	if s.peek() == ']' {
+		s.pos++
+		return true
+	}
+	for {
+		if !s.value(depth) {
+			return false
+		}
+		s.skipSpace()
+		switch s.peek() {
+		case ',':
+			s.pos++
+		case ']':
+			s.pos++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// str scans a string and returns it decoded. paired is false when an escape
+// left a surrogate without its partner; such a string is valid JSON but
+// cannot be an id.
+func (s *scanner) str() (decoded string, paired bool, ok bool) {
+	s.pos++ // opening quote
+	var out []byte
+	paired = true
+	for s.pos < len(s.data) {
+		c := s.data[s.pos]
+		switch {
+		case c == '"':
+			s.pos++
+			return string(out), paired, true
+		case c < 0x20:
+			return "", false, false
+		case c != '\\':
+			out = append(out, c)
+			s.pos++
+			continue
+		}
+		s.pos++ // backslash
+		if s.pos >= len(s.data) {
+			return "", false, false
+		}
+		e := s.data[s.pos]
+		s.pos++
+		switch e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			u, ok := s.hex4()
+			if !ok {
+				return "", false, false
+			}
+			r := rune(u)
+			if utf16.IsSurrogate(r) {
+				low, isPair := s.lowSurrogateAfter(r)
+				if isPair {
+					r = utf16.DecodeRune(r, low)
+				} else {
+					paired = false
+					r = utf8.RuneError
+				}
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return "", false, false
+		}
+	}
+	return "", false, false
+}
+
+// lowSurrogateAfter consumes a "\uDC00".."\uDFFF" escape that completes the
+// high surrogate hi, if one follows.
+func (s *scanner) lowSurrogateAfter(hi rune) (rune, bool) {
+	if hi >= 0xDC00 {
+		return 0, false
+	}
+	if s.pos+6 > len(s.data) || s.data[s.pos] != '\\' || s.data[s.pos+1] != 'u' {
+		return 0, false
+	}
+	save := s.pos
+	s.pos += 2
+	lo, ok := s.hex4()
+	if !ok || lo < 0xDC00 || lo > 0xDFFF {
+		s.pos = save
+		return 0, false
+	}
+	return rune(lo), true
+}
+
+func (s *scanner) hex4() (uint16, bool) {
+	if s.pos+4 > len(s.data) {
+		return 0, false
+	}
+	var v uint16
+	for _, c := range s.data[s.pos : s.pos+4] {
+		v <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			v |= uint16(c - '0')
+		case c >= 'a' && c <= 'f':
+			v |= uint16(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			v |= uint16(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	s.pos += 4
+	return v, true
+}
+
+func (s *scanner) number() bool {
+	if s.peek() == '-' {
+		s.pos++
+	}
+	switch c := s.peek(); {
+	case c == '0':
+		s.pos++
+	case c >= '1' && c <= '9':
+		s.digits()
+	default:
+		return false
+	}
+	if s.peek() == '.' {
+		s.pos++
+		if !s.digits() {
+			return false
+		}
+	}
+	if c := s.peek(); c == 'e' || c == 'E' {
+		s.pos++
+		if c := s.peek(); c == '+' || c == '-' {
+			s.pos++
+		}
+		if !s.digits() {
+			return false
+		}
+	}
+	return true
+}
+
+// digits consumes one or more decimal digits.
+func (s *scanner) digits() bool {
+	start := s.pos
+	for c := s.peek(); c >= '0' && c <= '9'; c = s.peek() {
+		s.pos++
+	}
+	return s.pos > start
+}
+
+func (s *scanner) literal(word string) bool {
+	if len(s.data)-s.pos < len(word) || string(s.data[s.pos:s.pos+len(word)]) != word {
+		return false
+	}
+	s.pos += len(word)
+	return true
+}

@@ -1,0 +1,3 @@
+module github.com/idemhook/idemhook
+
+go 1.26.8

@@ -1,0 +1,303 @@
+// idemhook: build the idempotency key of a webhook delivery (key spec v1).
+//
+// Runs in an n8n Code node ("Run Once for All Items") behind a Webhook node
+// with the "Raw Body" option on. It reads the exact request bytes, never the
+// parsed $json.body, because n8n parses bodies differently per content type.
+//
+//   key = "evt:" + the body's top-level "id" string, when the body is valid
+//         UTF-8 and (after one optional BOM) exactly one JSON object nested at
+//         most 1000 levels, and that id is 1-255 UTF-8 bytes with no control
+//         character and no unpaired surrogate;
+//   key = "sha256:" + lowercase hex SHA-256 of all the body bytes, otherwise.
+//
+// Needs NODE_FUNCTION_ALLOW_BUILTIN=crypto on the n8n instance. The spec is
+// docs/key-spec.md; conformance/key-vectors.json tests this file byte for byte
+// against the Go implementation (package eventkey).
+const crypto = require('crypto');
+
+const MAX_DEPTH = 1000;
+const MAX_ID_BYTES = 255;
+
+function isSpace(c) {
+  return c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
+}
+
+function isHighSurrogate(u) {
+  return u >= 0xd800 && u <= 0xdbff;
+}
+
+function isLowSurrogate(u) {
+  return u >= 0xdc00 && u <= 0xdfff;
+}
+
+function validId(id) {
+  const bytes = Buffer.byteLength(id, 'utf8');
+  if (bytes === 0 || bytes > MAX_ID_BYTES) return false;
+  for (let i = 0; i < id.length; i++) {
+    const u = id.charCodeAt(i);
+    if (u < 0x20 || u === 0x7f) return false;
+  }
+  return true;
+}
+
+// Scanner over the decoded text, one method per JSON production. It mirrors
+// eventkey/scan.go; a failed production returns false and the body is hashed.
+function Scanner(text) {
+  this.s = text;
+  this.pos = 0;
+  this.idFound = false;
+  this.id = '';
+  this.idUsable = false;
+}
+
+Scanner.prototype.peek = function () {
+  return this.pos < this.s.length ? this.s.charCodeAt(this.pos) : 0;
+};
+
+Scanner.prototype.skipSpace = function () {
+  while (this.pos < this.s.length && isSpace(this.s.charCodeAt(this.pos))) this.pos++;
+};
+
+Scanner.prototype.value = function (depth) {
+  this.skipSpace();
+  const c = this.peek();
+  if (c === 0x7b) return this.object(depth + 1);
+  if (c === 0x5b) return this.array(depth + 1);
+  if (c === 0x22) return this.str() !== null;
+  if (c === 0x2d || (c >= 0x30 && c <= 0x39)) return this.number();
+  if (c === 0x74) return this.literal('true');
+  if (c === 0x66) return this.literal('false');
+  if (c === 0x6e) return this.literal('null');
+  return false;
+};
+
+Scanner.prototype.object = function (depth) {
+  if (depth > MAX_DEPTH) return false;
+  this.pos++;
+  this.skipSpace();
+  if (this.peek() === 0x7d) {
+    this.pos++;
+    return true;
+  }
+  for (;;) {
+    this.skipSpace();
+    if (this.peek() !== 0x22) return false;
+    const name = this.str();
+    if (name === null) return false;
+    this.skipSpace();
+    if (this.peek() !== 0x3a) return false;
+    this.pos++;
+    this.skipSpace();
+    if (depth === 1 && name.text === 'id') {
+      if (!this.idMember()) return false;
+    } else if (!this.value(depth)) {
+      return false;
+    }
+    this.skipSpace();
+    const c = this.peek();
+    if (c === 0x2c) {
+      this.pos++;
+    } else if (c === 0x7d) {
+      this.pos++;
+      return true;
+    } else {
+      return false;
+    }
+  }
+};
+
+// A later top-level "id" member overrides an earlier one, as JSON.parse does.
+Scanner.prototype.idMember = function () {
+  this.idFound = true;
+  this.id = '';
+  this.idUsable = false;
+  if (this.peek() !== 0x22) return this.value(1);
+  const r = this.str();
+  if (r === null) return false;
+  this.id = r.text;
+  this.idUsable = r.paired && validId(r.text);
+  return true;
+};
+
+Scanner.prototype.array = function (depth) {
+  if (depth > MAX_DEPTH) return false;
+  this.pos++;
+  this.skipSpace();
+  if (this.peek() === 0x5d) {
+    this.pos++;
+    return true;
+  }
+  for (;;) {
+    if (!this.value(depth)) return false;
+    this.skipSpace();
+    const c = this.peek();
+    if (c === 0x2c) {
+      this.pos++;
+    } else if (c === 0x5d) {
+      this.pos++;
+      return true;
+    } else {
+      return false;
+    }
+  }
+};
+
+const SIMPLE_ESCAPES = { 0x22: '"', 0x5c: '\\', 0x2f: '/', 0x62: '\b', 0x66: '\f', 0x6e: '\n', 0x72: '\r', 0x74: '\t' };
+
+// Returns {text, paired} or null for a malformed string. paired is false when
+// an escape left a surrogate without its partner.
+Scanner.prototype.str = function () {
+  this.pos++;
+  let text = '';
+  let paired = true;
+  while (this.pos < this.s.length) {
+    const c = this.s.charCodeAt(this.pos);
+    if (c === 0x22) {
+      this.pos++;
+      return { text: text, paired: paired };
+    }
+    if (c < 0x20) return null;
+    if (c !== 0x5c) {
+      text += this.s[this.pos];
+      this.pos++;
+      continue;
+    }
+    this.pos++;
+    if (this.pos >= this.s.length) return null;
+    const e = this.s.charCodeAt(this.pos);
+    this.pos++;
+    if (SIMPLE_ESCAPES[e] !== undefined) {
+      text += SIMPLE_ESCAPES[e];
+      continue;
+    }
+    if (e !== 0x75) return null;
+    const u = this.hex4();
+    if (u < 0) return null;
+    if (isHighSurrogate(u)) {
+      const lo = this.lowSurrogateAfter();
+      if (lo >= 0) {
+        text += String.fromCharCode(u, lo);
+        continue;
+      }
+      paired = false;
+      text += '\ufffd';
+      continue;
+    }
+    if (isLowSurrogate(u)) {
+      paired = false;
+      text += '\ufffd';
+      continue;
+    }
+    text += String.fromCharCode(u);
+  }
+  return null;
+};
+
+// Consumes a "\uDC00".."\uDFFF" escape if one follows; returns it or -1.
+Scanner.prototype.lowSurrogateAfter = function () {
+  if (this.pos + 6 > this.s.length || this.s[this.pos] !== '\\' || this.s[this.pos + 1] !== 'u') return -1;
+  const save = this.pos;
+  this.pos += 2;
+  const lo = this.hex4();
+  if (lo < 0 || !isLowSurrogate(lo)) {
+    this.pos = save;
+    return -1;
+  }
+  return lo;
+};
+
+Scanner.prototype.hex4 = function () {
+  if (this.pos + 4 > this.s.length) return -1;
+  const h = this.s.slice(this.pos, this.pos + 4);
+  if (!/^[0-9a-fA-F]{4}$/.test(h)) return -1;
+  this.pos += 4;
+  return parseInt(h, 16);
+};
+
+Scanner.prototype.number = function () {
+  if (this.peek() === 0x2d) this.pos++;
+  const c = this.peek();
+  if (c === 0x30) {
+    this.pos++;
+  } else if (c >= 0x31 && c <= 0x39) {
+    this.digits();
+  } else {
+    return false;
+  }
+  if (this.peek() === 0x2e) {
+    this.pos++;
+    if (!this.digits()) return false;
+  }
+  const e = this.peek();
+  if (e === 0x65 || e === 0x45) {
+    this.pos++;
+    const sign = this.peek();
+    if (sign === 0x2b || sign === 0x2d) this.pos++;
+    if (!this.digits()) return false;
+  }
+  return true;
+};
+
+Scanner.prototype.digits = function () {
+  const start = this.pos;
+  for (let c = this.peek(); c >= 0x30 && c <= 0x39; c = this.peek()) this.pos++;
+  return this.pos > start;
+};
+
+Scanner.prototype.literal = function (word) {
+  if (this.s.slice(this.pos, this.pos + word.length) !== word) return false;
+  this.pos += word.length;
+  return true;
+};
+
+// A buffer is valid UTF-8 exactly when decoding and re-encoding it gives the
+// same bytes: Node replaces every invalid sequence with U+FFFD.
+function isValidUtf8(buf) {
+  return Buffer.from(buf.toString('utf8'), 'utf8').equals(buf);
+}
+
+function eventId(buf) {
+  if (!isValidUtf8(buf)) return null;
+  let start = 0;
+  if (buf.length >= 3 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf) start = 3;
+  const sc = new Scanner(buf.subarray(start).toString('utf8'));
+  sc.skipSpace();
+  if (sc.peek() !== 0x7b) return null;
+  if (!sc.value(0)) return null;
+  sc.skipSpace();
+  if (sc.pos !== sc.s.length || !sc.idFound || !sc.idUsable) return null;
+  return sc.id;
+}
+
+function deriveKey(buf) {
+  if (!buf || buf.length === 0) {
+    throw new Error('empty body: there is nothing to derive an idempotency key from');
+  }
+  const id = eventId(buf);
+  if (id !== null) return { key: 'evt:' + id, source: 'event_id' };
+  return { key: 'sha256:' + crypto.createHash('sha256').update(buf).digest('hex'), source: 'body_sha256' };
+}
+
+// The event type is only copied to the business step; it plays no part in
+// the key.
+function eventType(buf, source) {
+  if (source !== 'event_id') return '';
+  try {
+    const v = JSON.parse(buf.toString('utf8').replace(/^\ufeff/, ''));
+    return typeof v.type === 'string' ? v.type : '';
+  } catch (e) {
+    return '';
+  }
+}
+
+const out = [];
+const items = $input.all();
+for (let i = 0; i < items.length; i++) {
+  if (!items[i].binary || !items[i].binary.data) {
+    throw new Error('empty body: there is nothing to derive an idempotency key from');
+  }
+  const buf = await this.helpers.getBinaryDataBuffer(i, 'data');
+  const k = deriveKey(buf);
+  out.push({ json: { key: k.key, source: k.source, eventType: eventType(buf, k.source) }, pairedItem: { item: i } });
+}
+return out;
