@@ -1,0 +1,197 @@
+package generator
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/tidwall/pretty"
+	"github.com/tidwall/sjson"
+)
+
+// Node types and the latest typeVersion of each in n8n 2.41 (verified against
+// the n8n-nodes-base package by the e2e tests).
+const (
+	typeWebhook  = "n8n-nodes-base.webhook"
+	typeCode     = "n8n-nodes-base.code"
+	typePostgres = "n8n-nodes-base.postgres"
+	typeIf       = "n8n-nodes-base.if"
+	typeRespond  = "n8n-nodes-base.respondToWebhook"
+	typeCrypto   = "n8n-nodes-base.crypto"
+	typeSet      = "n8n-nodes-base.set"
+	typeSchedule = "n8n-nodes-base.scheduleTrigger"
+)
+
+// TypeVersions maps every node type the generator emits to its typeVersion.
+var TypeVersions = map[string]float64{
+	typeWebhook:  2.1,
+	typeCode:     2,
+	typePostgres: 2.7,
+	typeIf:       2.3,
+	typeRespond:  1.5,
+	typeCrypto:   2,
+	typeSet:      3.4,
+	typeSchedule: 1.4,
+}
+
+type credentialRef struct {
+	// ID is always null: n8n resolves the credential by name on import, and
+	// a lab's credential id must never leak into a shared workflow.
+	ID   *string `json:"id"`
+	Name string  `json:"name"`
+}
+
+type node struct {
+	Parameters  map[string]any           `json:"parameters"`
+	ID          string                   `json:"id"`
+	Name        string                   `json:"name"`
+	Type        string                   `json:"type"`
+	TypeVersion float64                  `json:"typeVersion"`
+	Position    [2]int                   `json:"position"`
+	WebhookID   string                   `json:"webhookId,omitempty"`
+	Credentials map[string]credentialRef `json:"credentials,omitempty"`
+	// OnError "continueErrorOutput" gives the node a second, error output.
+	OnError string `json:"onError,omitempty"`
+}
+
+type link struct {
+	Node  string `json:"node"`
+	Type  string `json:"type"`
+	Index int    `json:"index"`
+}
+
+// graph collects nodes and connections, then renders the workflow JSON.
+type graph struct {
+	seed  string // makes node ids unique to one workflow
+	nodes []node
+	conns map[string][][]link
+}
+
+func newGraph(seed string) *graph {
+	return &graph{seed: seed, conns: map[string][][]link{}}
+}
+
+func (g *graph) add(n node) {
+	n.ID = uuidFrom(g.seed + "/node/" + n.Name)
+	n.TypeVersion = TypeVersions[n.Type]
+	g.nodes = append(g.nodes, n)
+}
+
+// connect wires output number out of from to the main input of to.
+func (g *graph) connect(from string, out int, to string) {
+	outs := g.conns[from]
+	for len(outs) <= out {
+		outs = append(outs, []link{})
+	}
+	outs[out] = append(outs[out], link{Node: to, Type: "main", Index: 0})
+	g.conns[from] = outs
+}
+
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // keep the Code node's "<" and "&" readable
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// render assembles the importable workflow document.
+func (g *graph) render(id, name string) ([]byte, error) {
+	doc := []byte(`{}`)
+	var err error
+	set := func(path string, v any) {
+		if err == nil {
+			doc, err = sjson.SetBytes(doc, path, v)
+		}
+	}
+	setRaw := func(path string, v any) {
+		if err != nil {
+			return
+		}
+		var raw []byte
+		if raw, err = marshal(v); err == nil {
+			doc, err = sjson.SetRawBytes(doc, path, raw)
+		}
+	}
+	set("id", id)
+	set("name", name)
+	setRaw("nodes", g.nodes)
+	connections := map[string]map[string][][]link{}
+	for from, outs := range g.conns {
+		connections[from] = map[string][][]link{"main": outs}
+	}
+	setRaw("connections", connections)
+	set("active", false)
+	setRaw("settings", map[string]any{"executionOrder": "v1"})
+	setRaw("pinData", map[string]any{})
+	setRaw("meta", map[string]any{"generatedBy": "idemhook"})
+	if err != nil {
+		return nil, fmt.Errorf("render workflow %q: %w", name, err)
+	}
+	return pretty.PrettyOptions(doc, &pretty.Options{Width: 100, Indent: "  "}), nil
+}
+
+func credentials(name string) map[string]credentialRef {
+	return map[string]credentialRef{"postgres": {Name: name}}
+}
+
+// ifCondition is the filter parameter of an If node (v2.3 uses filter
+// version 3).
+func ifCondition(seed, left string, operator map[string]any, right any) map[string]any {
+	return map[string]any{
+		"conditions": map[string]any{
+			"options": map[string]any{"caseSensitive": true, "leftValue": "", "typeValidation": "strict", "version": 3},
+			"conditions": []any{map[string]any{
+				"id":         uuidFrom(seed),
+				"leftValue":  left,
+				"rightValue": right,
+				"operator":   operator,
+			}},
+			"combinator": "and",
+		},
+		"options": map[string]any{},
+	}
+}
+
+func ifNode(g *graph, name string, pos [2]int, left string, operator map[string]any, right any) node {
+	return node{Name: name, Type: typeIf, Position: pos, Parameters: ifCondition(g.seed+"/cond/"+name, left, operator, right)}
+}
+
+var (
+	opBooleanTrue = map[string]any{"type": "boolean", "operation": "true", "singleValue": true}
+	opStringExist = map[string]any{"type": "string", "operation": "exists", "singleValue": true}
+	opStringEq    = map[string]any{"type": "string", "operation": "equals"}
+)
+
+// respondNode answers the webhook with status and a JSON body expression.
+func respondNode(name string, pos [2]int, status int, body string, headers ...[2]string) node {
+	options := map[string]any{"responseCode": status}
+	if len(headers) > 0 {
+		var entries []map[string]string
+		for _, h := range headers {
+			entries = append(entries, map[string]string{"name": h[0], "value": h[1]})
+		}
+		options["responseHeaders"] = map[string]any{"entries": entries}
+	}
+	return node{Name: name, Type: typeRespond, Position: pos, Parameters: map[string]any{
+		"respondWith":  "json",
+		"responseBody": body,
+		"options":      options,
+	}}
+}
+
+// postgresNode runs query with $1… bound from replacement, an array
+// expression (a plain comma list would split keys that contain commas).
+func postgresNode(name string, pos [2]int, query, replacement, credential string) node {
+	options := map[string]any{}
+	if replacement != "" {
+		options["queryReplacement"] = replacement
+	}
+	return node{Name: name, Type: typePostgres, Position: pos, Credentials: credentials(credential), Parameters: map[string]any{
+		"operation": "executeQuery",
+		"query":     query,
+		"options":   options,
+	}}
+}

@@ -1,0 +1,280 @@
+package generator
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/idemhook/idemhook/pgsql"
+	"github.com/idemhook/idemhook/templates"
+	"github.com/tidwall/pretty"
+)
+
+// Node names. Tests, the README and users' own nodes refer to them.
+const (
+	NodeWebhook         = "Webhook"
+	NodeBodyReceived    = "Body Received?"
+	NodeRespond400      = "Respond 400 empty body"
+	NodeBuildKey        = "Build Idempotency Key"
+	NodeHashBody        = "Hash Body"
+	NodeReserve         = "Reserve Key"
+	NodeRowReturned     = "Row Returned?"
+	NodeRespond200      = "Respond 200"
+	NodeRespondDup      = "Respond 200 duplicate"
+	NodeRelease         = "Release Key"
+	NodeRespond500      = "Respond 500 released"
+	NodeAcquireLease    = "Acquire Lease"
+	NodeLeaseAcquired   = "Lease Acquired?"
+	NodeAlreadyDone     = "Already Done?"
+	NodeRespond409      = "Respond 409 in progress"
+	NodeMarkDone        = "Mark Done"
+	NodeCleanupSchedule = "Every Day"
+	NodeCleanupDelete   = "Delete Old Keys"
+)
+
+// BusinessNodeName is the name of the example business step, which users
+// replace with their own nodes.
+func BusinessNodeName(businessTable string) string {
+	return "Business Step (insert " + businessTable + ")"
+}
+
+// Expressions that read the key built for the current item.
+const (
+	keyExpr       = "$('" + NodeBuildKey + "').item.json.key"
+	eventTypeExpr = "$('" + NodeBuildKey + "').item.json.eventType"
+)
+
+// WorkflowIDs returns the ids of the main and cleanup workflows. They depend
+// only on the webhook path: changing any other option and re-importing
+// updates the same workflows.
+func WorkflowIDs(o Options) (main, cleanup string, err error) {
+	r, err := o.resolve()
+	if err != nil {
+		return "", "", err
+	}
+	return workflowID("main/" + r.WebhookPath), workflowID("cleanup/" + r.WebhookPath), nil
+}
+
+// Workflow returns the importable webhook workflow for o.
+func Workflow(o Options) ([]byte, error) {
+	r, err := o.resolve()
+	if err != nil {
+		return nil, err
+	}
+	id := workflowID("main/" + r.WebhookPath)
+	g := newGraph(id)
+
+	g.add(node{Name: NodeWebhook, Type: typeWebhook, Position: [2]int{0, 300}, WebhookID: uuidFrom("webhook/" + r.WebhookPath),
+		Parameters: map[string]any{
+			"httpMethod":   "POST",
+			"path":         r.WebhookPath,
+			"responseMode": "responseNode",
+			// The key is built from the exact bytes, never from n8n's parse.
+			"options": map[string]any{"rawBody": true},
+		}})
+	// n8n gives an empty (or multipart) body no binary data at all.
+	g.add(ifNode(g, NodeBodyReceived, [2]int{220, 300}, "={{ Boolean($binary && $binary.data) }}", opBooleanTrue, ""))
+	g.add(respondNode(NodeRespond400, [2]int{440, 500}, 400,
+		`{"status":"rejected","error":"empty body: there is nothing to derive an idempotency key from"}`))
+	g.connect(NodeWebhook, 0, NodeBodyReceived)
+	g.connect(NodeBodyReceived, 1, NodeRespond400)
+
+	afterKey := addKeyNodes(g, r)
+	g.connect(NodeBodyReceived, 0, afterKey.first)
+
+	business := BusinessNodeName(r.BusinessTable)
+	businessNode := postgresNode(business, [2]int{1540, 200},
+		fmt.Sprintf("INSERT INTO %s (event_key, event_type) VALUES ($1, NULLIF($2, ''))", r.business),
+		"={{ [ "+keyExpr+", "+eventTypeExpr+" ] }}", r.CredentialName)
+	// The error output releases the key so the provider's retry is processed.
+	businessNode.OnError = "continueErrorOutput"
+
+	respond := func(status, extra string) string {
+		return "={{ JSON.stringify({ status: '" + status + "', key: " + keyExpr + extra + " }) }}"
+	}
+	switch r.Guard {
+	case GuardReserve:
+		g.add(postgresNode(NodeReserve, [2]int{880, 300}, pgsql.Reserve(r.events), "={{ [ $json.key ] }}", r.CredentialName))
+		g.connect(afterKey.last, 0, NodeReserve)
+		// On a conflict the Postgres node outputs {"success": true} rather
+		// than no item, so test for the returned column.
+		g.add(ifNode(g, NodeRowReturned, [2]int{1100, 300}, "={{ $json.key }}", opStringExist, ""))
+		g.connect(NodeReserve, 0, NodeRowReturned)
+		g.add(businessNode)
+		g.connect(NodeRowReturned, 0, business)
+		g.add(respondNode(NodeRespond200, [2]int{1980, 100}, 200, respond("processed", "")))
+		g.connect(business, 0, NodeRespond200)
+		g.add(respondNode(NodeRespondDup, [2]int{1320, 460}, 200, respond("duplicate", "")))
+		g.connect(NodeRowReturned, 1, NodeRespondDup)
+		g.add(postgresNode(NodeRelease, [2]int{1760, 300}, pgsql.Release(r.events), "={{ [ "+keyExpr+" ] }}", r.CredentialName))
+		g.connect(business, 1, NodeRelease)
+
+	case GuardLease:
+		g.add(postgresNode(NodeAcquireLease, [2]int{880, 300}, pgsql.AcquireLease(r.events, r.Lease), "={{ [ $json.key ] }}", r.CredentialName))
+		g.connect(afterKey.last, 0, NodeAcquireLease)
+		g.add(ifNode(g, NodeLeaseAcquired, [2]int{1100, 300}, "={{ $json.outcome }}", opStringEq, pgsql.OutcomeAcquired))
+		g.connect(NodeAcquireLease, 0, NodeLeaseAcquired)
+		g.add(businessNode)
+		g.connect(NodeLeaseAcquired, 0, business)
+		g.add(postgresNode(NodeMarkDone, [2]int{1760, 100}, pgsql.MarkDone(r.events), "={{ [ "+keyExpr+" ] }}", r.CredentialName))
+		g.connect(business, 0, NodeMarkDone)
+		g.add(respondNode(NodeRespond200, [2]int{1980, 100}, 200, respond("processed", "")))
+		g.connect(NodeMarkDone, 0, NodeRespond200)
+		g.add(ifNode(g, NodeAlreadyDone, [2]int{1320, 500}, "={{ $json.outcome }}", opStringEq, pgsql.OutcomeDone))
+		g.connect(NodeLeaseAcquired, 1, NodeAlreadyDone)
+		g.add(respondNode(NodeRespondDup, [2]int{1540, 460}, 200, respond("duplicate", "")))
+		g.connect(NodeAlreadyDone, 0, NodeRespondDup)
+		retryAfter := fmt.Sprint(int64(min(r.Lease, 300e9) / 1e9))
+		g.add(respondNode(NodeRespond409, [2]int{1540, 640}, 409, respond("in_progress", ""), [2]string{"Retry-After", retryAfter}))
+		g.connect(NodeAlreadyDone, 1, NodeRespond409)
+		g.add(postgresNode(NodeRelease, [2]int{1760, 300}, pgsql.ReleaseLease(r.events),
+			"={{ [ "+keyExpr+", $('"+NodeAcquireLease+"').item.json.attempt ] }}", r.CredentialName))
+		g.connect(business, 1, NodeRelease)
+	}
+	// A 5xx makes the provider retry; the key is free again by then.
+	g.add(respondNode(NodeRespond500, [2]int{1980, 300}, 500, respond("failed", ", released: true")))
+	g.connect(NodeRelease, 0, NodeRespond500)
+
+	return g.render(id, r.WorkflowName)
+}
+
+type span struct{ first, last string }
+
+// addKeyNodes adds the nodes that turn the raw body into
+// {key, source, eventType} and returns the first and last of them.
+func addKeyNodes(g *graph, r resolved) span {
+	switch r.Hashing {
+	case HashingCryptoNode:
+		g.add(node{Name: NodeHashBody, Type: typeCrypto, Position: [2]int{440, 200}, Parameters: map[string]any{
+			"action":             "hash",
+			"type":               "SHA256",
+			"binaryData":         true,
+			"binaryPropertyName": "data",
+			"encoding":           "hex",
+			"dataPropertyName":   "bodySha256",
+		}})
+		g.add(node{Name: NodeBuildKey, Type: typeSet, Position: [2]int{660, 200}, Parameters: map[string]any{
+			"mode": "manual",
+			"assignments": map[string]any{"assignments": []any{
+				map[string]any{"id": uuidFrom(g.seed + "/set/key"), "name": "key", "type": "string", "value": cryptoKeyExpr},
+				map[string]any{"id": uuidFrom(g.seed + "/set/source"), "name": "source", "type": "string", "value": cryptoSourceExpr},
+				map[string]any{"id": uuidFrom(g.seed + "/set/eventType"), "name": "eventType", "type": "string", "value": cryptoEventTypeExpr},
+			}},
+			"options": map[string]any{},
+		}})
+		g.connect(NodeHashBody, 0, NodeBuildKey)
+		return span{NodeHashBody, NodeBuildKey}
+	default:
+		g.add(node{Name: NodeBuildKey, Type: typeCode, Position: [2]int{550, 200}, Parameters: map[string]any{
+			"mode":     "runOnceForAllItems",
+			"language": "javaScript",
+			"jsCode":   templates.CodeNodeScript,
+		}})
+		return span{NodeBuildKey, NodeBuildKey}
+	}
+}
+
+// The crypto-node mode cannot read raw bytes as text, so it takes the id
+// from n8n's parsed body ($json.body, filled for application/json) and
+// applies the spec's id clauses to it: a string of 1-255 UTF-8 bytes with no
+// control character and no unpaired surrogate.
+const cryptoIDExpr = `(() => {
+  const b = $('` + NodeWebhook + `').item.json.body;
+  const id = b !== null && typeof b === 'object' && !Array.isArray(b) ? b.id : undefined;
+  if (typeof id !== 'string' || id.length === 0) return null;
+  if (/[\u0000-\u001f\u007f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(id)) return null;
+  if (encodeURIComponent(id).replace(/%[0-9A-F]{2}/g, '.').length > 255) return null;
+  return id;
+})()`
+
+var (
+	cryptoKeyExpr       = "={{ " + cryptoIDExpr + " !== null ? 'evt:' + " + cryptoIDExpr + " : 'sha256:' + $json.bodySha256 }}"
+	cryptoSourceExpr    = "={{ " + cryptoIDExpr + " !== null ? 'event_id' : 'body_sha256' }}"
+	cryptoEventTypeExpr = "={{ (() => { const b = $('" + NodeWebhook + "').item.json.body; return b !== null && typeof b === 'object' && typeof b.type === 'string' ? b.type : ''; })() }}"
+)
+
+// CleanupWorkflow returns the scheduled workflow that deletes keys older
+// than the retention. It is separate from the webhook workflow so a slow
+// delete never delays a delivery.
+func CleanupWorkflow(o Options) ([]byte, error) {
+	r, err := o.resolve()
+	if err != nil {
+		return nil, err
+	}
+	id := workflowID("cleanup/" + r.WebhookPath)
+	g := newGraph(id)
+	g.add(node{Name: NodeCleanupSchedule, Type: typeSchedule, Position: [2]int{0, 300}, Parameters: map[string]any{
+		"rule": map[string]any{"interval": []any{map[string]any{"field": "days", "daysInterval": 1, "triggerAtHour": 3}}},
+	}})
+	g.add(postgresNode(NodeCleanupDelete, [2]int{220, 300}, pgsql.Cleanup(r.events, r.Retention), "", r.CredentialName))
+	g.connect(NodeCleanupSchedule, 0, NodeCleanupDelete)
+	return g.render(id, r.WorkflowName+" – cleanup")
+}
+
+// Schema returns the SQL that creates the tables the workflows use. It is
+// idempotent: running it again changes nothing.
+func Schema(o Options) (string, error) {
+	r, err := o.resolve()
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "-- idemhook schema (guard: %s). Safe to run more than once.\n", r.Guard)
+	b.WriteString(pgsql.EventsDDL(r.events, r.Guard == GuardLease))
+	b.WriteString(pgsql.BusinessDDL(r.business))
+	return b.String(), nil
+}
+
+// CredentialsExample returns an `n8n import:credentials` file for the
+// Postgres credential the workflows reference, with placeholder values only.
+func CredentialsExample(o Options) ([]byte, error) {
+	r, err := o.resolve()
+	if err != nil {
+		return nil, err
+	}
+	cred := []map[string]any{{
+		"id":   workflowID("credential/" + r.CredentialName),
+		"name": r.CredentialName,
+		"type": "postgres",
+		"data": map[string]any{
+			"host":                   "localhost",
+			"port":                   5432,
+			"database":               "idemhook",
+			"user":                   "idemhook",
+			"password":               "CHANGE_ME",
+			"ssl":                    "disable",
+			"allowUnauthorizedCerts": false,
+			"maxConnections":         100,
+		},
+	}}
+	raw, err := marshal(cred)
+	if err != nil {
+		return nil, err
+	}
+	return pretty.PrettyOptions(raw, &pretty.Options{Width: 100, Indent: "  "}), nil
+}
+
+// Files returns every file `idemhook generate` writes, by file name.
+func Files(o Options) (map[string][]byte, error) {
+	wf, err := Workflow(o)
+	if err != nil {
+		return nil, err
+	}
+	cleanup, err := CleanupWorkflow(o)
+	if err != nil {
+		return nil, err
+	}
+	schema, err := Schema(o)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := CredentialsExample(o)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{
+		"workflow.json":            wf,
+		"cleanup-workflow.json":    cleanup,
+		"schema.sql":               []byte(schema),
+		"credentials.example.json": creds,
+	}, nil
+}
