@@ -1,10 +1,17 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/generator"
 )
 
@@ -66,4 +73,99 @@ func testSeedRun(t *testing.T, opts generator.Options) {
 	if err := st.Business.QueryRow(context.Background(), "SELECT event_type FROM "+opts.BusinessTable+" WHERE event_key = 'evt:evt_B_1'").Scan(&eventType); err != nil || eventType != "charge.refunded" {
 		t.Errorf("event_type of B = %q (%v), want charge.refunded", eventType, err)
 	}
+}
+
+// A body without id, with odd whitespace and key order, sent twice: the key
+// is the SHA-256 of the exact bytes and the second call is a duplicate.
+func TestBodyWithoutID(t *testing.T) {
+	needStack(t)
+	testBodyWithoutID(t, seedOptions("s2", generator.HashingCodeNode))
+}
+
+func testBodyWithoutID(t *testing.T, opts generator.Options) {
+	d := deploy(t, opts)
+	body := []byte("{ \"type\" :\"ping\",\n\t\"zeta\": [1, 2 ,3],   \"alpha\":{\"b\":1, \"a\":2}\r\n }  ")
+	want, err := eventkey.Derive(body)
+	if err != nil || want.Source != eventkey.SourceBodySHA256 {
+		t.Fatalf("Derive = %v, %v", want, err)
+	}
+	r1 := post(t, d.url, "application/json", body, nil)
+	r2 := post(t, d.url, "application/json", body, nil)
+	if r1.status != 200 || !strings.Contains(r1.body, `"processed"`) {
+		t.Errorf("first: %d %s, want 200 processed", r1.status, r1.body)
+	}
+	if r2.status != 200 || !strings.Contains(r2.body, `"duplicate"`) {
+		t.Errorf("second: %d %s, want 200 duplicate", r2.status, r2.body)
+	}
+	if keys := storedKeys(t, opts.EventsTable); len(keys) != 1 || keys[0] != want.Value {
+		t.Errorf("stored keys %q, want [%q]", keys, want.Value)
+	}
+	// The same members reordered are other bytes, so another key: the
+	// documented limit of hashing.
+	reordered := []byte(`{"alpha":{"a":2,"b":1},"type":"ping","zeta":[1,2,3]}`)
+	r3 := post(t, d.url, "application/json", reordered, nil)
+	if r3.status != 200 || !strings.Contains(r3.body, `"processed"`) {
+		t.Errorf("reordered body: %d %s, want 200 processed", r3.status, r3.body)
+	}
+	execs, _ := st.WaitExecutions(context.Background(), d.workflowID, 3)
+	if n := countRows(t, opts.BusinessTable); n != 2 {
+		t.Errorf("%s has %d rows, want 2 (executions %s)", opts.BusinessTable, n, executionIDs(execs))
+	}
+}
+
+// 8 concurrent deliveries of one event, then 50: exactly one business row
+// each time, every response 2xx.
+func TestConcurrentDeliveries(t *testing.T) {
+	needStack(t)
+	testConcurrentDeliveries(t, seedOptions("s3", generator.HashingCodeNode))
+}
+
+func testConcurrentDeliveries(t *testing.T, opts generator.Options) {
+	d := deploy(t, opts)
+	for _, n := range []int{8, 50} {
+		id := fmt.Sprintf("evt_concurrent_%d", n)
+		body := []byte(fmt.Sprintf(`{"id":%q,"type":"invoice.paid"}`, id))
+		results := make([]response, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				results[i] = postNoFatal(d.url, "application/json", body)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		processed := 0
+		for i, r := range results {
+			if r.status < 200 || r.status > 299 {
+				t.Errorf("%d concurrent: delivery %d got %d %s", n, i, r.status, r.body)
+			}
+			if strings.Contains(r.body, `"processed"`) {
+				processed++
+			}
+		}
+		var rows int
+		if err := st.Business.QueryRow(context.Background(), "SELECT count(*) FROM "+opts.BusinessTable+" WHERE event_key = $1", "evt:"+id).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		if rows != 1 || processed != 1 {
+			execs, _ := st.Executions(context.Background(), d.workflowID)
+			t.Errorf("%d concurrent deliveries: %d business rows and %d processed answers, want 1 and 1 (executions %s)", n, rows, processed, executionIDs(execs))
+		}
+	}
+}
+
+// postNoFatal is post for goroutines: a transport error becomes status 0.
+func postNoFatal(url, contentType string, body []byte) response {
+	client := http.Client{Timeout: 60 * time.Second}
+	resp, err := client.Post(url, contentType, bytes.NewReader(body))
+	if err != nil {
+		return response{body: err.Error()}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return response{status: resp.StatusCode, body: string(b)}
 }

@@ -160,9 +160,9 @@ func ifNode(g *graph, name string, pos [2]int, left string, operator map[string]
 }
 
 var (
-	opBooleanTrue = map[string]any{"type": "boolean", "operation": "true", "singleValue": true}
-	opStringExist = map[string]any{"type": "string", "operation": "exists", "singleValue": true}
-	opStringEq    = map[string]any{"type": "string", "operation": "equals"}
+	opStringExist    = map[string]any{"type": "string", "operation": "exists", "singleValue": true}
+	opStringNotEmpty = map[string]any{"type": "string", "operation": "notEmpty", "singleValue": true}
+	opStringEq       = map[string]any{"type": "string", "operation": "equals"}
 )
 
 // respondNode answers the webhook with status and a JSON body expression.

@@ -12,7 +12,7 @@ import (
 // Node names. Tests, the README and users' own nodes refer to them.
 const (
 	NodeWebhook         = "Webhook"
-	NodeBodyReceived    = "Body Received?"
+	NodeKeyBuilt        = "Key Built?"
 	NodeRespond400      = "Respond 400 empty body"
 	NodeBuildKey        = "Build Idempotency Key"
 	NodeHashBody        = "Hash Body"
@@ -71,18 +71,17 @@ func Workflow(o Options) ([]byte, error) {
 			// The key is built from the exact bytes, never from n8n's parse.
 			"options": map[string]any{"rawBody": true},
 		}})
-	// n8n gives an empty (or multipart) body no binary data at all.
-	g.add(ifNode(g, NodeBodyReceived, [2]int{220, 300}, "={{ Boolean($binary && $binary.data) }}", opBooleanTrue, ""))
-	g.add(respondNode(NodeRespond400, [2]int{440, 500}, 400,
-		`{"status":"rejected","error":"empty body: there is nothing to derive an idempotency key from"}`))
-	g.connect(NodeWebhook, 0, NodeBodyReceived)
-	g.connect(NodeBodyReceived, 1, NodeRespond400)
-
 	afterKey := addKeyNodes(g, r)
-	g.connect(NodeBodyReceived, 0, afterKey.first)
+	g.connect(NodeWebhook, 0, afterKey.first)
+	// An empty body has no key: answer 400 and reserve nothing.
+	g.add(ifNode(g, NodeKeyBuilt, [2]int{660, 300}, "={{ $json.key }}", opStringNotEmpty, ""))
+	g.connect(afterKey.last, 0, NodeKeyBuilt)
+	g.add(respondNode(NodeRespond400, [2]int{880, 560}, 400,
+		`{"status":"rejected","error":"empty body: there is nothing to derive an idempotency key from"}`))
+	g.connect(NodeKeyBuilt, 1, NodeRespond400)
 
 	business := BusinessNodeName(r.BusinessTable)
-	businessNode := postgresNode(business, [2]int{1540, 200},
+	businessNode := postgresNode(business, [2]int{1320, 200},
 		fmt.Sprintf("INSERT INTO %s (event_key, event_type) VALUES ($1, NULLIF($2, ''))", r.business),
 		"={{ [ "+keyExpr+", "+eventTypeExpr+" ] }}", r.CredentialName)
 	// The error output releases the key so the provider's retry is processed.
@@ -94,30 +93,30 @@ func Workflow(o Options) ([]byte, error) {
 	switch r.Guard {
 	case GuardReserve:
 		g.add(postgresNode(NodeReserve, [2]int{880, 300}, pgsql.Reserve(r.events), "={{ [ $json.key ] }}", r.CredentialName))
-		g.connect(afterKey.last, 0, NodeReserve)
+		g.connect(NodeKeyBuilt, 0, NodeReserve)
 		// On a conflict the Postgres node outputs {"success": true} rather
 		// than no item, so test for the returned column.
 		g.add(ifNode(g, NodeRowReturned, [2]int{1100, 300}, "={{ $json.key }}", opStringExist, ""))
 		g.connect(NodeReserve, 0, NodeRowReturned)
 		g.add(businessNode)
 		g.connect(NodeRowReturned, 0, business)
-		g.add(respondNode(NodeRespond200, [2]int{1980, 100}, 200, respond("processed", "")))
+		g.add(respondNode(NodeRespond200, [2]int{1760, 100}, 200, respond("processed", "")))
 		g.connect(business, 0, NodeRespond200)
 		g.add(respondNode(NodeRespondDup, [2]int{1320, 460}, 200, respond("duplicate", "")))
 		g.connect(NodeRowReturned, 1, NodeRespondDup)
-		g.add(postgresNode(NodeRelease, [2]int{1760, 300}, pgsql.Release(r.events), "={{ [ "+keyExpr+" ] }}", r.CredentialName))
+		g.add(postgresNode(NodeRelease, [2]int{1540, 300}, pgsql.Release(r.events), "={{ [ "+keyExpr+" ] }}", r.CredentialName))
 		g.connect(business, 1, NodeRelease)
 
 	case GuardLease:
 		g.add(postgresNode(NodeAcquireLease, [2]int{880, 300}, pgsql.AcquireLease(r.events, r.Lease), "={{ [ $json.key ] }}", r.CredentialName))
-		g.connect(afterKey.last, 0, NodeAcquireLease)
+		g.connect(NodeKeyBuilt, 0, NodeAcquireLease)
 		g.add(ifNode(g, NodeLeaseAcquired, [2]int{1100, 300}, "={{ $json.outcome }}", opStringEq, pgsql.OutcomeAcquired))
 		g.connect(NodeAcquireLease, 0, NodeLeaseAcquired)
 		g.add(businessNode)
 		g.connect(NodeLeaseAcquired, 0, business)
-		g.add(postgresNode(NodeMarkDone, [2]int{1760, 100}, pgsql.MarkDone(r.events), "={{ [ "+keyExpr+" ] }}", r.CredentialName))
+		g.add(postgresNode(NodeMarkDone, [2]int{1540, 100}, pgsql.MarkDone(r.events), "={{ [ "+keyExpr+" ] }}", r.CredentialName))
 		g.connect(business, 0, NodeMarkDone)
-		g.add(respondNode(NodeRespond200, [2]int{1980, 100}, 200, respond("processed", "")))
+		g.add(respondNode(NodeRespond200, [2]int{1760, 100}, 200, respond("processed", "")))
 		g.connect(NodeMarkDone, 0, NodeRespond200)
 		g.add(ifNode(g, NodeAlreadyDone, [2]int{1320, 500}, "={{ $json.outcome }}", opStringEq, pgsql.OutcomeDone))
 		g.connect(NodeLeaseAcquired, 1, NodeAlreadyDone)
@@ -126,12 +125,12 @@ func Workflow(o Options) ([]byte, error) {
 		retryAfter := fmt.Sprint(int64(min(r.Lease, 300e9) / 1e9))
 		g.add(respondNode(NodeRespond409, [2]int{1540, 640}, 409, respond("in_progress", ""), [2]string{"Retry-After", retryAfter}))
 		g.connect(NodeAlreadyDone, 1, NodeRespond409)
-		g.add(postgresNode(NodeRelease, [2]int{1760, 300}, pgsql.ReleaseLease(r.events),
+		g.add(postgresNode(NodeRelease, [2]int{1540, 300}, pgsql.ReleaseLease(r.events),
 			"={{ [ "+keyExpr+", $('"+NodeAcquireLease+"').item.json.attempt ] }}", r.CredentialName))
 		g.connect(business, 1, NodeRelease)
 	}
 	// A 5xx makes the provider retry; the key is free again by then.
-	g.add(respondNode(NodeRespond500, [2]int{1980, 300}, 500, respond("failed", ", released: true")))
+	g.add(respondNode(NodeRespond500, [2]int{1760, 300}, 500, respond("failed", ", released: true")))
 	g.connect(NodeRelease, 0, NodeRespond500)
 
 	return g.render(id, r.WorkflowName)
@@ -144,7 +143,7 @@ type span struct{ first, last string }
 func addKeyNodes(g *graph, r resolved) span {
 	switch r.Hashing {
 	case HashingCryptoNode:
-		g.add(node{Name: NodeHashBody, Type: typeCrypto, Position: [2]int{440, 200}, Parameters: map[string]any{
+		g.add(node{Name: NodeHashBody, Type: typeCrypto, Position: [2]int{220, 300}, Parameters: map[string]any{
 			"action":             "hash",
 			"type":               "SHA256",
 			"binaryData":         true,
@@ -152,7 +151,7 @@ func addKeyNodes(g *graph, r resolved) span {
 			"encoding":           "hex",
 			"dataPropertyName":   "bodySha256",
 		}})
-		g.add(node{Name: NodeBuildKey, Type: typeSet, Position: [2]int{660, 200}, Parameters: map[string]any{
+		g.add(node{Name: NodeBuildKey, Type: typeSet, Position: [2]int{440, 300}, Parameters: map[string]any{
 			"mode": "manual",
 			"assignments": map[string]any{"assignments": []any{
 				map[string]any{"id": uuidFrom(g.seed + "/set/key"), "name": "key", "type": "string", "value": cryptoKeyExpr},
@@ -164,7 +163,7 @@ func addKeyNodes(g *graph, r resolved) span {
 		g.connect(NodeHashBody, 0, NodeBuildKey)
 		return span{NodeHashBody, NodeBuildKey}
 	default:
-		g.add(node{Name: NodeBuildKey, Type: typeCode, Position: [2]int{550, 200}, Parameters: map[string]any{
+		g.add(node{Name: NodeBuildKey, Type: typeCode, Position: [2]int{330, 300}, Parameters: map[string]any{
 			"mode":     "runOnceForAllItems",
 			"language": "javaScript",
 			"jsCode":   templates.CodeNodeScript,
@@ -172,6 +171,10 @@ func addKeyNodes(g *graph, r resolved) span {
 		return span{NodeBuildKey, NodeBuildKey}
 	}
 }
+
+// emptySHA256 is the SHA-256 of zero bytes. Expressions cannot see the size
+// of binary data, but the only body with this hash is the empty one.
+const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 // The crypto-node mode cannot read raw bytes as text, so it takes the id
 // from n8n's parsed body ($json.body, filled for application/json) and
@@ -187,8 +190,10 @@ const cryptoIDExpr = `(() => {
 })()`
 
 var (
-	cryptoKeyExpr       = "={{ " + cryptoIDExpr + " !== null ? 'evt:' + " + cryptoIDExpr + " : 'sha256:' + $json.bodySha256 }}"
-	cryptoSourceExpr    = "={{ " + cryptoIDExpr + " !== null ? 'event_id' : 'body_sha256' }}"
+	cryptoKeyExpr = "={{ $json.bodySha256 === '" + emptySHA256 + "' ? '' : " +
+		cryptoIDExpr + " !== null ? 'evt:' + " + cryptoIDExpr + " : 'sha256:' + $json.bodySha256 }}"
+	cryptoSourceExpr = "={{ $json.bodySha256 === '" + emptySHA256 + "' ? '' : " +
+		cryptoIDExpr + " !== null ? 'event_id' : 'body_sha256' }}"
 	cryptoEventTypeExpr = "={{ (() => { const b = $('" + NodeWebhook + "').item.json.body; return b !== null && typeof b === 'object' && typeof b.type === 'string' ? b.type : ''; })() }}"
 )
 

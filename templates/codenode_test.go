@@ -59,11 +59,11 @@ func TestCodeNodeScriptConformance(t *testing.T) {
 		r := results[i]
 		switch {
 		case v.Error != "":
-			if !strings.HasPrefix(r.Error, "empty body") {
-				t.Errorf("%s: got %+v, want an empty-body error", v.Name, r)
+			if r.Key != "" || !strings.HasPrefix(r.Error, "empty body") {
+				t.Errorf("%s: got %+v, want key \"\" and an empty-body error", v.Name, r)
 				continue
 			}
-		case r.Key != v.Key || r.Source != v.Source:
+		case r.Key != v.Key || r.Source != v.Source || r.Error != "":
 			t.Errorf("%s: script gave %q (%s) %s, want %q (%s)", v.Name, r.Key, r.Source, r.Error, v.Key, v.Source)
 			continue
 		}

@@ -131,6 +131,18 @@ func (rt *dockerRuntime) stage(ctx context.Context, hostPath string) (string, er
 	return dst, nil
 }
 
+func (rt *dockerRuntime) nodeTypes(ctx context.Context) ([]byte, error) {
+	code, r, err := rt.n8n.Exec(ctx, []string{"sh", "-c", "cat $(find /home/node -path '*types/nodes.json' | head -n 1)"}, tcexec.Multiplexed())
+	if err != nil {
+		return nil, err
+	}
+	out, _ := io.ReadAll(r)
+	if code != 0 {
+		return nil, fmt.Errorf("read types/nodes.json in the n8n container: exit status %d", code)
+	}
+	return out, nil
+}
+
 func (rt *dockerRuntime) logs() []string {
 	return []string{filepath.Join(rt.logDir, "n8n.log"), filepath.Join(rt.logDir, "postgres.log")}
 }

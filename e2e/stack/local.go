@@ -323,6 +323,21 @@ func (rt *localRuntime) stage(_ context.Context, hostPath string) (string, error
 	return filepath.Abs(hostPath)
 }
 
+func (rt *localRuntime) nodeTypes(context.Context) ([]byte, error) {
+	var found string
+	_ = filepath.WalkDir(rt.base, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, filepath.Join("types", "nodes.json")) {
+			found = path
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	if found == "" {
+		return nil, fmt.Errorf("no types/nodes.json under %s", rt.base)
+	}
+	return os.ReadFile(found)
+}
+
 func (rt *localRuntime) logs() []string {
 	return []string{filepath.Join(rt.logDir, "n8n.log"), filepath.Join(rt.logDir, "postgres.log")}
 }

@@ -61,6 +61,9 @@ type runtime interface {
 	// stage makes a host file readable by the n8n CLI and returns its path
 	// there.
 	stage(ctx context.Context, hostPath string) (string, error)
+	// nodeTypes returns n8n's catalogue of node types (types/nodes.json),
+	// which n8n writes at start-up.
+	nodeTypes(ctx context.Context) ([]byte, error)
 	// logs returns the paths of the kept logs.
 	logs() []string
 	close() error
@@ -310,7 +313,7 @@ type Execution struct {
 
 // Executions lists a workflow's executions, oldest first.
 func (s *Stack) Executions(ctx context.Context, workflowID string) ([]Execution, error) {
-	rows, err := s.N8NDB.Query(ctx, `SELECT id::text, status FROM execution_entity WHERE "workflowId" = $1 ORDER BY id`, workflowID)
+	rows, err := s.N8NDB.Query(ctx, `SELECT id::text, status FROM execution_entity WHERE "workflowId" = $1 ORDER BY execution_entity.id`, workflowID)
 	if err != nil {
 		return nil, fmt.Errorf("list executions of %s: %w", workflowID, err)
 	}
@@ -351,4 +354,30 @@ func (s *Stack) WaitExecutions(ctx context.Context, workflowID string, n int) ([
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// NodeTypeVersions returns, for each node type n8n knows, the versions it
+// accepts, read from the running n8n's own catalogue.
+func (s *Stack) NodeTypeVersions(ctx context.Context) (map[string][]float64, error) {
+	raw, err := s.rt.nodeTypes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read n8n node types: %w", err)
+	}
+	out := map[string][]float64{}
+	gjson.ParseBytes(raw).ForEach(func(_, t gjson.Result) bool {
+		name := t.Get("name").String()
+		v := t.Get("version")
+		if v.IsArray() {
+			for _, x := range v.Array() {
+				out[name] = append(out[name], x.Float())
+			}
+		} else {
+			out[name] = append(out[name], v.Float())
+		}
+		return true
+	})
+	if len(out) == 0 {
+		return nil, errors.New("n8n's node type catalogue is empty")
+	}
+	return out, nil
 }

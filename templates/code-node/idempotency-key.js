@@ -269,10 +269,11 @@ function eventId(buf) {
   return sc.id;
 }
 
+const EMPTY_BODY = 'empty body: there is nothing to derive an idempotency key from';
+
+// Returns {key, source}; key is '' for an empty body, which has none.
 function deriveKey(buf) {
-  if (!buf || buf.length === 0) {
-    throw new Error('empty body: there is nothing to derive an idempotency key from');
-  }
+  if (!buf || buf.length === 0) return { key: '', source: '', error: EMPTY_BODY };
   const id = eventId(buf);
   if (id !== null) return { key: 'evt:' + id, source: 'event_id' };
   return { key: 'sha256:' + crypto.createHash('sha256').update(buf).digest('hex'), source: 'body_sha256' };
@@ -290,14 +291,16 @@ function eventType(buf, source) {
   }
 }
 
+// An empty body gets key '' (the workflow answers 400 and reserves nothing);
+// so does a multipart body, for which n8n keeps no raw bytes.
 const out = [];
 const items = $input.all();
 for (let i = 0; i < items.length; i++) {
-  if (!items[i].binary || !items[i].binary.data) {
-    throw new Error('empty body: there is nothing to derive an idempotency key from');
-  }
-  const buf = await this.helpers.getBinaryDataBuffer(i, 'data');
+  const hasBytes = items[i].binary && items[i].binary.data;
+  const buf = hasBytes ? await this.helpers.getBinaryDataBuffer(i, 'data') : Buffer.alloc(0);
   const k = deriveKey(buf);
-  out.push({ json: { key: k.key, source: k.source, eventType: eventType(buf, k.source) }, pairedItem: { item: i } });
+  const json = { key: k.key, source: k.source, eventType: eventType(buf, k.source) };
+  if (k.error) json.error = k.error;
+  out.push({ json: json, pairedItem: { item: i } });
 }
 return out;

@@ -30,9 +30,9 @@ async function main() {
     try {
       const out = await run.call({ helpers }, $input, require);
       if (!Array.isArray(out) || out.length !== 1) throw new Error('expected one output item, got ' + JSON.stringify(out));
-      results.push({ key: out[0].json.key, source: out[0].json.source });
+      results.push({ key: out[0].json.key, source: out[0].json.source, error: out[0].json.error || '' });
     } catch (e) {
-      results.push({ error: String(e && e.message) });
+      results.push({ error: 'threw: ' + String(e && e.message) });
     }
   }
   process.stdout.write(JSON.stringify(results));
