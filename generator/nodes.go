@@ -20,6 +20,7 @@ const (
 	typeCrypto   = "n8n-nodes-base.crypto"
 	typeSet      = "n8n-nodes-base.set"
 	typeSchedule = "n8n-nodes-base.scheduleTrigger"
+	typeExecTrig = "n8n-nodes-base.executeWorkflowTrigger"
 )
 
 // TypeVersions maps every node type the generator emits to its typeVersion.
@@ -32,6 +33,7 @@ var TypeVersions = map[string]float64{
 	typeCrypto:   2,
 	typeSet:      3.4,
 	typeSchedule: 1.4,
+	typeExecTrig: 1.2,
 }
 
 type credentialRef struct {

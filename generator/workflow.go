@@ -28,6 +28,7 @@ const (
 	NodeRespond409      = "Respond 409 in progress"
 	NodeMarkDone        = "Mark Done"
 	NodeCleanupSchedule = "Every Day"
+	NodeCleanupOnDemand = "On Demand"
 	NodeCleanupDelete   = "Delete Old Keys"
 )
 
@@ -210,8 +211,14 @@ func CleanupWorkflow(o Options) ([]byte, error) {
 	g.add(node{Name: NodeCleanupSchedule, Type: typeSchedule, Position: [2]int{0, 300}, Parameters: map[string]any{
 		"rule": map[string]any{"interval": []any{map[string]any{"field": "days", "daysInterval": 1, "triggerAtHour": 3}}},
 	}})
-	g.add(postgresNode(NodeCleanupDelete, [2]int{220, 300}, pgsql.Cleanup(r.events, r.Retention), "", r.CredentialName))
+	// The on-demand trigger lets `n8n execute --id=ID` or another workflow
+	// run the cleanup now.
+	g.add(node{Name: NodeCleanupOnDemand, Type: typeExecTrig, Position: [2]int{0, 500}, Parameters: map[string]any{
+		"inputSource": "passthrough",
+	}})
+	g.add(postgresNode(NodeCleanupDelete, [2]int{220, 400}, pgsql.Cleanup(r.events, r.Retention), "", r.CredentialName))
 	g.connect(NodeCleanupSchedule, 0, NodeCleanupDelete)
+	g.connect(NodeCleanupOnDemand, 0, NodeCleanupDelete)
 	return g.render(id, r.WorkflowName+" – cleanup")
 }
 

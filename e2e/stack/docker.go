@@ -112,7 +112,9 @@ func startDocker(ctx context.Context, opts Options) (s *Stack, err error) {
 }
 
 func (rt *dockerRuntime) n8nCLI(ctx context.Context, args ...string) ([]byte, error) {
-	code, r, err := rt.n8n.Exec(ctx, append([]string{"n8n"}, args...), tcexec.Multiplexed())
+	// The server's task broker holds port 5679 in the container.
+	code, r, err := rt.n8n.Exec(ctx, append([]string{"n8n"}, args...), tcexec.Multiplexed(),
+		tcexec.WithEnv([]string{"N8N_RUNNERS_BROKER_PORT=5680"}))
 	if err != nil {
 		return nil, err
 	}

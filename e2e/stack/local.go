@@ -312,8 +312,14 @@ func (rt *localRuntime) exited(name string) bool {
 }
 
 func (rt *localRuntime) n8nCLI(ctx context.Context, args ...string) ([]byte, error) {
+	// A command that runs a workflow (n8n execute) starts a task broker of
+	// its own, which must not collide with the server's.
+	broker, err := freePort()
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.CommandContext(ctx, rt.installs.N8N, args...)
-	cmd.Env = rt.n8nEnv
+	cmd.Env = append(append([]string{}, rt.n8nEnv...), "N8N_RUNNERS_BROKER_PORT="+strconv.Itoa(broker))
 	cmd.Dir = rt.base
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	return cmd.CombinedOutput()

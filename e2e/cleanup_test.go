@@ -1,0 +1,41 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/idemhook/idemhook/generator"
+)
+
+// The cleanup workflow deletes keys older than the retention and keeps the
+// newer ones. n8n runs it through its CLI (`n8n execute`), as the schedule
+// would.
+func TestCleanupWorkflow(t *testing.T) {
+	needStack(t)
+	opts := seedOptions("s7", generator.HashingCodeNode)
+	opts.Retention = 30 * 24 * time.Hour
+	d := deploy(t, opts)
+	ctx := context.Background()
+	if err := st.ImportWorkflow(ctx, filepath.Join(d.dir, "cleanup-workflow.json")); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, "INSERT INTO "+opts.EventsTable+" (key, first_seen) VALUES ('evt:old', now() - interval '31 days'), ('evt:older', now() - interval '90 days'), ('evt:recent', now() - interval '29 days'), ('evt:new', now())")
+	out, err := st.N8N(ctx, "execute", "--id="+d.cleanupID)
+	if err != nil {
+		t.Fatalf("run the cleanup workflow: %v", err)
+	}
+	keys := storedKeys(t, opts.EventsTable)
+	want := map[string]bool{"evt:recent": true, "evt:new": true}
+	if len(keys) != len(want) || !want[keys[0]] || !want[keys[1]] {
+		t.Errorf("after cleanup the table holds %q, want evt:recent and evt:new\nn8n execute said:\n%s", keys, tail(out))
+	}
+}
+
+func tail(b []byte) string {
+	if len(b) > 3000 {
+		b = b[len(b)-3000:]
+	}
+	return string(b)
+}
