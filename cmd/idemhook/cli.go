@@ -67,20 +67,20 @@ func optionFlags(fs *flag.FlagSet, o *generator.Options) {
 	fs.StringVar(&o.EventsTable, "events-table", generator.DefaultEventsTable, "`table` of reserved keys (table or schema.table)")
 	fs.StringVar(&o.BusinessTable, "business-table", generator.DefaultBusinessTable, "`table` of the example business step")
 	fs.StringVar(&o.CredentialName, "credential", generator.DefaultCredentialName, "`name` of the n8n Postgres credential the nodes use")
-	fs.Func("retention", "keep keys this `long` before cleanup deletes them: 30d, 720h (default 30d)", func(s string) error {
+	fs.Func("retention", "how long cleanup keeps keys, a `DURATION` such as 30d or 720h (default 30d)", func(s string) error {
 		d, err := parseDays(s)
 		o.Retention = d
 		return err
 	})
-	fs.Func("hashing", "how the workflow builds the key: code-node (default) or crypto-node", func(s string) error {
+	fs.Func("hashing", "how the workflow builds the key, a `MODE`: code-node (default) or crypto-node", func(s string) error {
 		o.Hashing = generator.Hashing(s)
 		return nil
 	})
-	fs.Func("guard", "how the key is held while the business step runs: reserve (default) or lease", func(s string) error {
+	fs.Func("guard", "how the key is held while the business step runs, a `MODE`: reserve (default) or lease", func(s string) error {
 		o.Guard = generator.Guard(s)
 		return nil
 	})
-	fs.Func("lease", "lease `duration` in lease mode: 90s, 5m (default 5m)", func(s string) error {
+	fs.Func("lease", "in lease mode, how long an attempt holds the key, a `DURATION` such as 90s or 5m (default 5m)", func(s string) error {
 		d, err := parseDays(s)
 		o.Lease = d
 		return err

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -15,6 +16,8 @@ import (
 )
 
 func main() {
+	printNodeBin := flag.Bool("print-node-bin", false, "print only the folder of the Node "+stack.NodeMajor+" binary on stdout (for PATH)")
+	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	start := time.Now()
@@ -22,6 +25,9 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "provision:", err)
 		os.Exit(1)
+	}
+	if *printNodeBin {
+		fmt.Println(in.NodeBin)
 	}
 	fmt.Fprintf(os.Stderr, "provision: ready in %s\n  node:     %s\n  postgres: %s\n  n8n:      %s\n",
 		time.Since(start).Round(time.Second), in.NodeBin, in.PostgresBin, in.N8N)

@@ -1,0 +1,33 @@
+package generator_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/idemhook/idemhook/generator"
+)
+
+// The committed templates are exactly the generator's output. After a
+// deliberate change, regenerate them with `go generate ./generator`.
+func TestTemplatesMatchGenerator(t *testing.T) {
+	for _, tpl := range generator.Templates {
+		files, err := generator.Files(tpl.Options)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, want := range files {
+			path := filepath.Join("..", generator.TemplatesDir, tpl.Name, name)
+			got, err := os.ReadFile(path)
+			if err != nil {
+				t.Errorf("%v (run `go generate ./generator`)", err)
+				continue
+			}
+			if diff := cmp.Diff(strings.Split(string(want), "\n"), strings.Split(string(got), "\n")); diff != "" {
+				t.Errorf("%s drifted from the generator (-generated +committed); run `go generate ./generator`:\n%s", path, diff)
+			}
+		}
+	}
+}

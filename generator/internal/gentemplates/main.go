@@ -1,0 +1,38 @@
+// Command gentemplates regenerates templates/workflows from
+// generator.Templates. Run it with `go generate ./generator` from the module
+// root; the generator's golden test fails until it is run after a change.
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/idemhook/idemhook/generator"
+)
+
+func main() {
+	// go generate runs in the package folder, generator/.
+	root := ".."
+	for _, tpl := range generator.Templates {
+		files, err := generator.Files(tpl.Options)
+		if err != nil {
+			fail(err)
+		}
+		dir := filepath.Join(root, generator.TemplatesDir, tpl.Name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			fail(err)
+		}
+		for name, b := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+				fail(err)
+			}
+		}
+		fmt.Println("wrote", dir)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "gentemplates:", err)
+	os.Exit(1)
+}

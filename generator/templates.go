@@ -1,0 +1,21 @@
+package generator
+
+// Template is a set of options whose output is committed under
+// templates/workflows/<Name>, for users who copy files instead of running
+// the generator.
+type Template struct {
+	Name    string
+	Options Options
+}
+
+// Templates lists the committed templates: the defaults and each mode.
+var Templates = []Template{
+	{Name: "default", Options: Options{}},
+	{Name: "crypto-node", Options: Options{Hashing: HashingCryptoNode}},
+	{Name: "lease", Options: Options{Guard: GuardLease}},
+}
+
+// TemplatesDir is where the templates live, relative to the module root.
+const TemplatesDir = "templates/workflows"
+
+//go:generate go run ./internal/gentemplates

@@ -1,0 +1,379 @@
+package generator_test
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/templates"
+	"github.com/tidwall/gjson"
+)
+
+var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// wf is a parsed workflow with helpers for its graph.
+type wf struct {
+	t    *testing.T
+	doc  gjson.Result
+	byID map[string]gjson.Result
+}
+
+func parse(t *testing.T, raw []byte) wf {
+	t.Helper()
+	if !json.Valid(raw) {
+		t.Fatal("not valid JSON")
+	}
+	w := wf{t: t, doc: gjson.ParseBytes(raw), byID: map[string]gjson.Result{}}
+	for _, n := range w.doc.Get("nodes").Array() {
+		name := n.Get("name").String()
+		if _, dup := w.byID[name]; dup {
+			t.Errorf("duplicate node name %q", name)
+		}
+		w.byID[name] = n
+	}
+	return w
+}
+
+func (w wf) node(name string) gjson.Result {
+	w.t.Helper()
+	n, ok := w.byID[name]
+	if !ok {
+		w.t.Fatalf("no node %q; nodes: %v", name, w.names())
+	}
+	return n
+}
+
+func (w wf) names() []string {
+	var out []string
+	for name := range w.byID {
+		out = append(out, name)
+	}
+	return out
+}
+
+// targets lists the nodes output number out of from feeds.
+func (w wf) targets(from string, out int) []string {
+	var names []string
+	outs := w.doc.Get("connections").Get(gjson.Escape(from)).Get("main").Array()
+	if out >= len(outs) {
+		return nil
+	}
+	for _, l := range outs[out].Array() {
+		names = append(names, l.Get("node").String())
+	}
+	return names
+}
+
+func (w wf) wantEdge(from string, out int, to string) {
+	w.t.Helper()
+	for _, n := range w.targets(from, out) {
+		if n == to {
+			return
+		}
+	}
+	w.t.Errorf("%q output %d does not lead to %q (it leads to %v)", from, out, to, w.targets(from, out))
+}
+
+func generate(t *testing.T, o generator.Options) wf {
+	t.Helper()
+	raw, err := generator.Workflow(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parse(t, raw)
+}
+
+// checkCommon holds for every generated workflow: known node types at their
+// typeVersions, unique ids, connections between existing nodes, credentials
+// by name only, array query parameters, and every path from a trigger ending
+// in an answer.
+func checkCommon(t *testing.T, w wf, credential string) {
+	ids := map[string]bool{}
+	for name, n := range w.byID {
+		typ := n.Get("type").String()
+		want, known := generator.TypeVersions[typ]
+		if !known {
+			t.Errorf("node %q has unexpected type %q", name, typ)
+		}
+		if got := n.Get("typeVersion").Float(); got != want {
+			t.Errorf("node %q: typeVersion %v, want %v", name, got, want)
+		}
+		id := n.Get("id").String()
+		if !uuidPattern.MatchString(id) || ids[id] {
+			t.Errorf("node %q: id %q is not a unique UUID", name, id)
+		}
+		ids[id] = true
+		if !n.Get("position").IsArray() || len(n.Get("position").Array()) != 2 {
+			t.Errorf("node %q: position %s", name, n.Get("position").Raw)
+		}
+		if typ == "n8n-nodes-base.postgres" {
+			cred := n.Get("credentials.postgres")
+			if !cred.Get("id").Exists() || cred.Get("id").Type != gjson.Null {
+				t.Errorf("node %q: credential id must be null, got %s", name, cred.Get("id").Raw)
+			}
+			if cred.Get("name").String() != credential {
+				t.Errorf("node %q: credential name %q, want %q", name, cred.Get("name").String(), credential)
+			}
+			if q := n.Get("parameters.options.queryReplacement"); q.Exists() &&
+				(!strings.HasPrefix(q.String(), "={{ [") || !strings.HasSuffix(q.String(), "] }}")) {
+				t.Errorf("node %q: queryReplacement %q is not an array expression", name, q.String())
+			}
+			if strings.Contains(n.Get("parameters.query").String(), "{{") {
+				t.Errorf("node %q: query interpolates an expression instead of binding it", name)
+			}
+		}
+	}
+	if strings.Contains(w.doc.Raw, `"credentials": {"postgres": {"id": "`) {
+		t.Error("a credential id leaked into the workflow")
+	}
+	for from := range w.doc.Get("connections").Map() {
+		if _, ok := w.byID[from]; !ok {
+			t.Errorf("connection from unknown node %q", from)
+		}
+	}
+	w.doc.Get("connections").ForEach(func(from, v gjson.Result) bool {
+		v.Get("main").ForEach(func(_, out gjson.Result) bool {
+			out.ForEach(func(_, l gjson.Result) bool {
+				if _, ok := w.byID[l.Get("node").String()]; !ok {
+					t.Errorf("%s connects to unknown node %q", from.String(), l.Get("node").String())
+				}
+				return true
+			})
+			return true
+		})
+		return true
+	})
+}
+
+// checkEveryPathAnswers walks from the Webhook: every node that feeds nothing
+// must be a Respond to Webhook node, or the caller would hang until timeout.
+func checkEveryPathAnswers(t *testing.T, w wf) {
+	seen := map[string]bool{}
+	var walk func(name string)
+	walk = func(name string) {
+		if seen[name] {
+			return
+		}
+		seen[name] = true
+		outs := w.doc.Get("connections").Get(gjson.Escape(name)).Get("main").Array()
+		leaf := true
+		for i := range outs {
+			for _, next := range w.targets(name, i) {
+				leaf = false
+				walk(next)
+			}
+		}
+		if leaf && w.node(name).Get("type").String() != "n8n-nodes-base.respondToWebhook" {
+			t.Errorf("path ends at %q, which does not answer the webhook", name)
+		}
+	}
+	walk(generator.NodeWebhook)
+	for name := range w.byID {
+		if !seen[name] {
+			t.Errorf("node %q is unreachable from the Webhook", name)
+		}
+	}
+}
+
+func TestDefaultWorkflowReproducesTheSeed(t *testing.T) {
+	w := generate(t, generator.Options{})
+	checkCommon(t, w, generator.DefaultCredentialName)
+	checkEveryPathAnswers(t, w)
+
+	hook := w.node("Webhook")
+	if hook.Get("parameters.httpMethod").String() != "POST" || hook.Get("parameters.responseMode").String() != "responseNode" ||
+		!hook.Get("parameters.options.rawBody").Bool() || hook.Get("parameters.path").String() != "idempotent-webhook" {
+		t.Errorf("Webhook parameters: %s", hook.Get("parameters").Raw)
+	}
+	if !uuidPattern.MatchString(hook.Get("webhookId").String()) {
+		t.Errorf("webhookId %q", hook.Get("webhookId").String())
+	}
+	if got := w.node("Build Idempotency Key").Get("parameters.jsCode").String(); got != templates.CodeNodeScript {
+		t.Error("the Code node does not hold templates/code-node/idempotency-key.js verbatim")
+	}
+	reserve := w.node("Reserve Key")
+	if got := reserve.Get("parameters.query").String(); got != "INSERT INTO processed_events (key) VALUES ($1) ON CONFLICT (key) DO NOTHING RETURNING key" {
+		t.Errorf("reservation query %q", got)
+	}
+	if got := w.node("Release Key").Get("parameters.query").String(); got != "DELETE FROM processed_events WHERE key = $1" {
+		t.Errorf("release query %q", got)
+	}
+	business := w.node("Business Step (insert business_log)")
+	if business.Get("onError").String() != "continueErrorOutput" {
+		t.Error("the business step has no error output")
+	}
+	if q := business.Get("parameters.query").String(); !strings.Contains(q, "INSERT INTO business_log (event_key, event_type)") {
+		t.Errorf("business query %q", q)
+	}
+	// Row Returned? tests the returned column: on a conflict n8n's Postgres
+	// node outputs {"success": true}, not zero items.
+	cond := w.node("Row Returned?").Get("parameters.conditions.conditions.0")
+	if cond.Get("leftValue").String() != "={{ $json.key }}" || cond.Get("operator.operation").String() != "exists" {
+		t.Errorf("Row Returned? condition %s", cond.Raw)
+	}
+
+	w.wantEdge("Webhook", 0, "Build Idempotency Key")
+	w.wantEdge("Build Idempotency Key", 0, "Key Built?")
+	w.wantEdge("Key Built?", 0, "Reserve Key")
+	w.wantEdge("Key Built?", 1, "Respond 400 empty body")
+	w.wantEdge("Reserve Key", 0, "Row Returned?")
+	w.wantEdge("Row Returned?", 0, "Business Step (insert business_log)")
+	w.wantEdge("Row Returned?", 1, "Respond 200 duplicate")
+	w.wantEdge("Business Step (insert business_log)", 0, "Respond 200")
+	w.wantEdge("Business Step (insert business_log)", 1, "Release Key")
+	w.wantEdge("Release Key", 0, "Respond 500 released")
+
+	for name, status := range map[string]int64{"Respond 200": 200, "Respond 200 duplicate": 200, "Respond 400 empty body": 400, "Respond 500 released": 500} {
+		if got := w.node(name).Get("parameters.options.responseCode").Int(); got != status {
+			t.Errorf("%s answers %d", name, got)
+		}
+	}
+}
+
+func TestCryptoNodeWorkflow(t *testing.T) {
+	w := generate(t, generator.Options{Hashing: generator.HashingCryptoNode})
+	checkCommon(t, w, generator.DefaultCredentialName)
+	checkEveryPathAnswers(t, w)
+	for name, n := range w.byID {
+		if n.Get("type").String() == "n8n-nodes-base.code" {
+			t.Errorf("crypto-node mode has a Code node %q", name)
+		}
+	}
+	hash := w.node("Hash Body").Get("parameters")
+	if hash.Get("action").String() != "hash" || hash.Get("type").String() != "SHA256" || !hash.Get("binaryData").Bool() ||
+		hash.Get("binaryPropertyName").String() != "data" || hash.Get("encoding").String() != "hex" {
+		t.Errorf("Hash Body parameters %s", hash.Raw)
+	}
+	w.wantEdge("Webhook", 0, "Hash Body")
+	w.wantEdge("Hash Body", 0, "Build Idempotency Key")
+	w.wantEdge("Build Idempotency Key", 0, "Key Built?")
+	if w.node("Build Idempotency Key").Get("type").String() != "n8n-nodes-base.set" {
+		t.Error("Build Idempotency Key is not a Set node")
+	}
+}
+
+func TestLeaseWorkflow(t *testing.T) {
+	w := generate(t, generator.Options{Guard: generator.GuardLease, Lease: 90 * time.Second})
+	checkCommon(t, w, generator.DefaultCredentialName)
+	checkEveryPathAnswers(t, w)
+	acquire := w.node("Acquire Lease").Get("parameters.query").String()
+	for _, want := range []string{"ON CONFLICT (key) DO UPDATE", "interval '90 seconds'", "e.lease_until < now()"} {
+		if !strings.Contains(acquire, want) {
+			t.Errorf("Acquire Lease query lacks %q:\n%s", want, acquire)
+		}
+	}
+	w.wantEdge("Key Built?", 0, "Acquire Lease")
+	w.wantEdge("Acquire Lease", 0, "Lease Acquired?")
+	w.wantEdge("Lease Acquired?", 0, "Business Step (insert business_log)")
+	w.wantEdge("Lease Acquired?", 1, "Already Done?")
+	w.wantEdge("Already Done?", 0, "Respond 200 duplicate")
+	w.wantEdge("Already Done?", 1, "Respond 409 in progress")
+	w.wantEdge("Business Step (insert business_log)", 0, "Mark Done")
+	w.wantEdge("Mark Done", 0, "Respond 200")
+	w.wantEdge("Business Step (insert business_log)", 1, "Release Key")
+	busy := w.node("Respond 409 in progress").Get("parameters.options")
+	if busy.Get("responseCode").Int() != 409 || busy.Get("responseHeaders.entries.0.name").String() != "Retry-After" ||
+		busy.Get("responseHeaders.entries.0.value").String() != "90" {
+		t.Errorf("Respond 409 options %s", busy.Raw)
+	}
+}
+
+func TestCleanupWorkflow(t *testing.T) {
+	raw, err := generator.CleanupWorkflow(generator.Options{EventsTable: "hooks.events", Retention: 45 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := parse(t, raw)
+	checkCommon(t, w, generator.DefaultCredentialName)
+	if got := w.node("Delete Old Keys").Get("parameters.query").String(); got != "DELETE FROM hooks.events WHERE first_seen < now() - interval '45 days'" {
+		t.Errorf("cleanup query %q", got)
+	}
+	rule := w.node("Every Day").Get("parameters.rule.interval.0")
+	if rule.Get("field").String() != "days" || rule.Get("daysInterval").Int() != 1 {
+		t.Errorf("schedule %s", rule.Raw)
+	}
+	w.wantEdge("Every Day", 0, "Delete Old Keys")
+	w.wantEdge("On Demand", 0, "Delete Old Keys")
+}
+
+func TestIDsAreDeterministic(t *testing.T) {
+	a, _ := generator.Workflow(generator.Options{})
+	b, _ := generator.Workflow(generator.Options{})
+	if string(a) != string(b) {
+		t.Fatal("two runs with the same options differ")
+	}
+	base := generate(t, generator.Options{})
+	other := generate(t, generator.Options{BusinessTable: "orders_log", Guard: generator.GuardLease})
+	if base.doc.Get("id").String() != other.doc.Get("id").String() {
+		t.Error("changing options other than the path changed the workflow id: a re-import would add a copy")
+	}
+	if base.node("Webhook").Get("webhookId").String() != other.node("Webhook").Get("webhookId").String() {
+		t.Error("the webhookId changed with options other than the path")
+	}
+	moved := generate(t, generator.Options{WebhookPath: "elsewhere"})
+	if base.doc.Get("id").String() == moved.doc.Get("id").String() {
+		t.Error("two webhook paths share a workflow id")
+	}
+	if !regexp.MustCompile(`^[0-9A-Za-z]{16}$`).MatchString(base.doc.Get("id").String()) {
+		t.Errorf("workflow id %q", base.doc.Get("id").String())
+	}
+}
+
+func TestIdentifiersReachSQLValidated(t *testing.T) {
+	w := generate(t, generator.Options{EventsTable: "hooks.processed_events", BusinessTable: "app.orders"})
+	if q := w.node("Reserve Key").Get("parameters.query").String(); !strings.HasPrefix(q, "INSERT INTO hooks.processed_events (key)") {
+		t.Errorf("reservation query %q", q)
+	}
+	if q := w.node("Business Step (insert app.orders)").Get("parameters.query").String(); !strings.HasPrefix(q, "INSERT INTO app.orders ") {
+		t.Errorf("business query %q", q)
+	}
+}
+
+func TestCredentialsExampleHoldsNoSecret(t *testing.T) {
+	raw, err := generator.CredentialsExample(generator.Options{CredentialName: "Billing DB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := gjson.ParseBytes(raw)
+	if !creds.IsArray() || len(creds.Array()) != 1 {
+		t.Fatalf("want a JSON array of one credential, got %s", raw)
+	}
+	c := creds.Get("0")
+	if c.Get("name").String() != "Billing DB" || c.Get("type").String() != "postgres" || c.Get("id").String() == "" {
+		t.Errorf("credential %s", c.Raw)
+	}
+	if c.Get("data.password").String() != "CHANGE_ME" {
+		t.Errorf("password %q is not the placeholder", c.Get("data.password").String())
+	}
+}
+
+func TestSchema(t *testing.T) {
+	plain, err := generator.Schema(generator.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := generator.Schema(generator.Options{Guard: generator.GuardLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"CREATE TABLE IF NOT EXISTS processed_events (\n  key text PRIMARY KEY,\n  first_seen timestamptz NOT NULL DEFAULT now()\n)",
+		"CREATE TABLE IF NOT EXISTS business_log (", "event_key text NOT NULL", "event_type text"} {
+		if !strings.Contains(plain, want) {
+			t.Errorf("plain schema lacks %q", want)
+		}
+	}
+	// The lease schema is a superset: every plain statement, then columns.
+	for _, stmt := range strings.Split(plain, ";") {
+		if s := strings.TrimSpace(stmt); s != "" && !strings.Contains(s, "idemhook schema (guard") && !strings.Contains(lease, s) {
+			t.Errorf("lease schema lacks %q", s)
+		}
+	}
+	for _, want := range []string{"ADD COLUMN IF NOT EXISTS state", "ADD COLUMN IF NOT EXISTS lease_until", "ADD COLUMN IF NOT EXISTS attempts"} {
+		if !strings.Contains(lease, want) {
+			t.Errorf("lease schema lacks %q", want)
+		}
+	}
+}
