@@ -31,7 +31,7 @@ var TypeVersions = map[string]float64{
 	typeIf:       2.3,
 	typeRespond:  1.5,
 	typeCrypto:   2,
-	typeSet:      3.4,
+	typeSet:      3.5,
 	typeSchedule: 1.4,
 	typeExecTrig: 1.2,
 }

@@ -233,25 +233,32 @@ func (s *Stack) ImportWorkflow(ctx context.Context, file string) error {
 var ErrNotLive = errors.New("workflow published but its webhook is not live")
 
 // Publish runs `n8n publish:workflow --id=ID` and waits until the webhook
-// path answers. n8n 2.41 exits 0 even when activation fails (a taken webhook
-// path, for one); the failure then shows only in the table
-// workflow_publication_trigger_status, which Publish reports.
+// is live. n8n 2.41 exits 0 even when activation fails (a taken webhook path,
+// for one): the outcome shows only in workflow_publication_trigger_status,
+// per published version. Publish waits for that record, then checks that
+// n8n routes the path to this workflow and that the path answers.
 func (s *Stack) Publish(ctx context.Context, workflowID, webhookPath string) error {
 	if _, err := s.N8N(ctx, "publish:workflow", "--id="+workflowID); err != nil {
 		return err
 	}
+	var version string
+	if err := s.N8NDB.QueryRow(ctx, `SELECT coalesce("activeVersionId", '') FROM workflow_entity WHERE id = $1`, workflowID).Scan(&version); err != nil {
+		return fmt.Errorf("publish %s: read the published version: %w", workflowID, err)
+	}
+	if version == "" {
+		return fmt.Errorf("publish %s: %w: n8n recorded no active version", workflowID, ErrNotLive)
+	}
 	deadline := time.Now().Add(45 * time.Second)
 	for {
-		if s.webhookRegistered(ctx, webhookPath) {
+		status, detail := s.publicationStatus(ctx, workflowID, version)
+		switch {
+		case status == "failed":
+			return fmt.Errorf("publish %s: %w: %s", workflowID, ErrNotLive, detail)
+		case status == "activated" && s.routedTo(ctx, webhookPath) == workflowID && s.webhookRegistered(ctx, webhookPath):
 			return nil
-		}
-		if status, detail, ok := s.publicationStatus(ctx, workflowID); ok && status == "failed" {
-			return fmt.Errorf("publish %s: %w: n8n recorded status %q: %s", workflowID, ErrNotLive, status, detail)
-		}
-		if time.Now().After(deadline) {
-			status, detail, _ := s.publicationStatus(ctx, workflowID)
-			return fmt.Errorf("publish %s: %w: /webhook/%s not registered after 45s (publication status %q %s; logs: %s)",
-				workflowID, ErrNotLive, webhookPath, status, detail, strings.Join(s.Logs(), ", "))
+		case time.Now().After(deadline):
+			return fmt.Errorf("publish %s: %w: /webhook/%s not live after 45s (publication status %q, routed to %q; logs: %s)",
+				workflowID, ErrNotLive, webhookPath, status, s.routedTo(ctx, webhookPath), strings.Join(s.Logs(), ", "))
 		}
 		select {
 		case <-ctx.Done():
@@ -259,6 +266,35 @@ func (s *Stack) Publish(ctx context.Context, workflowID, webhookPath string) err
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// publicationStatus summarises n8n's record of a published version's
+// triggers: "failed" if any failed (detail says why), "activated" if all
+// were, "" while none is recorded yet.
+func (s *Stack) publicationStatus(ctx context.Context, workflowID, version string) (status, detail string) {
+	rows, err := s.N8NDB.Query(ctx, `SELECT status, coalesce("errorMessage", '') FROM workflow_publication_trigger_status WHERE "workflowId" = $1 AND "versionId" = $2`, workflowID, version)
+	if err != nil {
+		return "", err.Error()
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var st, msg string
+		if err := rows.Scan(&st, &msg); err != nil {
+			return "", err.Error()
+		}
+		if st == "failed" {
+			return st, msg
+		}
+		status = st
+	}
+	return status, ""
+}
+
+// routedTo returns the workflow n8n routes POST /webhook/PATH to.
+func (s *Stack) routedTo(ctx context.Context, path string) string {
+	var id string
+	_ = s.N8NDB.QueryRow(ctx, `SELECT "workflowId" FROM webhook_entity WHERE "webhookPath" = $1 AND method = 'POST'`, path).Scan(&id)
+	return id
 }
 
 // webhookRegistered probes a POST-only production path with GET: once it is
@@ -276,16 +312,6 @@ func (s *Stack) webhookRegistered(ctx context.Context, path string) bool {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	return strings.Contains(string(body), "Did you mean to make a POST request")
-}
-
-// publicationStatus reads n8n's record of the last publication attempt.
-func (s *Stack) publicationStatus(ctx context.Context, workflowID string) (status, detail string, ok bool) {
-	row := s.N8NDB.QueryRow(ctx, `SELECT to_jsonb(t)::text FROM workflow_publication_trigger_status t WHERE "workflowId" = $1`, workflowID)
-	var raw string
-	if err := row.Scan(&raw); err != nil {
-		return "", "", false
-	}
-	return gjson.Get(raw, "status").String(), raw, true
 }
 
 // Deploy imports a generated workflow file and publishes it.
