@@ -123,3 +123,14 @@ func intervalText(d time.Duration) string {
 	}
 	return fmt.Sprintf("%d seconds", int64(d/time.Second))
 }
+
+// LookupLease returns first_seen, state, lease_until and attempts of key $1
+// from a table with the lease columns.
+func LookupLease(events Table) string {
+	return fmt.Sprintf("SELECT first_seen, state, lease_until, attempts FROM %s WHERE key = $1", events)
+}
+
+// CleanupBefore deletes keys first seen before $1 (a timestamptz).
+func CleanupBefore(events Table) string {
+	return fmt.Sprintf("DELETE FROM %s WHERE first_seen < $1", events)
+}

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -66,6 +67,25 @@ func startDocker(ctx context.Context, opts Options) (s *Stack, err error) {
 		return nil, err
 	}
 
+	s = &Stack{Runtime: "docker", LogDir: logDir, rt: rt,
+		BusinessDSN: hostDSN(BusinessDatabase), pgForN8N: pgEndpoint{Host: "postgres", Port: 5432}}
+	if s.Business, err = pgxpool.New(ctx, s.BusinessDSN); err != nil {
+		return nil, err
+	}
+	if s.N8NDB, err = pgxpool.New(ctx, hostDSN(n8nDatabase)); err != nil {
+		s.Business.Close()
+		return nil, err
+	}
+	if opts.PostgresOnly {
+		return s, nil
+	}
+	defer func() {
+		if err != nil {
+			s.Business.Close()
+			s.N8NDB.Close()
+		}
+	}()
+
 	env := map[string]string{
 		"DB_TYPE":                           "postgresdb",
 		"DB_POSTGRESDB_HOST":                "postgres",
@@ -98,20 +118,14 @@ func startDocker(ctx context.Context, opts Options) (s *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-
-	s = &Stack{Runtime: "docker", N8NURL: "http://" + n8nHost + ":" + n8nPort.Port(), LogDir: logDir, rt: rt,
-		BusinessDSN: hostDSN(BusinessDatabase), pgForN8N: pgEndpoint{Host: "postgres", Port: 5432}}
-	if s.Business, err = pgxpool.New(ctx, s.BusinessDSN); err != nil {
-		return nil, err
-	}
-	if s.N8NDB, err = pgxpool.New(ctx, hostDSN(n8nDatabase)); err != nil {
-		s.Business.Close()
-		return nil, err
-	}
+	s.N8NURL = "http://" + n8nHost + ":" + n8nPort.Port()
 	return s, nil
 }
 
 func (rt *dockerRuntime) n8nCLI(ctx context.Context, args ...string) ([]byte, error) {
+	if rt.n8n == nil {
+		return nil, errors.New("this stack runs PostgreSQL only")
+	}
 	// The server's task broker holds port 5679 in the container.
 	code, r, err := rt.n8n.Exec(ctx, append([]string{"n8n"}, args...), tcexec.Multiplexed(),
 		tcexec.WithEnv([]string{"N8N_RUNNERS_BROKER_PORT=5680"}))
@@ -126,6 +140,9 @@ func (rt *dockerRuntime) n8nCLI(ctx context.Context, args ...string) ([]byte, er
 }
 
 func (rt *dockerRuntime) stage(ctx context.Context, hostPath string) (string, error) {
+	if rt.n8n == nil {
+		return "", errors.New("this stack runs PostgreSQL only")
+	}
 	dst := "/tmp/" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + filepath.Base(hostPath)
 	if err := rt.n8n.CopyFileToContainer(ctx, hostPath, dst, 0o644); err != nil {
 		return "", fmt.Errorf("copy %s into the n8n container: %w", hostPath, err)
@@ -134,6 +151,9 @@ func (rt *dockerRuntime) stage(ctx context.Context, hostPath string) (string, er
 }
 
 func (rt *dockerRuntime) nodeTypes(ctx context.Context) ([]byte, error) {
+	if rt.n8n == nil {
+		return nil, errors.New("this stack runs PostgreSQL only")
+	}
 	code, r, err := rt.n8n.Exec(ctx, []string{"sh", "-c", "cat $(find /home/node -path '*types/nodes.json' | head -n 1)"}, tcexec.Multiplexed())
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -75,18 +76,21 @@ func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
 		return nil, err
 	}
 
-	n8nPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	brokerPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	rt.n8nEnv = rt.n8nEnvironment(pgPort, n8nPort, brokerPort)
-	n8nURL := fmt.Sprintf("http://127.0.0.1:%d", n8nPort)
-	if err := rt.startN8N(ctx, n8nURL); err != nil {
-		return nil, err
+	var n8nURL string
+	if !opts.PostgresOnly {
+		n8nPort, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		brokerPort, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		rt.n8nEnv = rt.n8nEnvironment(pgPort, n8nPort, brokerPort)
+		n8nURL = fmt.Sprintf("http://127.0.0.1:%d", n8nPort)
+		if err := rt.startN8N(ctx, n8nURL); err != nil {
+			return nil, err
+		}
 	}
 
 	s = &Stack{Runtime: "local", N8NURL: n8nURL, LogDir: rt.logDir, rt: rt,
@@ -312,6 +316,9 @@ func (rt *localRuntime) exited(name string) bool {
 }
 
 func (rt *localRuntime) n8nCLI(ctx context.Context, args ...string) ([]byte, error) {
+	if rt.n8nEnv == nil {
+		return nil, errors.New("this stack runs PostgreSQL only")
+	}
 	// A command that runs a workflow (n8n execute) starts a task broker of
 	// its own, which must not collide with the server's.
 	broker, err := freePort()

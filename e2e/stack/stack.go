@@ -73,6 +73,8 @@ type runtime interface {
 type Options struct {
 	// Progress receives provisioning and start-up progress; os.Stderr when nil.
 	Progress io.Writer
+	// PostgresOnly starts PostgreSQL without n8n, for tests of keysvc.
+	PostgresOnly bool
 }
 
 // Start starts a stack with the runtime IDEMHOOK_E2E_RUNTIME names, or docker
@@ -94,7 +96,11 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	default:
 		return nil, fmt.Errorf("IDEMHOOK_E2E_RUNTIME=%q: use local or docker", choice)
 	}
-	fmt.Fprintf(opts.Progress, "e2e: starting n8n %s and PostgreSQL %s (%s runtime)\n", N8NVersion, PostgresMajor, choice)
+	what := "n8n " + N8NVersion + " and PostgreSQL " + PostgresMajor
+	if opts.PostgresOnly {
+		what = "PostgreSQL " + PostgresMajor
+	}
+	fmt.Fprintf(opts.Progress, "e2e: starting %s (%s runtime)\n", what, choice)
 	start := time.Now()
 	var s *Stack
 	var err error
@@ -106,7 +112,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(opts.Progress, "e2e: stack ready in %s: n8n at %s, logs in %s\n", time.Since(start).Round(time.Second), s.N8NURL, s.LogDir)
+	fmt.Fprintf(opts.Progress, "e2e: stack ready in %s: n8n at %q, logs in %s\n", time.Since(start).Round(time.Second), s.N8NURL, s.LogDir)
 	return s, nil
 }
 

@@ -1,0 +1,199 @@
+package keysvc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// BoltStore keeps reservations in a bbolt file: pure Go, no server, durable
+// (every write is fsynced). bbolt runs one write transaction at a time, which
+// makes each method atomic across goroutines. One process only: the file is
+// locked while open. Move to PostgreSQL to run several keysvc instances or to
+// share reservations with n8n workflows.
+type BoltStore struct {
+	db *bolt.DB
+}
+
+var boltBucket = []byte("reservations")
+
+type boltRecord struct {
+	FirstSeen  time.Time `json:"first_seen"`
+	State      string    `json:"state"`
+	LeaseUntil time.Time `json:"lease_until,omitzero"`
+	Attempts   int       `json:"attempts"`
+}
+
+// OpenBolt opens (or creates) the bbolt file at path.
+func OpenBolt(path string) (*BoltStore, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w (is another keysvc using it?)", path, err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(boltBucket)
+		return err
+	}); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return &BoltStore{db: db}, nil
+}
+
+func get(b *bolt.Bucket, key string) (boltRecord, bool, error) {
+	raw := b.Get([]byte(key))
+	if raw == nil {
+		return boltRecord{}, false, nil
+	}
+	var rec boltRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return boltRecord{}, false, fmt.Errorf("decode reservation: %w", err)
+	}
+	return rec, true, nil
+}
+
+func put(b *bolt.Bucket, key string, rec boltRecord) error {
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(key), raw)
+}
+
+func (rec boltRecord) reservation(key string) Reservation {
+	return Reservation{Key: key, FirstSeen: rec.FirstSeen, State: rec.State, LeaseUntil: rec.LeaseUntil, Attempt: rec.Attempts}
+}
+
+func (s *BoltStore) Reserve(_ context.Context, key string) (r Reservation, reserved bool, err error) {
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(boltBucket)
+		rec, found, err := get(b, key)
+		if err != nil {
+			return err
+		}
+		if found {
+			r = rec.reservation(key)
+			return nil
+		}
+		rec = boltRecord{FirstSeen: time.Now().UTC(), State: StateDone, Attempts: 1}
+		r, reserved = rec.reservation(key), true
+		return put(b, key, rec)
+	})
+	if err != nil {
+		return Reservation{}, false, fmt.Errorf("reserve: %w", err)
+	}
+	return r, reserved, nil
+}
+
+func (s *BoltStore) AcquireLease(_ context.Context, key string, lease time.Duration) (r Reservation, outcome Outcome, err error) {
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(boltBucket)
+		rec, found, err := get(b, key)
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		switch {
+		case !found:
+			rec = boltRecord{FirstSeen: now, State: StateProcessing, LeaseUntil: now.Add(lease), Attempts: 1}
+			outcome = Acquired
+		case rec.State == StateProcessing && rec.LeaseUntil.Before(now):
+			rec.LeaseUntil, rec.Attempts = now.Add(lease), rec.Attempts+1
+			outcome = Acquired
+		case rec.State == StateDone:
+			r, outcome = rec.reservation(key), Done
+			return nil
+		default:
+			r, outcome = rec.reservation(key), Busy
+			return nil
+		}
+		r = rec.reservation(key)
+		return put(b, key, rec)
+	})
+	if err != nil {
+		return Reservation{}, "", fmt.Errorf("acquire lease: %w", err)
+	}
+	return r, outcome, nil
+}
+
+func (s *BoltStore) MarkDone(_ context.Context, key string) (r Reservation, err error) {
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(boltBucket)
+		rec, found, err := get(b, key)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return ErrNotFound
+		}
+		rec.State, rec.LeaseUntil = StateDone, time.Time{}
+		r = rec.reservation(key)
+		return put(b, key, rec)
+	})
+	return r, err
+}
+
+func (s *BoltStore) Release(_ context.Context, key string) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(boltBucket)
+		if b.Get([]byte(key)) == nil {
+			return ErrNotFound
+		}
+		return b.Delete([]byte(key))
+	})
+}
+
+func (s *BoltStore) Lookup(_ context.Context, key string) (r Reservation, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		rec, found, err := get(tx.Bucket(boltBucket), key)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return ErrNotFound
+		}
+		r = rec.reservation(key)
+		return nil
+	})
+	return r, err
+}
+
+func (s *BoltStore) Cleanup(_ context.Context, cutoff time.Time) (int64, error) {
+	var n int64
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(boltBucket)
+		var old [][]byte
+		err := b.ForEach(func(k, v []byte) error {
+			var rec boltRecord
+			if err := json.Unmarshal(v, &rec); err == nil && rec.FirstSeen.Before(cutoff) {
+				old = append(old, append([]byte(nil), k...))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range old {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		n = int64(len(old))
+		return nil
+	})
+	return n, err
+}
+
+func (s *BoltStore) Ping(context.Context) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(boltBucket) == nil {
+			return fmt.Errorf("bucket %s missing", boltBucket)
+		}
+		return nil
+	})
+}
+
+func (s *BoltStore) Close() error { return s.db.Close() }
