@@ -21,7 +21,7 @@ func TestCleanupWorkflow(t *testing.T) {
 	if err := st.ImportWorkflow(ctx, filepath.Join(d.dir, "cleanup-workflow.json")); err != nil {
 		t.Fatal(err)
 	}
-	exec(t, "INSERT INTO "+opts.EventsTable+" (key, first_seen) VALUES ('evt:old', now() - interval '31 days'), ('evt:older', now() - interval '90 days'), ('evt:recent', now() - interval '29 days'), ('evt:new', now())")
+	execSQL(t, "INSERT INTO "+opts.EventsTable+" (key, first_seen) VALUES ('evt:old', now() - interval '31 days'), ('evt:older', now() - interval '90 days'), ('evt:recent', now() - interval '29 days'), ('evt:new', now())")
 	out, err := st.N8N(ctx, "execute", "--id="+d.cleanupID)
 	if err != nil {
 		t.Fatalf("run the cleanup workflow: %v", err)

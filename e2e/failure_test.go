@@ -22,7 +22,7 @@ func testBusinessFailure(t *testing.T, opts generator.Options) {
 	body := []byte(`{"id":"evt_fails_once","type":"checkout.session.completed"}`)
 
 	// The fault: the business table is renamed away.
-	exec(t, "ALTER TABLE "+opts.BusinessTable+" RENAME TO "+opts.BusinessTable+"_away")
+	execSQL(t, "ALTER TABLE "+opts.BusinessTable+" RENAME TO "+opts.BusinessTable+"_away")
 	r1 := post(t, d.url, "application/json", body, nil)
 	if r1.status < 500 || r1.status > 599 {
 		t.Errorf("delivery while the business step fails: %d %s, want 5xx", r1.status, r1.body)
@@ -32,7 +32,7 @@ func testBusinessFailure(t *testing.T, opts generator.Options) {
 	}
 
 	// The repair, then the provider's retry.
-	exec(t, "ALTER TABLE "+opts.BusinessTable+"_away RENAME TO "+opts.BusinessTable)
+	execSQL(t, "ALTER TABLE "+opts.BusinessTable+"_away RENAME TO "+opts.BusinessTable)
 	r2 := post(t, d.url, "application/json", body, nil)
 	r3 := post(t, d.url, "application/json", body, nil)
 	execs, _ := st.WaitExecutions(ctx, d.workflowID, 3)
@@ -47,7 +47,7 @@ func testBusinessFailure(t *testing.T, opts generator.Options) {
 	}
 }
 
-func exec(t *testing.T, sql string, args ...any) {
+func execSQL(t *testing.T, sql string, args ...any) {
 	t.Helper()
 	if _, err := st.Business.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)

@@ -22,10 +22,10 @@ func TestLeaseGuard(t *testing.T) {
 
 	// The business table misbehaves on demand: a trigger sleeps and then
 	// fails while s6_fault says so.
-	exec(t, `CREATE TABLE IF NOT EXISTS s6_fault (mode text NOT NULL)`)
-	exec(t, `DELETE FROM s6_fault`)
-	exec(t, `INSERT INTO s6_fault VALUES ('slow-fail')`)
-	exec(t, `CREATE OR REPLACE FUNCTION s6_misbehave() RETURNS trigger LANGUAGE plpgsql AS $$
+	execSQL(t, `CREATE TABLE IF NOT EXISTS s6_fault (mode text NOT NULL)`)
+	execSQL(t, `DELETE FROM s6_fault`)
+	execSQL(t, `INSERT INTO s6_fault VALUES ('slow-fail')`)
+	execSQL(t, `CREATE OR REPLACE FUNCTION s6_misbehave() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF (SELECT mode FROM s6_fault) = 'slow-fail' THEN
     PERFORM pg_sleep(4);
@@ -33,7 +33,7 @@ BEGIN
   END IF;
   RETURN NEW;
 END $$`)
-	exec(t, `CREATE OR REPLACE TRIGGER s6_misbehave BEFORE INSERT ON `+opts.BusinessTable+` FOR EACH ROW EXECUTE FUNCTION s6_misbehave()`)
+	execSQL(t, `CREATE OR REPLACE TRIGGER s6_misbehave BEFORE INSERT ON `+opts.BusinessTable+` FOR EACH ROW EXECUTE FUNCTION s6_misbehave()`)
 
 	body := []byte(`{"id":"evt_lease_1","type":"order.created"}`)
 	first := make(chan response, 1)
@@ -51,7 +51,7 @@ END $$`)
 		t.Errorf("the failed attempt did not release its lease")
 	}
 
-	exec(t, `UPDATE s6_fault SET mode = 'ok'`)
+	execSQL(t, `UPDATE s6_fault SET mode = 'ok'`)
 	retry := post(t, d.url, "application/json", body, nil)
 	again := post(t, d.url, "application/json", body, nil)
 	if retry.status != 200 || !strings.Contains(retry.body, `"processed"`) {
@@ -66,8 +66,8 @@ END $$`)
 	}
 
 	// A crash left a lease behind: expired, it is taken over; unexpired, 409.
-	exec(t, "INSERT INTO "+opts.EventsTable+" (key, state, lease_until) VALUES ('evt:evt_crashed', 'processing', now() - interval '1 second')")
-	exec(t, "INSERT INTO "+opts.EventsTable+" (key, state, lease_until) VALUES ('evt:evt_running', 'processing', now() + interval '10 minutes')")
+	execSQL(t, "INSERT INTO "+opts.EventsTable+" (key, state, lease_until) VALUES ('evt:evt_crashed', 'processing', now() - interval '1 second')")
+	execSQL(t, "INSERT INTO "+opts.EventsTable+" (key, state, lease_until) VALUES ('evt:evt_running', 'processing', now() + interval '10 minutes')")
 	takeover := post(t, d.url, "application/json", []byte(`{"id":"evt_crashed"}`), nil)
 	if takeover.status != 200 || !strings.Contains(takeover.body, `"processed"`) {
 		t.Errorf("delivery after an expired lease: %d %s, want 200 processed", takeover.status, takeover.body)

@@ -21,6 +21,7 @@ const (
 	typeSet      = "n8n-nodes-base.set"
 	typeSchedule = "n8n-nodes-base.scheduleTrigger"
 	typeExecTrig = "n8n-nodes-base.executeWorkflowTrigger"
+	typeHTTP     = "n8n-nodes-base.httpRequest"
 )
 
 // TypeVersions maps every node type the generator emits to its typeVersion.
@@ -34,6 +35,7 @@ var TypeVersions = map[string]float64{
 	typeSet:      3.5,
 	typeSchedule: 1.4,
 	typeExecTrig: 1.2,
+	typeHTTP:     4.5,
 }
 
 type credentialRef struct {
@@ -167,8 +169,9 @@ var (
 	opStringEq       = map[string]any{"type": "string", "operation": "equals"}
 )
 
-// respondNode answers the webhook with status and a JSON body expression.
-func respondNode(name string, pos [2]int, status int, body string, headers ...[2]string) node {
+// respondNode answers the webhook with status (a number or an expression)
+// and a JSON body expression.
+func respondNode(name string, pos [2]int, status any, body string, headers ...[2]string) node {
 	options := map[string]any{"responseCode": status}
 	if len(headers) > 0 {
 		var entries []map[string]string

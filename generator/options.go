@@ -11,6 +11,7 @@ package generator
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -30,6 +31,10 @@ const (
 	// n8n's parsed body in a Set node, for instances where the Code node may
 	// not require crypto. See the README for the clauses it cannot honour.
 	HashingCryptoNode Hashing = "crypto-node"
+	// HashingKeysvc sends the raw body to keysvc, which derives and
+	// reserves the key (and holds the lease in GuardLease mode): no Code
+	// node, no Crypto node, and one reservation table for many tools.
+	HashingKeysvc Hashing = "keysvc"
 )
 
 // Guard chooses how the key is held while the business step runs.
@@ -53,6 +58,7 @@ const (
 	DefaultCredentialName = "Postgres (idemhook)"
 	DefaultRetention      = 30 * 24 * time.Hour
 	DefaultLease          = 5 * time.Minute
+	DefaultKeysvcURL      = "http://127.0.0.1:8080"
 )
 
 // Options configure a generated workflow. The zero value of every field
@@ -79,6 +85,11 @@ type Options struct {
 	// Lease is how long an attempt holds the key in GuardLease mode; size it
 	// above the business step's worst running time.
 	Lease time.Duration
+	// KeysvcURL is keysvc's base URL as n8n reaches it (HashingKeysvc).
+	KeysvcURL string
+	// KeysvcCredential, when set, names an n8n "Bearer Auth" credential
+	// holding keysvc's token; the token itself is never in the workflow.
+	KeysvcCredential string
 }
 
 // OptionError reports an invalid option. Every error of Validate is one.
@@ -119,6 +130,7 @@ func (o Options) withDefaults() Options {
 	if o.Lease == 0 {
 		o.Lease = DefaultLease
 	}
+	def(&o.KeysvcURL, DefaultKeysvcURL)
 	return o
 }
 
@@ -165,9 +177,17 @@ func (o Options) resolve() (resolved, error) {
 		return bad("retention", o.Retention.String(), "must be at least 1h, in whole seconds (default 30 days)")
 	}
 	switch o.Hashing {
-	case HashingCodeNode, HashingCryptoNode:
+	case HashingCodeNode, HashingCryptoNode, HashingKeysvc:
 	default:
-		return bad("hashing mode", string(o.Hashing), "use code-node or crypto-node")
+		return bad("hashing mode", string(o.Hashing), "use code-node, crypto-node or keysvc")
+	}
+	u, err := url.Parse(o.KeysvcURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return bad("keysvc URL", o.KeysvcURL, "use http(s)://host[:port][/prefix] with no credentials, query or fragment")
+	}
+	r.KeysvcURL = strings.TrimSuffix(o.KeysvcURL, "/")
+	if len(o.KeysvcCredential) > 128 || strings.ContainsAny(o.KeysvcCredential, "\x00\r\n") {
+		return bad("keysvc credential", o.KeysvcCredential, "must be at most 128 characters on one line")
 	}
 	switch o.Guard {
 	case GuardReserve, GuardLease:

@@ -13,6 +13,7 @@ var Templates = []Template{
 	{Name: "default", Options: Options{}},
 	{Name: "crypto-node", Options: Options{Hashing: HashingCryptoNode}},
 	{Name: "lease", Options: Options{Guard: GuardLease}},
+	{Name: "keysvc", Options: Options{Hashing: HashingKeysvc}},
 }
 
 // TemplatesDir is where the templates live, relative to the module root.

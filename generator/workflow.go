@@ -72,6 +72,27 @@ func Workflow(o Options) ([]byte, error) {
 			// The key is built from the exact bytes, never from n8n's parse.
 			"options": map[string]any{"rawBody": true},
 		}})
+	if r.Hashing == HashingKeysvc {
+		addKeysvcFlow(g, r)
+	} else {
+		addLocalFlow(g, r)
+	}
+	return g.render(id, r.WorkflowName)
+}
+
+// businessStep is the example business step: an insert into the business
+// table whose error output releases the key, so the provider's retry is
+// processed.
+func businessStep(r resolved, keyExpr, eventTypeExpr string) node {
+	n := postgresNode(BusinessNodeName(r.BusinessTable), [2]int{1320, 200},
+		fmt.Sprintf("INSERT INTO %s (event_key, event_type) VALUES ($1, NULLIF($2, ''))", r.business),
+		"={{ [ "+keyExpr+", "+eventTypeExpr+" ] }}", r.CredentialName)
+	n.OnError = "continueErrorOutput"
+	return n
+}
+
+// addLocalFlow builds the key in n8n and reserves it with the Postgres node.
+func addLocalFlow(g *graph, r resolved) {
 	afterKey := addKeyNodes(g, r)
 	g.connect(NodeWebhook, 0, afterKey.first)
 	// An empty body has no key: answer 400 and reserve nothing.
@@ -82,11 +103,7 @@ func Workflow(o Options) ([]byte, error) {
 	g.connect(NodeKeyBuilt, 1, NodeRespond400)
 
 	business := BusinessNodeName(r.BusinessTable)
-	businessNode := postgresNode(business, [2]int{1320, 200},
-		fmt.Sprintf("INSERT INTO %s (event_key, event_type) VALUES ($1, NULLIF($2, ''))", r.business),
-		"={{ [ "+keyExpr+", "+eventTypeExpr+" ] }}", r.CredentialName)
-	// The error output releases the key so the provider's retry is processed.
-	businessNode.OnError = "continueErrorOutput"
+	businessNode := businessStep(r, keyExpr, eventTypeExpr)
 
 	respond := func(status, extra string) string {
 		return "={{ JSON.stringify({ status: '" + status + "', key: " + keyExpr + extra + " }) }}"
@@ -133,8 +150,6 @@ func Workflow(o Options) ([]byte, error) {
 	// A 5xx makes the provider retry; the key is free again by then.
 	g.add(respondNode(NodeRespond500, [2]int{1760, 300}, 500, respond("failed", ", released: true")))
 	g.connect(NodeRelease, 0, NodeRespond500)
-
-	return g.render(id, r.WorkflowName)
 }
 
 type span struct{ first, last string }
@@ -173,6 +188,10 @@ func addKeyNodes(g *graph, r resolved) span {
 	}
 }
 
+// eventTypeOfBody reads the event type from n8n's parsed body b; it plays
+// no part in the key.
+const eventTypeOfBody = "b !== null && typeof b === 'object' && typeof b.type === 'string' ? b.type : ''"
+
 // emptySHA256 is the SHA-256 of zero bytes. Expressions cannot see the size
 // of binary data, but the only body with this hash is the empty one.
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -195,7 +214,7 @@ var (
 		cryptoIDExpr + " !== null ? 'evt:' + " + cryptoIDExpr + " : 'sha256:' + $json.bodySha256 }}"
 	cryptoSourceExpr = "={{ $json.bodySha256 === '" + emptySHA256 + "' ? '' : " +
 		cryptoIDExpr + " !== null ? 'event_id' : 'body_sha256' }}"
-	cryptoEventTypeExpr = "={{ (() => { const b = $('" + NodeWebhook + "').item.json.body; return b !== null && typeof b === 'object' && typeof b.type === 'string' ? b.type : ''; })() }}"
+	cryptoEventTypeExpr = "={{ (() => { const b = $('" + NodeWebhook + "').item.json.body; return " + eventTypeOfBody + "; })() }}"
 )
 
 // CleanupWorkflow returns the scheduled workflow that deletes keys older

@@ -377,3 +377,48 @@ func TestSchema(t *testing.T) {
 		}
 	}
 }
+
+func TestKeysvcWorkflow(t *testing.T) {
+	w := generate(t, generator.Options{Hashing: generator.HashingKeysvc, KeysvcURL: "https://keys.internal:8443/", KeysvcCredential: "keysvc token"})
+	checkCommon(t, w, generator.DefaultCredentialName)
+	checkEveryPathAnswers(t, w)
+	reserve := w.node("Reserve via keysvc")
+	p := reserve.Get("parameters")
+	if p.Get("method").String() != "POST" || p.Get("url").String() != "https://keys.internal:8443/v1/reservations" ||
+		p.Get("contentType").String() != "binaryData" || p.Get("inputDataFieldName").String() != "data" ||
+		!p.Get("options.response.response.fullResponse").Bool() || !p.Get("options.response.response.neverError").Bool() {
+		t.Errorf("Reserve via keysvc parameters %s", p.Raw)
+	}
+	if reserve.Get("onError").String() != "continueErrorOutput" {
+		t.Error("an unreachable keysvc must take the error output (503), not fail silently")
+	}
+	cred := reserve.Get("credentials.httpBearerAuth")
+	if cred.Get("name").String() != "keysvc token" || cred.Get("id").Type != gjson.Null {
+		t.Errorf("bearer credential %s", cred.Raw)
+	}
+	w.wantEdge("Webhook", 0, "Reserve via keysvc")
+	w.wantEdge("Reserve via keysvc", 0, "Reserved?")
+	w.wantEdge("Reserve via keysvc", 1, "Respond 503 keysvc unreachable")
+	w.wantEdge("Reserved?", 0, "Business Step (insert business_log)")
+	w.wantEdge("Reserved?", 1, "Duplicate?")
+	w.wantEdge("Duplicate?", 0, "Respond 200 duplicate")
+	w.wantEdge("Duplicate?", 1, "Respond with keysvc's answer")
+	w.wantEdge("Business Step (insert business_log)", 1, "Release Key")
+	if got := w.node("Release Key").Get("parameters.method").String(); got != "DELETE" {
+		t.Errorf("Release Key method %q", got)
+	}
+	if got := w.node("Reserved?").Get("parameters.conditions.conditions.0.rightValue").Int(); got != 201 {
+		t.Errorf("Reserved? compares with %d", got)
+	}
+	for _, bad := range []string{"ftp://x", "http://user:pw@x", "http://x/?token=1", "not a url", "http://"} {
+		if err := (generator.Options{Hashing: generator.HashingKeysvc, KeysvcURL: bad}).Validate(); err == nil {
+			t.Errorf("keysvc URL %q accepted", bad)
+		}
+	}
+	lease := generate(t, generator.Options{Hashing: generator.HashingKeysvc, Guard: generator.GuardLease, Lease: 2 * time.Minute})
+	checkEveryPathAnswers(t, lease)
+	if got := lease.node("Reserve via keysvc").Get("parameters.url").String(); got != "http://127.0.0.1:8080/v1/reservations?lease=120s" {
+		t.Errorf("lease URL %q", got)
+	}
+	lease.wantEdge("Business Step (insert business_log)", 0, "Mark Done")
+}

@@ -72,7 +72,7 @@ func optionFlags(fs *flag.FlagSet, o *generator.Options) {
 		o.Retention = d
 		return err
 	})
-	fs.Func("hashing", "how the workflow builds the key, a `MODE`: code-node (default) or crypto-node", func(s string) error {
+	fs.Func("hashing", "how the workflow builds the key, a `MODE`: code-node (default), crypto-node or keysvc", func(s string) error {
 		o.Hashing = generator.Hashing(s)
 		return nil
 	})
@@ -80,6 +80,8 @@ func optionFlags(fs *flag.FlagSet, o *generator.Options) {
 		o.Guard = generator.Guard(s)
 		return nil
 	})
+	fs.StringVar(&o.KeysvcURL, "keysvc-url", generator.DefaultKeysvcURL, "keysvc's base `URL` as n8n reaches it (--hashing keysvc)")
+	fs.StringVar(&o.KeysvcCredential, "keysvc-credential", "", "`name` of an n8n Bearer Auth credential holding keysvc's token (--hashing keysvc)")
 	fs.Func("lease", "in lease mode, how long an attempt holds the key, a `DURATION` such as 90s or 5m (default 5m)", func(s string) error {
 		d, err := parseDays(s)
 		o.Lease = d

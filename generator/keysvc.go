@@ -1,0 +1,96 @@
+package generator
+
+import (
+	"fmt"
+	"net/url"
+)
+
+// Node names of the keysvc mode.
+const (
+	NodeKeysvcReserve = "Reserve via keysvc"
+	NodeReserved      = "Reserved?"
+	NodeDuplicate     = "Duplicate?"
+	NodeRespondKeysvc = "Respond with keysvc's answer"
+	NodeRespond503    = "Respond 503 keysvc unreachable"
+)
+
+// keysvcKeyExpr reads the key keysvc answered with.
+const keysvcKeyExpr = "$('" + NodeKeysvcReserve + "').item.json.body.key"
+
+// addKeysvcFlow sends the raw body to keysvc, which derives and reserves
+// the key. keysvc's status decides the branch: 201 runs the business step,
+// 200 is a duplicate, a 4xx is passed on (400 empty body, 409 lease held),
+// and anything else, including keysvc being unreachable, answers 503 so the
+// provider retries: never a 200 that reserved nothing.
+func addKeysvcFlow(g *graph, r resolved) {
+	reserveURL := r.KeysvcURL + "/v1/reservations"
+	if r.Guard == GuardLease {
+		reserveURL += "?lease=" + url.QueryEscape(fmt.Sprintf("%ds", int64(r.Lease.Seconds())))
+	}
+	reserve := httpNode(r, NodeKeysvcReserve, [2]int{220, 300}, "POST", reserveURL)
+	reserve.Parameters["sendBody"] = true
+	reserve.Parameters["contentType"] = "binaryData"
+	reserve.Parameters["inputDataFieldName"] = "data"
+	// Network failures still raise; the error output answers 503.
+	reserve.OnError = "continueErrorOutput"
+	g.add(reserve)
+	g.connect(NodeWebhook, 0, NodeKeysvcReserve)
+	g.add(respondNode(NodeRespond503, [2]int{440, 600}, 503,
+		`{"status":"unavailable","error":"the key service could not be reached; retry later"}`, [2]string{"Retry-After", "5"}))
+	g.connect(NodeKeysvcReserve, 1, NodeRespond503)
+
+	status := "={{ $json.statusCode }}"
+	opNumberEq := map[string]any{"type": "number", "operation": "equals"}
+	g.add(ifNode(g, NodeReserved, [2]int{440, 300}, status, opNumberEq, 201))
+	g.connect(NodeKeysvcReserve, 0, NodeReserved)
+	g.add(ifNode(g, NodeDuplicate, [2]int{660, 460}, status, opNumberEq, 200))
+	g.connect(NodeReserved, 1, NodeDuplicate)
+	respond := func(status, extra string) string {
+		return "={{ JSON.stringify({ status: '" + status + "', key: " + keysvcKeyExpr + extra + " }) }}"
+	}
+	g.add(respondNode(NodeRespondDup, [2]int{880, 400}, 200, respond("duplicate", "")))
+	g.connect(NodeDuplicate, 0, NodeRespondDup)
+	g.add(respondNode(NodeRespondKeysvc, [2]int{880, 560}, "={{ $json.statusCode >= 400 && $json.statusCode < 500 ? $json.statusCode : 503 }}",
+		"={{ JSON.stringify($json.body) }}", [2]string{"Retry-After", "={{ $json.headers['retry-after'] || '5' }}"}))
+	g.connect(NodeDuplicate, 1, NodeRespondKeysvc)
+
+	business := BusinessNodeName(r.BusinessTable)
+	g.add(businessStep(r, keysvcKeyExpr, "(() => { const b = $('"+NodeWebhook+"').item.json.body; return "+eventTypeOfBody+"; })()"))
+	g.connect(NodeReserved, 0, business)
+
+	keyPath := "={{ '" + r.KeysvcURL + "/v1/reservations/' + encodeURIComponent(" + keysvcKeyExpr + ")"
+	if r.Guard == GuardLease {
+		g.add(httpNode(r, NodeMarkDone, [2]int{1540, 100}, "POST", keyPath+" + '/done' }}"))
+		g.connect(business, 0, NodeMarkDone)
+		g.add(respondNode(NodeRespond200, [2]int{1760, 100}, 200, respond("processed", "")))
+		g.connect(NodeMarkDone, 0, NodeRespond200)
+	} else {
+		g.add(respondNode(NodeRespond200, [2]int{1760, 100}, 200, respond("processed", "")))
+		g.connect(business, 0, NodeRespond200)
+	}
+	g.add(httpNode(r, NodeRelease, [2]int{1540, 300}, "DELETE", keyPath+" }}"))
+	g.connect(business, 1, NodeRelease)
+	g.add(respondNode(NodeRespond500, [2]int{1760, 300}, 500, respond("failed", ", released: true")))
+	g.connect(NodeRelease, 0, NodeRespond500)
+}
+
+// httpNode calls keysvc. The full response (status, headers, body) comes
+// back without raising on non-2xx, so the workflow branches on the status.
+func httpNode(r resolved, name string, pos [2]int, method, url string) node {
+	n := node{Name: name, Type: typeHTTP, Position: pos, Parameters: map[string]any{
+		"method": method,
+		"url":    url,
+		"options": map[string]any{
+			"timeout": 10000,
+			"response": map[string]any{"response": map[string]any{
+				"fullResponse": true, "neverError": true, "responseFormat": "json",
+			}},
+		},
+	}}
+	if r.KeysvcCredential != "" {
+		n.Parameters["authentication"] = "genericCredentialType"
+		n.Parameters["genericAuthType"] = "httpBearerAuth"
+		n.Credentials = map[string]credentialRef{"httpBearerAuth": {Name: r.KeysvcCredential}}
+	}
+	return n
+}

@@ -1,0 +1,316 @@
+package keysvc_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemhook/idemhook/conformance"
+	"github.com/idemhook/idemhook/keysvc"
+)
+
+type client struct {
+	t     *testing.T
+	base  string
+	token string
+}
+
+// start serves a keysvc over real HTTP on loopback.
+func start(t *testing.T, cfg keysvc.Config) client {
+	t.Helper()
+	srv := httptest.NewServer(keysvc.New(cfg))
+	t.Cleanup(srv.Close)
+	return client{t: t, base: srv.URL, token: cfg.Token}
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+	json   map[string]any
+}
+
+func (c client) do(method, path string, body []byte, header map[string]string) reply {
+	c.t.Helper()
+	req, err := http.NewRequest(method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	r := reply{status: resp.StatusCode, header: resp.Header, body: b}
+	_ = json.Unmarshal(b, &r.json)
+	return r
+}
+
+func (r reply) str(field string) string {
+	s, _ := r.json[field].(string)
+	return s
+}
+
+func (r reply) want(t *testing.T, status int, code string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
+	}
+	if code != "" && r.str("code") != code {
+		t.Fatalf("error code %q, want %q: %s", r.str("code"), code, r.body)
+	}
+	if status >= 400 && r.str("error") == "" {
+		t.Fatalf("error response without a message: %s", r.body)
+	}
+}
+
+func TestKeysMatchTheVectors(t *testing.T) {
+	c := start(t, keysvc.Config{Store: newBoltStore(t)})
+	vectors, err := conformance.Vectors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vectors {
+		body, _ := v.Body()
+		r := c.do("POST", "/v1/keys", body, map[string]string{"Content-Type": "application/octet-stream"})
+		if v.Error != "" {
+			if r.status != 400 || r.str("code") != "empty_body" {
+				t.Errorf("%s: %d %s, want 400 empty_body", v.Name, r.status, r.body)
+			}
+			continue
+		}
+		if r.status != 200 || r.str("key") != v.Key || r.str("source") != v.Source {
+			t.Errorf("%s: %d %s, want %q (%s)", v.Name, r.status, r.body, v.Key, v.Source)
+		}
+	}
+}
+
+func TestReservationLifecycle(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store keysvc.Store) {
+		c := start(t, keysvc.Config{Store: store})
+		body := []byte(`{"id":"evt_life","type":"t"}`)
+		r := c.do("POST", "/v1/reservations", body, nil)
+		r.want(t, 201, "")
+		if r.json["reserved"] != true || r.str("key") != "evt:evt_life" || r.str("source") != "event_id" {
+			t.Fatalf("first reservation: %s", r.body)
+		}
+		r = c.do("POST", "/v1/reservations", body, nil)
+		r.want(t, 200, "")
+		if r.json["reserved"] != false || r.str("first_seen") == "" {
+			t.Fatalf("duplicate: %s", r.body)
+		}
+		path := "/v1/reservations/" + url.PathEscape("evt:evt_life")
+		c.do("GET", path, nil, nil).want(t, 200, "")
+		c.do("DELETE", path, nil, nil).want(t, 204, "")
+		c.do("DELETE", path, nil, nil).want(t, 404, "not_found")
+		c.do("GET", path, nil, nil).want(t, 404, "not_found")
+		c.do("POST", "/v1/reservations", body, nil).want(t, 201, "")
+
+		// Keys with '/', '%' and spaces travel percent-encoded.
+		odd := "a/b %2F c?d#e"
+		c.do("POST", "/v1/reservations", nil, map[string]string{keysvc.KeyHeader: odd}).want(t, 201, "")
+		r = c.do("GET", "/v1/reservations/"+url.PathEscape(odd), nil, nil)
+		r.want(t, 200, "")
+		if r.str("key") != odd {
+			t.Fatalf("key %q came back as %q", odd, r.str("key"))
+		}
+	})
+}
+
+func TestExplicitKeys(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store keysvc.Store) {
+		c := start(t, keysvc.Config{Store: store})
+		r := c.do("POST", "/v1/reservations", []byte(`{"id":"ignored"}`), map[string]string{keysvc.KeyHeader: "gh:delivery-1"})
+		r.want(t, 201, "")
+		if r.str("key") != "gh:delivery-1" || r.str("source") != "explicit" {
+			t.Fatalf("%s", r.body)
+		}
+		c.do("POST", "/v1/reservations?key=gh:delivery-1", nil, nil).want(t, 200, "")
+		c.do("POST", "/v1/reservations?key=a", nil, map[string]string{keysvc.KeyHeader: "b"}).want(t, 400, "conflicting_key")
+		c.do("POST", "/v1/reservations?key=", nil, nil).want(t, 400, "invalid_key")
+		c.do("POST", "/v1/reservations?key="+url.QueryEscape("a\x00b"), nil, nil).want(t, 400, "invalid_key")
+		c.do("POST", "/v1/reservations?key="+strings.Repeat("k", 256), nil, nil).want(t, 400, "invalid_key")
+		c.do("POST", "/v1/reservations", nil, nil).want(t, 400, "empty_body")
+		c.do("GET", "/v1/reservations/"+url.PathEscape("bad\x01key"), nil, nil).want(t, 400, "invalid_key")
+	})
+}
+
+func TestLease(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store keysvc.Store) {
+		c := start(t, keysvc.Config{Store: store})
+		body := []byte(`{"id":"evt_lease"}`)
+		r := c.do("POST", "/v1/reservations?lease=60s", body, nil)
+		r.want(t, 201, "")
+		if r.str("state") != "processing" || r.json["attempt"] != float64(1) || r.str("lease_until") == "" {
+			t.Fatalf("acquired: %s", r.body)
+		}
+		r = c.do("POST", "/v1/reservations?lease=60s", body, nil)
+		r.want(t, 409, "in_progress")
+		if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 || ra > 60 {
+			t.Fatalf("Retry-After %q", r.header.Get("Retry-After"))
+		}
+		path := "/v1/reservations/" + url.PathEscape("evt:evt_lease")
+		r = c.do("POST", path+"/done", nil, nil)
+		r.want(t, 200, "")
+		if r.str("state") != "done" {
+			t.Fatalf("done: %s", r.body)
+		}
+		r = c.do("POST", "/v1/reservations?lease=60s", body, nil)
+		r.want(t, 200, "")
+		if r.str("state") != "done" || r.json["reserved"] != false {
+			t.Fatalf("after done: %s", r.body)
+		}
+		c.do("POST", "/v1/reservations/"+url.PathEscape("evt:absent")+"/done", nil, nil).want(t, 404, "not_found")
+
+		// An expired lease is taken over.
+		other := []byte(`{"id":"evt_expiring"}`)
+		c.do("POST", "/v1/reservations?lease=1", other, nil).want(t, 201, "")
+		time.Sleep(1100 * time.Millisecond)
+		r = c.do("POST", "/v1/reservations?lease=1", other, nil)
+		r.want(t, 201, "")
+		if r.json["attempt"] != float64(2) {
+			t.Fatalf("takeover: %s", r.body)
+		}
+		// A plain reservation of a leased key is a duplicate, never a second run.
+		c.do("POST", "/v1/reservations", other, nil).want(t, 200, "")
+
+		for _, bad := range []string{"0s", "-5s", "soon", "48h", ""} {
+			c.do("POST", "/v1/reservations?lease="+url.QueryEscape(bad), body, nil).want(t, 400, "invalid_lease")
+		}
+	})
+}
+
+// 100 concurrent reservations of one body: exactly one 201 and 99 × 200.
+func TestConcurrentReservations(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store keysvc.Store) {
+		c := start(t, keysvc.Config{Store: store})
+		body := []byte(`{"id":"evt_race","type":"charge.succeeded"}`)
+		const n = 100
+		statuses := make([]int, n)
+		var wg sync.WaitGroup
+		gate := make(chan struct{})
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-gate
+				resp, err := http.Post(c.base+"/v1/reservations", "application/json", bytes.NewReader(body))
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				statuses[i] = resp.StatusCode
+			}()
+		}
+		close(gate)
+		wg.Wait()
+		count := map[int]int{}
+		for _, s := range statuses {
+			count[s]++
+		}
+		if count[201] != 1 || count[200] != n-1 {
+			t.Fatalf("statuses %v, want one 201 and %d × 200", count, n-1)
+		}
+	})
+}
+
+func TestBadRequestsAreJSON4xx(t *testing.T) {
+	c := start(t, keysvc.Config{Store: newBoltStore(t), MaxBodyBytes: 64})
+	c.do("POST", "/v1/keys", bytes.Repeat([]byte("x"), 65), nil).want(t, 413, "body_too_large")
+	c.do("POST", "/v1/reservations", bytes.Repeat([]byte("x"), 65), nil).want(t, 413, "body_too_large")
+	c.do("POST", "/v1/keys", bytes.Repeat([]byte("x"), 64), nil).want(t, 200, "")
+	r := c.do("PUT", "/v1/reservations", nil, nil)
+	r.want(t, 405, "method_not_allowed")
+	if r.header.Get("Allow") != "POST" {
+		t.Errorf("Allow %q", r.header.Get("Allow"))
+	}
+	c.do("GET", "/v2/anything", nil, nil).want(t, 404, "not_found")
+	if r := c.do("GET", "/healthz", nil, map[string]string{"X-Request-Id": "trace-42"}); r.header.Get("X-Request-Id") != "trace-42" {
+		t.Errorf("request id not echoed: %q", r.header.Get("X-Request-Id"))
+	}
+	if r := c.do("GET", "/healthz", nil, map[string]string{"X-Request-Id": "bad id with spaces"}); r.header.Get("X-Request-Id") == "" || strings.Contains(r.header.Get("X-Request-Id"), " ") {
+		t.Errorf("invalid request id was echoed or none generated: %q", r.header.Get("X-Request-Id"))
+	}
+}
+
+func TestBearerToken(t *testing.T) {
+	store := newBoltStore(t)
+	c := start(t, keysvc.Config{Store: store, Token: "s3cret-token"})
+	c.do("POST", "/v1/keys", []byte(`{"id":"a"}`), nil).want(t, 200, "")
+	anon := c
+	anon.token = ""
+	r := anon.do("POST", "/v1/keys", []byte(`{"id":"a"}`), nil)
+	r.want(t, 401, "unauthorized")
+	if !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
+		t.Errorf("WWW-Authenticate %q", r.header.Get("WWW-Authenticate"))
+	}
+	wrong := c
+	wrong.token = "s3cret-tokeN"
+	wrong.do("POST", "/v1/reservations", []byte(`{"id":"a"}`), nil).want(t, 401, "unauthorized")
+	if _, err := store.Lookup(t.Context(), "evt:a"); err == nil {
+		t.Error("an unauthorized request reserved a key")
+	}
+	// Health, readiness, metrics and the document stay open for probes.
+	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/openapi.json"} {
+		if r := anon.do("GET", p, nil, nil); r.status != 200 {
+			t.Errorf("%s without token: %d", p, r.status)
+		}
+	}
+}
+
+// A store that cannot answer gives 503 with Retry-After, never a 2xx.
+func TestStoreUnavailable(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store keysvc.Store) {
+		c := start(t, keysvc.Config{Store: store})
+		store.Close()
+		for _, req := range []struct{ method, path string }{
+			{"POST", "/v1/reservations"}, {"POST", "/v1/reservations?lease=30s"},
+			{"GET", "/v1/reservations/k"}, {"DELETE", "/v1/reservations/k"}, {"POST", "/v1/reservations/k/done"}, {"GET", "/readyz"},
+		} {
+			r := c.do(req.method, req.path, []byte(`{"id":"evt_down"}`), nil)
+			r.want(t, 503, "store_unavailable")
+			if r.header.Get("Retry-After") == "" {
+				t.Errorf("%s %s: no Retry-After", req.method, req.path)
+			}
+		}
+		c.do("POST", "/v1/keys", []byte(`{"id":"x"}`), nil).want(t, 200, "")
+		c.do("GET", "/healthz", nil, nil).want(t, 200, "")
+		if m := string(c.do("GET", "/metrics", nil, nil).body); !strings.Contains(m, "keysvc_store_errors_total 6") {
+			t.Errorf("metrics do not count the store errors:\n%s", m)
+		}
+	})
+}
+
+func TestMetrics(t *testing.T) {
+	c := start(t, keysvc.Config{Store: newBoltStore(t)})
+	c.do("POST", "/v1/reservations", []byte(`{"id":"m"}`), nil)
+	c.do("POST", "/v1/reservations", []byte(`{"id":"m"}`), nil)
+	m := string(c.do("GET", "/metrics", nil, nil).body)
+	for _, want := range []string{
+		`keysvc_requests_total{route="/v1/reservations",status="201"} 1`,
+		`keysvc_requests_total{route="/v1/reservations",status="200"} 1`,
+		`keysvc_reservations_total{outcome="new"} 1`,
+		`keysvc_reservations_total{outcome="duplicate"} 1`,
+		`keysvc_request_duration_seconds_count 2`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s\n%s", want, m)
+		}
+	}
+}
