@@ -1,0 +1,73 @@
+package signature
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Provider names a signing scheme and the headers it reads.
+type Provider string
+
+const (
+	ProviderStripe           Provider = "stripe"
+	ProviderStandardWebhooks Provider = "standardwebhooks"
+	ProviderGitHub           Provider = "github"
+	ProviderShopify          Provider = "shopify"
+	ProviderSlack            Provider = "slack"
+)
+
+// Providers lists every supported provider.
+var Providers = []Provider{ProviderStripe, ProviderStandardWebhooks, ProviderGitHub, ProviderShopify, ProviderSlack}
+
+// ParseProvider returns the provider named s.
+func ParseProvider(s string) (Provider, error) {
+	for _, p := range Providers {
+		if string(p) == s {
+			return p, nil
+		}
+	}
+	names := make([]string, len(Providers))
+	for i, p := range Providers {
+		names[i] = string(p)
+	}
+	return "", fmt.Errorf("unknown provider %.40q: use one of %s", s, strings.Join(names, ", "))
+}
+
+// Headers lists the request headers p's scheme reads, in canonical form.
+func (p Provider) Headers() []string {
+	switch p {
+	case ProviderStripe:
+		return []string{"Stripe-Signature"}
+	case ProviderStandardWebhooks:
+		return []string{"Webhook-Id", "Webhook-Timestamp", "Webhook-Signature", "Svix-Id", "Svix-Timestamp", "Svix-Signature"}
+	case ProviderGitHub:
+		return []string{"X-Hub-Signature-256"}
+	case ProviderShopify:
+		return []string{"X-Shopify-Hmac-Sha256"}
+	case ProviderSlack:
+		return []string{"X-Slack-Request-Timestamp", "X-Slack-Signature"}
+	}
+	return nil
+}
+
+// Verify checks a request's signature with p's scheme. Standard Webhooks
+// also accepts Svix's svix-* header names.
+func (p Provider) Verify(h http.Header, body []byte, secrets []string, opts Options) error {
+	switch p {
+	case ProviderStripe:
+		return Stripe(body, h.Get("Stripe-Signature"), secrets, opts)
+	case ProviderStandardWebhooks:
+		if h.Get("Webhook-Id") == "" && h.Get("Svix-Id") != "" {
+			return StandardWebhooks(body, h.Get("Svix-Id"), h.Get("Svix-Timestamp"), h.Get("Svix-Signature"), secrets, opts)
+		}
+		return StandardWebhooks(body, h.Get("Webhook-Id"), h.Get("Webhook-Timestamp"), h.Get("Webhook-Signature"), secrets, opts)
+	case ProviderGitHub:
+		return GitHub(body, h.Get("X-Hub-Signature-256"), secrets)
+	case ProviderShopify:
+		return Shopify(body, h.Get("X-Shopify-Hmac-Sha256"), secrets)
+	case ProviderSlack:
+		return Slack(body, h.Get("X-Slack-Request-Timestamp"), h.Get("X-Slack-Signature"), secrets, opts)
+	}
+	return fmt.Errorf("unknown provider %q", string(p))
+}
