@@ -16,9 +16,18 @@ type testCase struct {
 	name, clause, body, want string
 }
 
+// presetCase is a case of a provider preset: want is the whole expected key
+// (or hashed, or badScope).
+type presetCase struct {
+	name, preset, scope string
+	headers             map[string]string
+	body, want          string
+}
+
 const (
 	hashed    = "\x00hash"
 	emptyBody = "\x00empty"
+	badScope  = "\x00scope"
 )
 
 const bom = "\xEF\xBB\xBF"
@@ -182,6 +191,49 @@ var cases = []testCase{
 	{"64 KiB body with the id last", "size", `{"pad":"` + strings.Repeat("x", 65536) + `","id":"after-padding"}`, "after-padding"},
 }
 
+const (
+	ghDelivery = "72d3162e-cc78-11e3-81ab-4c9367dc0958"
+	swhID      = "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W"
+	shopifyID  = "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043"
+	slackEvent = `{"token":"XXYYZZ","team_id":"T1DC2JH3J","api_app_id":"AXXXXXXXXX","event":{"type":"app_mention","user":"U061F7AUR","text":"hi","event_id":"EvNested"},"type":"event_callback","event_id":"Ev08MFMKH6","event_time":1531420618}`
+)
+
+var presetCases = []presetCase{
+	{"stripe preset is the default spec", "stripe", "", nil, `{"id":"evt_1NqXYZ","type":"charge.succeeded"}`, "evt:evt_1NqXYZ"},
+	{"stripe preset without id hashes", "stripe", "", nil, `{"object":"event"}`, hashed},
+	{"stripe preset refuses a scope", "stripe", "acct_1", nil, `{"id":"evt_1"}`, badScope},
+
+	{"standard webhooks id header", "standardwebhooks", "", map[string]string{"webhook-id": swhID}, `{"type":"invoice.paid","data":{"id":"in_1"}}`, "swh::" + swhID},
+	{"standard webhooks with a scope", "standardwebhooks", "billing-prod", map[string]string{"webhook-id": swhID}, `{"type":"invoice.paid"}`, "swh:billing-prod:" + swhID},
+	{"svix id header", "standardwebhooks", "", map[string]string{"svix-id": swhID}, `{"type":"invoice.paid"}`, "swh::" + swhID},
+	{"webhook-id wins over svix-id", "standardwebhooks", "", map[string]string{"webhook-id": "msg_a", "svix-id": "msg_b"}, `{}`, "swh::msg_a"},
+	{"standard webhooks without id header falls back to the body", "standardwebhooks", "", nil, `{"id":"body-id"}`, "evt:body-id"},
+	{"standard webhooks id with a control character falls back", "standardwebhooks", "", map[string]string{"webhook-id": "msg\u0001x"}, `{"type":"t"}`, hashed},
+	{"standard webhooks id with non-ASCII falls back", "standardwebhooks", "", map[string]string{"webhook-id": "msg_é"}, `{"type":"t"}`, hashed},
+	{"standard webhooks id of 256 bytes falls back", "standardwebhooks", "", map[string]string{"webhook-id": strings.Repeat("m", 256)}, `{"type":"t"}`, hashed},
+
+	{"github delivery scoped by hook id", "github", "", map[string]string{"x-github-delivery": ghDelivery, "x-github-hook-id": "292430182"}, `{"action":"opened","number":2}`, "gh:292430182:" + ghDelivery},
+	{"github explicit scope wins over hook id", "github", "repo-hooks", map[string]string{"x-github-delivery": ghDelivery, "x-github-hook-id": "292430182"}, `{"action":"opened"}`, "gh:repo-hooks:" + ghDelivery},
+	{"github without hook id", "github", "", map[string]string{"x-github-delivery": ghDelivery}, `{"zen":"Keep it logically awesome."}`, "gh::" + ghDelivery},
+	{"github hook id unusable as scope is ignored", "github", "", map[string]string{"x-github-delivery": ghDelivery, "x-github-hook-id": "a b"}, `{}`, "gh::" + ghDelivery},
+	{"github without delivery falls back to the body", "github", "", map[string]string{"x-github-hook-id": "292430182"}, `{"action":"opened"}`, hashed},
+
+	{"shopify webhook id scoped by shop", "shopify", "", map[string]string{"x-shopify-webhook-id": shopifyID, "x-shopify-shop-domain": "example.myshopify.com"}, `{"id":820982911946154508,"email":"jon@example.com"}`, "shopify:example.myshopify.com:" + shopifyID},
+	{"shopify explicit scope", "shopify", "orders-sub", map[string]string{"x-shopify-webhook-id": shopifyID, "x-shopify-shop-domain": "example.myshopify.com"}, `{}`, "shopify:orders-sub:" + shopifyID},
+	{"shopify without webhook id falls back (numeric id hashes)", "shopify", "", map[string]string{"x-shopify-shop-domain": "example.myshopify.com"}, `{"id":820982911946154508}`, hashed},
+
+	{"slack event_id", "slack", "", nil, slackEvent, "slack::Ev08MFMKH6"},
+	{"slack event_id with a team scope", "slack", "T1DC2JH3J", nil, slackEvent, "slack:T1DC2JH3J:Ev08MFMKH6"},
+	{"slack slash command (form body) hashes", "slack", "", nil, "token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&command=%2Fweather&text=94070", hashed},
+	{"slack event_id only nested hashes", "slack", "", nil, `{"event":{"event_id":"EvInner"}}`, hashed},
+	{"slack numeric event_id hashes", "slack", "", nil, `{"event_id":12345}`, hashed},
+	{"slack duplicate event_id, last wins", "slack", "", nil, `{"event_id":"EvFirst","event_id":"EvLast"}`, "slack::EvLast"},
+	{"slack url_verification has no event_id", "slack", "", nil, `{"token":"x","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`, hashed},
+
+	{"scope with a space is refused", "github", "two words", map[string]string{"x-github-delivery": ghDelivery}, `{}`, badScope},
+	{"scope of 65 bytes is refused", "shopify", strings.Repeat("s", 65), map[string]string{"x-shopify-webhook-id": shopifyID}, `{}`, badScope},
+}
+
 func allBytes() string {
 	b := make([]byte, 256)
 	for i := range b {
@@ -193,6 +245,23 @@ func allBytes() string {
 // Generate renders key-vectors.json from the cases.
 func Generate() ([]byte, error) {
 	f := File{Spec: "idemhook key spec v1, docs/key-spec.md"}
+	for _, c := range presetCases {
+		v := Vector{Name: c.name, Clause: "preset:" + c.preset, Preset: c.preset, Scope: c.scope, Headers: c.headers,
+			BodyBase64: base64.StdEncoding.EncodeToString([]byte(c.body)), JSON: isJSONText(c.body)}
+		switch c.want {
+		case badScope:
+			v.Error = "invalid_scope"
+		case hashed:
+			sum := sha256.Sum256([]byte(c.body))
+			v.Key, v.Source = "sha256:"+hex.EncodeToString(sum[:]), "body_sha256"
+		default:
+			v.Key, v.Source = c.want, "provider_id"
+			if strings.HasPrefix(c.want, "evt:") {
+				v.Source = "event_id"
+			}
+		}
+		f.Vectors = append(f.Vectors, v)
+	}
 	for _, c := range cases {
 		v := Vector{Name: c.name, Clause: c.clause, BodyBase64: base64.StdEncoding.EncodeToString([]byte(c.body)), JSON: isJSONText(c.body)}
 		switch c.want {

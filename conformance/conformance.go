@@ -39,8 +39,15 @@ type Vector struct {
 	Key string `json:"key"`
 	// Source is "event_id" or "body_sha256"; empty when Error is set.
 	Source string `json:"source"`
-	// Error is "empty_body" when no key may be derived.
+	// Error is "empty_body" when no key may be derived, "invalid_scope"
+	// when the preset refuses the scope.
 	Error string `json:"error,omitempty"`
+	// Preset, Scope and Headers apply a provider preset (docs/key-spec.md,
+	// "Provider presets"); empty for the default spec. Header names are
+	// lower case, as n8n delivers them.
+	Preset  string            `json:"preset,omitempty"`
+	Scope   string            `json:"scope,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
 	// JSON is true when the body is one RFC 8259 JSON text (after an
 	// optional BOM), so a sender may label it application/json.
 	JSON bool `json:"json"`

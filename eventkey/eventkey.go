@@ -74,7 +74,7 @@ func HashKey(body []byte) string {
 // string of 1 to MaxIDBytes bytes with no control character and no unpaired
 // surrogate. The id is returned exactly as decoded.
 func EventID(body []byte) (string, bool) {
-	return scanEventID(body)
+	return scanMember(body, "id")
 }
 
 // ValidID reports whether id could be an event id under the spec: 1 to

@@ -2,6 +2,7 @@ package eventkey_test
 
 import (
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -20,10 +21,27 @@ func TestDeriveConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := eventkey.Derive(body)
-			if v.Error != "" {
+			header := http.Header{}
+			for k, val := range v.Headers {
+				header.Set(k, val)
+			}
+			got, err := eventkey.DeriveFor(eventkey.Preset(v.Preset), header, body, v.Scope)
+			if v.Preset == "" {
+				// The default preset is Derive itself.
+				plain, perr := eventkey.Derive(body)
+				if plain != got || !errors.Is(perr, err) {
+					t.Fatalf("Derive = %v, %v but DeriveFor = %v, %v", plain, perr, got, err)
+				}
+			}
+			switch v.Error {
+			case "empty_body":
 				if !errors.Is(err, eventkey.ErrEmptyBody) {
-					t.Fatalf("Derive = %q, %v; want ErrEmptyBody", got.Value, err)
+					t.Fatalf("DeriveFor = %q, %v; want ErrEmptyBody", got.Value, err)
+				}
+				return
+			case "invalid_scope":
+				if !errors.Is(err, eventkey.ErrInvalidScope) {
+					t.Fatalf("DeriveFor = %q, %v; want ErrInvalidScope", got.Value, err)
 				}
 				return
 			}

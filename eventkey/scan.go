@@ -13,14 +13,16 @@ import (
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
-func scanEventID(body []byte) (string, bool) {
+// scanMember returns the last top-level string member called name, under
+// the id clause of the spec.
+func scanMember(body []byte, name string) (string, bool) {
 	if !utf8.Valid(body) {
 		return "", false
 	}
 	if len(body) >= 3 && body[0] == utf8BOM[0] && body[1] == utf8BOM[1] && body[2] == utf8BOM[2] {
 		body = body[3:]
 	}
-	s := scanner{data: body}
+	s := scanner{data: body, member: name}
 	s.skipSpace()
 	if s.peek() != '{' {
 		return "", false
@@ -48,8 +50,9 @@ func validID(id string) bool {
 }
 
 type scanner struct {
-	data []byte
-	pos  int
+	data   []byte
+	pos    int
+	member string // the top-level member sought: "id" for the spec
 
 	// The last top-level "id" member seen: whether there was one, its
 	// decoded value when it is a string, and whether that value is usable.
@@ -125,7 +128,7 @@ func (s *scanner) object(depth int) bool {
 		}
 		s.pos++
 		s.skipSpace()
-		if depth == 1 && name == "id" {
+		if depth == 1 && name == s.member {
 			if !s.idMember() {
 				return false
 			}
@@ -145,8 +148,8 @@ func (s *scanner) object(depth int) bool {
 	}
 }
 
-// idMember scans the value of a top-level "id" member and records it; a later
-// "id" member overrides it, as JSON.parse does.
+// idMember scans the value of the sought top-level member and records it; a
+// later one overrides it, as JSON.parse does.
 func (s *scanner) idMember() bool {
 	s.idFound, s.id, s.idUsable = true, "", false
 	if s.peek() != '"' {

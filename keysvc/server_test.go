@@ -87,10 +87,18 @@ func TestKeysMatchTheVectors(t *testing.T) {
 	}
 	for _, v := range vectors {
 		body, _ := v.Body()
-		r := c.do("POST", "/v1/keys", body, map[string]string{"Content-Type": "application/octet-stream"})
+		header := map[string]string{"Content-Type": "application/octet-stream"}
+		for k, val := range v.Headers {
+			header[k] = val
+		}
+		path := "/v1/keys"
+		if v.Preset != "" {
+			path += "?preset=" + url.QueryEscape(v.Preset) + "&scope=" + url.QueryEscape(v.Scope)
+		}
+		r := c.do("POST", path, body, header)
 		if v.Error != "" {
-			if r.status != 400 || r.str("code") != "empty_body" {
-				t.Errorf("%s: %d %s, want 400 empty_body", v.Name, r.status, r.body)
+			if r.status != 400 || r.str("code") != v.Error {
+				t.Errorf("%s: %d %s, want 400 %s", v.Name, r.status, r.body, v.Error)
 			}
 			continue
 		}

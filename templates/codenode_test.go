@@ -10,7 +10,14 @@ import (
 	"testing"
 
 	"github.com/idemhook/idemhook/conformance"
+	"github.com/idemhook/idemhook/templates"
 )
+
+type harnessCase struct {
+	Script  string            `json:"script"`
+	Body    string            `json:"body"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
 
 type harnessResult struct {
 	Key    string `json:"key"`
@@ -18,9 +25,10 @@ type harnessResult struct {
 	Error  string `json:"error"`
 }
 
-// TestCodeNodeScriptConformance runs templates/code-node/idempotency-key.js
-// under node over every shared vector. Node is a hard requirement of the
-// test suite: without it this test fails rather than skips.
+// TestCodeNodeScriptConformance runs the Code node script, exactly as the
+// generator embeds it for each preset and scope (templates.KeyScript), under
+// node over every shared vector. Node is a hard requirement of the test
+// suite: without it this test fails rather than skips.
 func TestCodeNodeScriptConformance(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -30,17 +38,30 @@ func TestCodeNodeScriptConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bodies := make([]string, len(vectors))
+	dir := t.TempDir()
+	scripts := map[[2]string]string{}
+	cases := make([]harnessCase, len(vectors))
 	for i, v := range vectors {
-		bodies[i] = v.BodyBase64
+		id := [2]string{v.Preset, v.Scope}
+		if scripts[id] == "" {
+			src, err := templates.KeyScript(v.Preset, v.Scope)
+			if err != nil {
+				t.Fatal(err)
+			}
+			scripts[id] = filepath.Join(dir, "script-"+string(rune('a'+len(scripts)))+".js")
+			if err := os.WriteFile(scripts[id], []byte(src), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cases[i] = harnessCase{Script: scripts[id], Body: v.BodyBase64, Headers: v.Headers}
 	}
-	bodiesFile := filepath.Join(t.TempDir(), "bodies.json")
-	raw, _ := json.Marshal(bodies)
-	if err := os.WriteFile(bodiesFile, raw, 0o600); err != nil {
+	casesFile := filepath.Join(dir, "cases.json")
+	raw, _ := json.Marshal(cases)
+	if err := os.WriteFile(casesFile, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
 
-	cmd := exec.Command(node, filepath.Join("testdata", "harness.js"), filepath.Join("code-node", "idempotency-key.js"), bodiesFile)
+	cmd := exec.Command(node, filepath.Join("testdata", "harness.js"), casesFile)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -57,17 +78,37 @@ func TestCodeNodeScriptConformance(t *testing.T) {
 	agree := 0
 	for i, v := range vectors {
 		r := results[i]
-		switch {
-		case v.Error != "":
+		switch v.Error {
+		case "empty_body":
 			if r.Key != "" || !strings.HasPrefix(r.Error, "empty body") {
 				t.Errorf("%s: got %+v, want key \"\" and an empty-body error", v.Name, r)
 				continue
 			}
-		case r.Key != v.Key || r.Source != v.Source || r.Error != "":
-			t.Errorf("%s: script gave %q (%s) %s, want %q (%s)", v.Name, r.Key, r.Source, r.Error, v.Key, v.Source)
-			continue
+		case "invalid_scope":
+			if r.Key != "" || !strings.HasPrefix(r.Error, "invalid key scope") {
+				t.Errorf("%s: got %+v, want key \"\" and an invalid-scope error", v.Name, r)
+				continue
+			}
+		default:
+			if r.Key != v.Key || r.Source != v.Source || r.Error != "" {
+				t.Errorf("%s: script gave %q (%s) %s, want %q (%s)", v.Name, r.Key, r.Source, r.Error, v.Key, v.Source)
+				continue
+			}
 		}
 		agree++
 	}
 	t.Logf("Code node script agrees with the vectors on %d/%d", agree, len(vectors))
+}
+
+func TestKeyScriptSetsPresetAndScope(t *testing.T) {
+	src, err := templates.KeyScript("github", "o'neil\"s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(src, `const PRESET = "github";`) || !strings.Contains(src, `const SCOPE = "o'neil\"s";`) {
+		t.Error("KeyScript did not set the constants as JSON string literals")
+	}
+	if def, _ := templates.KeyScript("", ""); def != templates.CodeNodeScript {
+		t.Error("KeyScript with the defaults changed the script")
+	}
 }

@@ -15,6 +15,12 @@
 // against the Go implementation (package eventkey).
 const crypto = require('crypto');
 
+// Provider preset and scope, set by `idemhook generate --preset/--scope`.
+// '' (or 'stripe') is the body's id as above; the others are in the spec's
+// "Provider presets" section.
+const PRESET = '';
+const SCOPE = '';
+
 const MAX_DEPTH = 1000;
 const MAX_ID_BYTES = 255;
 
@@ -42,8 +48,10 @@ function validId(id) {
 
 // Scanner over the decoded text, one method per JSON production. It mirrors
 // eventkey/scan.go; a failed production returns false and the body is hashed.
-function Scanner(text) {
+// member is the top-level member sought ("id" for the spec).
+function Scanner(text, member) {
   this.s = text;
+  this.member = member;
   this.pos = 0;
   this.idFound = false;
   this.id = '';
@@ -88,7 +96,7 @@ Scanner.prototype.object = function (depth) {
     if (this.peek() !== 0x3a) return false;
     this.pos++;
     this.skipSpace();
-    if (depth === 1 && name.text === 'id') {
+    if (depth === 1 && name.text === this.member) {
       if (!this.idMember()) return false;
     } else if (!this.value(depth)) {
       return false;
@@ -106,7 +114,8 @@ Scanner.prototype.object = function (depth) {
   }
 };
 
-// A later top-level "id" member overrides an earlier one, as JSON.parse does.
+// A later top-level member of the sought name overrides an earlier one, as
+// JSON.parse does.
 Scanner.prototype.idMember = function () {
   this.idFound = true;
   this.id = '';
@@ -256,11 +265,13 @@ function isValidUtf8(buf) {
   return Buffer.from(buf.toString('utf8'), 'utf8').equals(buf);
 }
 
-function eventId(buf) {
+// The last top-level string member called name, under the id clause of the
+// spec, or null.
+function bodyMember(buf, name) {
   if (!isValidUtf8(buf)) return null;
   let start = 0;
   if (buf.length >= 3 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf) start = 3;
-  const sc = new Scanner(buf.subarray(start).toString('utf8'));
+  const sc = new Scanner(buf.subarray(start).toString('utf8'), name);
   sc.skipSpace();
   if (sc.peek() !== 0x7b) return null;
   if (!sc.value(0)) return null;
@@ -274,15 +285,67 @@ const EMPTY_BODY = 'empty body: there is nothing to derive an idempotency key fr
 // Returns {key, source}; key is '' for an empty body, which has none.
 function deriveKey(buf) {
   if (!buf || buf.length === 0) return { key: '', source: '', error: EMPTY_BODY };
-  const id = eventId(buf);
+  const id = bodyMember(buf, 'id');
   if (id !== null) return { key: 'evt:' + id, source: 'event_id' };
   return { key: 'sha256:' + crypto.createHash('sha256').update(buf).digest('hex'), source: 'body_sha256' };
+}
+
+const PRESET_RULES = {
+  standardwebhooks: { prefix: 'swh', headers: ['webhook-id', 'svix-id'] },
+  github: { prefix: 'gh', headers: ['x-github-delivery'], scopeHeader: 'x-github-hook-id' },
+  shopify: { prefix: 'shopify', headers: ['x-shopify-webhook-id'], scopeHeader: 'x-shopify-shop-domain' },
+  slack: { prefix: 'slack', bodyMember: 'event_id' },
+};
+
+function validScope(s) {
+  return s.length <= 64 && /^[A-Za-z0-9._-]*$/.test(s);
+}
+
+// Header ids must be printable ASCII: n8n decodes header bytes as Latin-1.
+function printableAscii(s) {
+  return /^[\x20-\x7e]*$/.test(s);
+}
+
+// n8n gives header names in lower case; a repeated header may be an array.
+function headerValue(headers, name) {
+  const v = headers ? headers[name] : undefined;
+  if (Array.isArray(v)) return typeof v[0] === 'string' ? v[0] : '';
+  return typeof v === 'string' ? v : '';
+}
+
+// Mirrors eventkey.DeriveFor.
+function deriveFor(preset, headers, buf, scope) {
+  if (preset !== '' && preset !== 'stripe' && !PRESET_RULES[preset]) {
+    return { key: '', source: '', error: 'unknown key preset ' + JSON.stringify(preset) };
+  }
+  if (!validScope(scope)) return { key: '', source: '', error: 'invalid key scope' };
+  const rule = PRESET_RULES[preset];
+  if (!rule) {
+    if (scope !== '') return { key: '', source: '', error: 'invalid key scope: this preset takes no scope' };
+    return deriveKey(buf);
+  }
+  let id = '';
+  for (const h of rule.headers || []) {
+    id = headerValue(headers, h);
+    if (id !== '') break;
+  }
+  let usable = validId(id) && printableAscii(id);
+  if (rule.bodyMember) {
+    id = buf && buf.length > 0 ? bodyMember(buf, rule.bodyMember) : null;
+    usable = id !== null;
+  }
+  if (!usable) return deriveKey(buf);
+  if (scope === '' && rule.scopeHeader) {
+    const s = headerValue(headers, rule.scopeHeader);
+    if (validScope(s)) scope = s;
+  }
+  return { key: [rule.prefix, scope, id].join(':'), source: 'provider_id' };
 }
 
 // The event type is only copied to the business step; it plays no part in
 // the key.
 function eventType(buf, source) {
-  if (source !== 'event_id') return '';
+  if (source === 'body_sha256' || source === '') return '';
   try {
     const v = JSON.parse(buf.toString('utf8').replace(/^\ufeff/, ''));
     return typeof v.type === 'string' ? v.type : '';
@@ -298,7 +361,7 @@ const items = $input.all();
 for (let i = 0; i < items.length; i++) {
   const hasBytes = items[i].binary && items[i].binary.data;
   const buf = hasBytes ? await this.helpers.getBinaryDataBuffer(i, 'data') : Buffer.alloc(0);
-  const k = deriveKey(buf);
+  const k = deriveFor(PRESET, items[i].json.headers, buf, SCOPE);
   const json = { key: k.key, source: k.source, eventType: eventType(buf, k.source) };
   if (k.error) json.error = k.error;
   out.push({ json: json, pairedItem: { item: i } });

@@ -1,14 +1,13 @@
 // Runs the Code node script the way n8n's task runner does (an async function
-// with $input, require and this.helpers) once per body, and prints one JSON
-// result per body. Usage: node harness.js SCRIPT BODIES.json
+// with $input, require and this.helpers) once per case, and prints one JSON
+// result per case. Usage: node harness.js CASES.json
+// where CASES.json is [{script: FILE, body: BASE64, headers: {...}}].
 'use strict';
 const fs = require('fs');
 
-const [script, bodiesFile] = process.argv.slice(2);
-const code = fs.readFileSync(script, 'utf8');
-const bodies = JSON.parse(fs.readFileSync(bodiesFile, 'utf8'));
+const cases = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const AsyncFunction = Object.getPrototypeOf(async function () {}).constructor;
-const run = new AsyncFunction('$input', 'require', code);
+const compiled = new Map();
 
 // The n8n sandbox has no crypto global and no WebCrypto: hide them so the
 // script cannot depend on them by accident.
@@ -16,10 +15,15 @@ delete globalThis.crypto;
 
 async function main() {
   const results = [];
-  for (const b64 of bodies) {
-    const buf = Buffer.from(b64, 'base64');
-    // n8n gives an empty or multipart body no binary data at all.
-    const item = buf.length === 0 ? { json: {} } : { json: {}, binary: { data: { data: b64, mimeType: 'text/plain' } } };
+  for (const c of cases) {
+    if (!compiled.has(c.script)) {
+      compiled.set(c.script, new AsyncFunction('$input', 'require', fs.readFileSync(c.script, 'utf8')));
+    }
+    const run = compiled.get(c.script);
+    const buf = Buffer.from(c.body, 'base64');
+    // With rawBody on, n8n gives every non-multipart body a binary, an empty
+    // one included, and header names in lower case.
+    const item = { json: { headers: c.headers || {} }, binary: { data: { data: c.body, mimeType: 'application/octet-stream' } } };
     const $input = { all: () => [item], first: () => item };
     const helpers = {
       getBinaryDataBuffer: async (index, name) => {

@@ -1,0 +1,119 @@
+package eventkey
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+)
+
+// Preset names where a provider puts the id that stays the same across its
+// retries. The default (and Stripe) is the body's "id"; other providers put
+// it in a header or under another name. See "Provider presets" in
+// docs/key-spec.md.
+type Preset string
+
+const (
+	PresetDefault          Preset = ""
+	PresetStripe           Preset = "stripe"           // the body's id: the default spec
+	PresetStandardWebhooks Preset = "standardwebhooks" // webhook-id (or svix-id) header
+	PresetGitHub           Preset = "github"           // X-GitHub-Delivery, scoped by X-GitHub-Hook-ID
+	PresetShopify          Preset = "shopify"          // X-Shopify-Webhook-Id, scoped by X-Shopify-Shop-Domain
+	PresetSlack            Preset = "slack"            // the body's top-level event_id
+)
+
+// SourceProviderID marks a key built from a preset's provider id.
+const SourceProviderID Source = "provider_id"
+
+// Errors of DeriveFor.
+var (
+	ErrUnknownPreset = errors.New("unknown key preset")
+	ErrInvalidScope  = errors.New("invalid key scope")
+)
+
+// MaxScopeBytes bounds a preset's scope.
+const MaxScopeBytes = 64
+
+var scopePattern = regexp.MustCompile(`^[A-Za-z0-9._-]*$`)
+
+type presetRule struct {
+	prefix      string
+	header      []string // canonical header names holding the id, first present wins
+	bodyMember  string   // or: a top-level body member holding it
+	scopeHeader string   // header whose value scopes the key when no scope is given
+}
+
+var presetRules = map[Preset]presetRule{
+	PresetStandardWebhooks: {prefix: "swh", header: []string{"Webhook-Id", "Svix-Id"}},
+	PresetGitHub:           {prefix: "gh", header: []string{"X-Github-Delivery"}, scopeHeader: "X-Github-Hook-Id"},
+	PresetShopify:          {prefix: "shopify", header: []string{"X-Shopify-Webhook-Id"}, scopeHeader: "X-Shopify-Shop-Domain"},
+	PresetSlack:            {prefix: "slack", bodyMember: "event_id"},
+}
+
+// ParsePreset returns the preset named s ("" is the default).
+func ParsePreset(s string) (Preset, error) {
+	p := Preset(s)
+	if _, ok := presetRules[p]; ok || p == PresetDefault || p == PresetStripe {
+		return p, nil
+	}
+	return "", fmt.Errorf("%w %.40q: use stripe, standardwebhooks, github, shopify or slack", ErrUnknownPreset, s)
+}
+
+// ValidScope reports whether scope may prefix a key: at most MaxScopeBytes
+// of letters, digits, '.', '_' and '-'.
+func ValidScope(scope string) bool {
+	return len(scope) <= MaxScopeBytes && scopePattern.MatchString(scope)
+}
+
+// DeriveFor returns the key of a delivery under preset p. A header preset
+// gives "<prefix>:<scope>:<id>", where scope is the given one, else the
+// preset's scope header, else empty; slack reads the body's event_id the
+// same way. When the provider's id is absent or unusable (not 1-255 bytes of
+// UTF-8 without control characters), the key falls back to Derive(body).
+// The stripe and default presets are Derive(body) and take no scope.
+func DeriveFor(p Preset, header http.Header, body []byte, scope string) (Key, error) {
+	if _, err := ParsePreset(string(p)); err != nil {
+		return Key{}, err
+	}
+	if !ValidScope(scope) {
+		return Key{}, fmt.Errorf("%w %.80q: at most %d letters, digits, '.', '_' or '-'", ErrInvalidScope, scope, MaxScopeBytes)
+	}
+	rule, ok := presetRules[p]
+	if !ok {
+		if scope != "" {
+			return Key{}, fmt.Errorf("%w: the %q preset takes no scope (its event ids are unique)", ErrInvalidScope, string(p))
+		}
+		return Derive(body)
+	}
+	var id string
+	for _, h := range rule.header {
+		if id = header.Get(h); id != "" {
+			break
+		}
+	}
+	// Header ids must be printable ASCII: HTTP stacks decode other header
+	// bytes differently (Node as Latin-1), so implementations would disagree.
+	usable := ValidID(id) && printableASCII(id)
+	if rule.bodyMember != "" {
+		id, usable = scanMember(body, rule.bodyMember)
+	}
+	if !usable {
+		return Derive(body)
+	}
+	if scope == "" && rule.scopeHeader != "" {
+		if s := header.Get(rule.scopeHeader); ValidScope(s) {
+			scope = s
+		}
+	}
+	return Key{Value: strings.Join([]string{rule.prefix, scope, id}, ":"), Source: SourceProviderID}, nil
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
