@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemhook/idemhook/eventkey"
+	"github.com/idemhook/idemhook/signature"
 )
 
 // Headers and query parameters of POST /v1/reservations.
@@ -48,16 +49,11 @@ type keyResponse struct {
 }
 
 func (s *Server) deriveKey(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
+	key, source, ok := s.requestKey(w, r, false)
 	if !ok {
 		return
 	}
-	k, err := eventkey.Derive(body)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "empty_body", err.Error())
-		return
-	}
-	writeJSON(w, http.StatusOK, keyResponse{Key: k.Value, Source: string(k.Source)})
+	writeJSON(w, http.StatusOK, keyResponse{Key: key, Source: source})
 }
 
 type reservationResponse struct {
@@ -74,11 +70,11 @@ type reservationResponse struct {
 const SourceExplicit = "explicit"
 
 func (s *Server) reserve(w http.ResponseWriter, r *http.Request) {
-	key, source, ok := s.requestKey(w, r)
+	lease, hasLease, ok := s.leaseParam(w, r)
 	if !ok {
 		return
 	}
-	lease, hasLease, ok := s.leaseParam(w, r)
+	key, source, ok := s.requestKey(w, r, true)
 	if !ok {
 		return
 	}
@@ -123,35 +119,141 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// requestKey returns the key of a reservation request: the caller's own
-// (header or query, validated like an event id) or the body's.
-func (s *Server) requestKey(w http.ResponseWriter, r *http.Request) (key, source string, ok bool) {
-	fromHeader, fromQuery := r.Header.Get(KeyHeader), r.URL.Query().Get("key")
-	explicit := fromHeader
-	switch {
-	case fromHeader != "" && fromQuery != "" && fromHeader != fromQuery:
-		writeError(w, http.StatusBadRequest, "conflicting_key", "the "+KeyHeader+" header and the key parameter differ")
+// requestKey returns the key of a request. With ?provider= it first
+// verifies the provider's signature over the raw body (401 and nothing more
+// when it fails). Then it takes the caller's own key (header or query,
+// validated like an event id) when allowed and given, else derives one from
+// the body with ?preset= and ?scope= (the provider's preset by default).
+func (s *Server) requestKey(w http.ResponseWriter, r *http.Request, allowExplicit bool) (key, source string, ok bool) {
+	q := r.URL.Query()
+	provider, ok := s.providerParam(w, r)
+	if !ok {
 		return "", "", false
-	case fromHeader == "":
-		explicit = fromQuery
 	}
-	if explicit != "" || r.URL.Query().Has("key") {
-		if !eventkey.ValidID(explicit) {
-			writeError(w, http.StatusBadRequest, "invalid_key", fmt.Sprintf("a caller's key must be 1-%d bytes of UTF-8 with no control character", eventkey.MaxIDBytes))
+	preset := eventkey.Preset(provider)
+	if q.Has("preset") {
+		p, err := eventkey.ParsePreset(q.Get("preset"))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_preset", err.Error())
 			return "", "", false
 		}
-		return explicit, SourceExplicit, true
+		preset = p
+	}
+	scope := q.Get("scope")
+	if !eventkey.ValidScope(scope) {
+		writeError(w, http.StatusBadRequest, "invalid_scope", fmt.Sprintf("scope must be at most %d letters, digits, '.', '_' or '-'", eventkey.MaxScopeBytes))
+		return "", "", false
 	}
 	body, ok := s.readBody(w, r)
 	if !ok {
 		return "", "", false
 	}
-	k, err := eventkey.Derive(body)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "empty_body", err.Error()+" (or pass your own key in the "+KeyHeader+" header)")
+	if provider != "" && !s.verify(w, r, provider, body) {
+		return "", "", false
+	}
+	if allowExplicit {
+		fromHeader, fromQuery := r.Header.Get(KeyHeader), q.Get("key")
+		explicit := fromHeader
+		switch {
+		case fromHeader != "" && fromQuery != "" && fromHeader != fromQuery:
+			writeError(w, http.StatusBadRequest, "conflicting_key", "the "+KeyHeader+" header and the key parameter differ")
+			return "", "", false
+		case fromHeader == "":
+			explicit = fromQuery
+		}
+		if explicit != "" || q.Has("key") {
+			if !eventkey.ValidID(explicit) {
+				writeError(w, http.StatusBadRequest, "invalid_key", fmt.Sprintf("a caller's key must be 1-%d bytes of UTF-8 with no control character", eventkey.MaxIDBytes))
+				return "", "", false
+			}
+			return explicit, SourceExplicit, true
+		}
+	}
+	k, err := eventkey.DeriveFor(preset, r.Header, body, scope)
+	switch {
+	case errors.Is(err, eventkey.ErrInvalidScope):
+		writeError(w, http.StatusBadRequest, "invalid_scope", err.Error())
+		return "", "", false
+	case err != nil:
+		msg := err.Error()
+		if allowExplicit {
+			msg += " (or pass your own key in the " + KeyHeader + " header)"
+		}
+		writeError(w, http.StatusBadRequest, "empty_body", msg)
 		return "", "", false
 	}
 	return k.Value, string(k.Source), true
+}
+
+// providerParam parses ?provider=; "" when absent.
+func (s *Server) providerParam(w http.ResponseWriter, r *http.Request) (signature.Provider, bool) {
+	q := r.URL.Query()
+	if !q.Has("provider") {
+		return "", true
+	}
+	p, err := signature.ParseProvider(q.Get("provider"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "unknown_provider", err.Error())
+		return "", false
+	}
+	return p, true
+}
+
+// verify checks the provider's signature on the raw body, answering 401
+// with the reason (or 501 when no secret is configured) when it fails.
+func (s *Server) verify(w http.ResponseWriter, r *http.Request, p signature.Provider, body []byte) bool {
+	secrets := s.cfg.Secrets[p]
+	if len(secrets) == 0 {
+		writeError(w, http.StatusNotImplemented, "provider_not_configured",
+			fmt.Sprintf("no secret is configured for %s: set KEYSVC_SECRET_%s or KEYSVC_SECRET_%s_FILE", p, strings.ToUpper(string(p)), strings.ToUpper(string(p))))
+		return false
+	}
+	err := p.Verify(r.Header, body, secrets, signature.Options{Tolerance: s.cfg.SignatureTolerance, Now: s.now()})
+	if err == nil {
+		s.metrics.verification("valid")
+		return true
+	}
+	code := signatureCode(err)
+	s.metrics.verification(code)
+	writeError(w, http.StatusUnauthorized, code, err.Error())
+	return false
+}
+
+func signatureCode(err error) string {
+	for _, c := range []struct {
+		sentinel error
+		code     string
+	}{
+		{signature.ErrMissingHeader, "missing_signature"},
+		{signature.ErrMalformedHeader, "malformed_signature"},
+		{signature.ErrTooOld, "signature_too_old"},
+		{signature.ErrTooNew, "signature_too_new"},
+		{signature.ErrInvalidSecret, "invalid_secret"},
+		{signature.ErrNoSecret, "provider_not_configured"},
+	} {
+		if errors.Is(err, c.sentinel) {
+			return c.code
+		}
+	}
+	return "invalid_signature"
+}
+
+func (s *Server) verifyOnly(w http.ResponseWriter, r *http.Request) {
+	if !r.URL.Query().Has("provider") {
+		writeError(w, http.StatusBadRequest, "unknown_provider", "give ?provider=stripe|standardwebhooks|github|shopify|slack")
+		return
+	}
+	provider, ok := s.providerParam(w, r)
+	if !ok {
+		return
+	}
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	if s.verify(w, r, provider, body) {
+		writeJSON(w, http.StatusOK, map[string]bool{"valid": true})
+	}
 }
 
 // leaseParam parses ?lease=: a Go duration ("90s", "5m") or whole seconds.

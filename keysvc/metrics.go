@@ -12,19 +12,21 @@ import (
 // metrics is a small Prometheus text exposition; the service needs four
 // series and no client library.
 type metrics struct {
-	mu           sync.Mutex
-	requests     map[[2]string]uint64 // route, status
-	reservations map[string]uint64    // new, duplicate, in_progress
-	storeErrors  uint64
-	buckets      []float64 // upper bounds, seconds
-	counts       []uint64  // per bucket, cumulative at exposition
-	sum          float64
-	total        uint64
+	mu            sync.Mutex
+	requests      map[[2]string]uint64 // route, status
+	reservations  map[string]uint64    // new, duplicate, in_progress
+	storeErrors   uint64
+	verifications map[string]uint64 // valid, or the failure code
+	buckets       []float64         // upper bounds, seconds
+	counts        []uint64          // per bucket, cumulative at exposition
+	sum           float64
+	total         uint64
 }
 
 func newMetrics() *metrics {
 	b := []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
-	return &metrics{requests: map[[2]string]uint64{}, reservations: map[string]uint64{}, buckets: b, counts: make([]uint64, len(b))}
+	return &metrics{requests: map[[2]string]uint64{}, reservations: map[string]uint64{}, verifications: map[string]uint64{},
+		buckets: b, counts: make([]uint64, len(b))}
 }
 
 func (m *metrics) observe(route string, status int, d time.Duration) {
@@ -48,6 +50,12 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 func (m *metrics) reservation(outcome string) {
 	m.mu.Lock()
 	m.reservations[outcome]++
+	m.mu.Unlock()
+}
+
+func (m *metrics) verification(outcome string) {
+	m.mu.Lock()
+	m.verifications[outcome]++
 	m.mu.Unlock()
 }
 
@@ -78,6 +86,15 @@ func (m *metrics) text() string {
 	b.WriteString("# HELP keysvc_reservations_total Reservation outcomes: new, duplicate, in_progress.\n# TYPE keysvc_reservations_total counter\n")
 	for _, o := range []string{"new", "duplicate", "in_progress"} {
 		fmt.Fprintf(&b, "keysvc_reservations_total{outcome=%q} %d\n", o, m.reservations[o])
+	}
+	b.WriteString("# HELP keysvc_signature_verifications_total Signature checks by outcome.\n# TYPE keysvc_signature_verifications_total counter\n")
+	outcomes := make([]string, 0, len(m.verifications))
+	for o := range m.verifications {
+		outcomes = append(outcomes, o)
+	}
+	sort.Strings(outcomes)
+	for _, o := range outcomes {
+		fmt.Fprintf(&b, "keysvc_signature_verifications_total{outcome=%q} %d\n", o, m.verifications[o])
 	}
 	b.WriteString("# HELP keysvc_store_errors_total Store calls that failed (answered 503).\n# TYPE keysvc_store_errors_total counter\n")
 	fmt.Fprintf(&b, "keysvc_store_errors_total %d\n", m.storeErrors)

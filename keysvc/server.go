@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"regexp"
 	"time"
+
+	"github.com/idemhook/idemhook/signature"
 )
 
 // Config configures a Server.
@@ -23,7 +25,14 @@ type Config struct {
 	Token string
 	// MaxLease bounds ?lease=. Default 24h.
 	MaxLease time.Duration
-	Logger   *slog.Logger
+	// Secrets holds each provider's signing secrets for ?provider= (several
+	// during a rotation). Never logged.
+	Secrets map[signature.Provider][]string
+	// SignatureTolerance bounds signed timestamps both ways; default 5m.
+	SignatureTolerance time.Duration
+	// Now is the clock for signature timestamps; time.Now when nil.
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // DefaultMaxBodyBytes is the default body limit.
@@ -50,6 +59,7 @@ var routes = []route{
 	{http.MethodGet, "/v1/reservations/{key}", true, (*Server).lookup},
 	{http.MethodDelete, "/v1/reservations/{key}", true, (*Server).release},
 	{http.MethodPost, "/v1/reservations/{key}/done", true, (*Server).markDone},
+	{http.MethodPost, "/v1/verify", true, (*Server).verifyOnly},
 	{http.MethodGet, "/openapi.json", false, (*Server).openAPI},
 	{http.MethodGet, "/healthz", false, (*Server).healthz},
 	{http.MethodGet, "/readyz", false, (*Server).readyz},
@@ -112,6 +122,13 @@ func (s *Server) dispatch(path string, rts []route) http.Handler {
 		w.Header().Set("Allow", allowed)
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+path)
 	})
+}
+
+func (s *Server) now() time.Time {
+	if s.cfg.Now != nil {
+		return s.cfg.Now()
+	}
+	return time.Now()
 }
 
 // authorized compares the bearer token in constant time. Both sides are

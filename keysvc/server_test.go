@@ -85,11 +85,17 @@ func TestKeysMatchTheVectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var skipped []string
+	defer func() { t.Logf("%d vectors through POST /v1/keys; not sendable over HTTP: %q", len(vectors)-len(skipped), skipped) }()
 	for _, v := range vectors {
 		body, _ := v.Body()
 		header := map[string]string{"Content-Type": "application/octet-stream"}
 		for k, val := range v.Headers {
 			header[k] = val
+		}
+		if strings.ContainsFunc(strings.Join(mapValues(v.Headers), ""), func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			skipped = append(skipped, v.Name) // no HTTP client sends a control character in a header
+			continue
 		}
 		path := "/v1/keys"
 		if v.Preset != "" {
@@ -321,4 +327,12 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("metrics lack %s\n%s", want, m)
 		}
 	}
+}
+
+func mapValues(m map[string]string) []string {
+	var out []string
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
 }

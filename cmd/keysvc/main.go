@@ -18,12 +18,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/idemhook/idemhook/keysvc"
+	"github.com/idemhook/idemhook/signature"
 )
 
 type config struct {
@@ -38,6 +40,8 @@ type config struct {
 	retention    time.Duration
 	logLevel     string
 	token        string
+	secrets      map[signature.Provider][]string
+	tolerance    time.Duration
 }
 
 func main() {
@@ -81,7 +85,13 @@ func run(args []string, stderr io.Writer) int {
 	if cfg.retention > 0 {
 		go cleanupLoop(ctx, store, cfg.retention, logger)
 	}
-	logger.Info("keysvc listening", "addr", ln.Addr().String(), "store", kind, "auth", cfg.token != "", "max_body_bytes", cfg.maxBody)
+	var providers []string
+	for p := range cfg.secrets {
+		providers = append(providers, string(p))
+	}
+	sort.Strings(providers)
+	logger.Info("keysvc listening", "addr", ln.Addr().String(), "store", kind, "auth", cfg.token != "",
+		"max_body_bytes", cfg.maxBody, "signature_providers", providers)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -161,6 +171,7 @@ func parseConfig(args []string, stderr io.Writer) (config, int, bool) {
 		{&cfg.readTimeout, "read-timeout", "KEYSVC_READ_TIMEOUT", "10s", "time to read a request"},
 		{&cfg.writeTimeout, "write-timeout", "KEYSVC_WRITE_TIMEOUT", "10s", "time to write a response"},
 		{&cfg.retention, "retention", "KEYSVC_RETENTION", "720h", "delete reservations older than this, hourly; 0 disables"},
+		{&cfg.tolerance, "signature-tolerance", "KEYSVC_SIGNATURE_TOLERANCE", "5m", "how far a signed timestamp may be from now, both ways"},
 	}
 	for _, d := range durations {
 		v, err := time.ParseDuration(env(d.env, d.def))
@@ -195,9 +206,40 @@ func parseConfig(args []string, stderr io.Writer) (config, int, bool) {
 		}
 		cfg.token = strings.TrimSpace(string(b))
 	}
+	secrets, err := providerSecrets()
+	if err != nil {
+		fmt.Fprintf(stderr, "keysvc: %v\n", err)
+		return config{}, 2, false
+	}
+	cfg.secrets = secrets
 	if cfg.maxBody <= 0 || cfg.readTimeout <= 0 || cfg.writeTimeout <= 0 || cfg.retention < 0 {
 		fmt.Fprintln(stderr, "keysvc: --max-body and the timeouts must be positive, --retention zero or positive")
 		return config{}, 2, false
 	}
 	return cfg, 0, true
+}
+
+// providerSecrets reads each provider's signing secrets from
+// KEYSVC_SECRET_<PROVIDER> (one secret) and KEYSVC_SECRET_<PROVIDER>_FILE
+// (one secret per line, for rotations).
+func providerSecrets() (map[signature.Provider][]string, error) {
+	out := map[signature.Provider][]string{}
+	for _, p := range signature.Providers {
+		name := "KEYSVC_SECRET_" + strings.ToUpper(string(p))
+		if v := strings.TrimSpace(os.Getenv(name)); v != "" {
+			out[p] = append(out[p], v)
+		}
+		if file := os.Getenv(name + "_FILE"); file != "" {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				return nil, fmt.Errorf("%s_FILE: %w", name, err)
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if line = strings.TrimSpace(line); line != "" {
+					out[p] = append(out[p], line)
+				}
+			}
+		}
+	}
+	return out, nil
 }
