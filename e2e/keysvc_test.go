@@ -25,7 +25,7 @@ var (
 
 // startKeysvc builds cmd/keysvc and runs it as its own process on the
 // stack's PostgreSQL, reserving into table. Its log is kept beside n8n's.
-func startKeysvc(t *testing.T, table string) string {
+func startKeysvc(t *testing.T, table string, env ...string) string {
 	t.Helper()
 	buildKeysvc.Do(func() {
 		dir, err := os.MkdirTemp("", "idemhook-keysvc-bin-")
@@ -54,7 +54,7 @@ func startKeysvc(t *testing.T, table string) string {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(keysvcBin, "--addr", addr, "--table", table, "--create-schema")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+st.BusinessDSN)
+	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+st.BusinessDSN), env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -117,3 +117,15 @@ func printableASCII(s string) bool {
 	}
 	return true
 }
+
+// Headers lists the request headers p reads (the id and the default scope),
+// in canonical form, so that a caller relaying a request to keysvc knows
+// what to forward.
+func (p Preset) Headers() []string {
+	rule := presetRules[p]
+	out := append([]string{}, rule.header...)
+	if rule.scopeHeader != "" {
+		out = append(out, rule.scopeHeader)
+	}
+	return out
+}

@@ -3,6 +3,10 @@ package generator
 import (
 	"fmt"
 	"net/url"
+	"strings"
+
+	"github.com/idemhook/idemhook/eventkey"
+	"github.com/idemhook/idemhook/signature"
 )
 
 // Node names of the keysvc mode.
@@ -23,11 +27,35 @@ const keysvcKeyExpr = "$('" + NodeKeysvcReserve + "').item.json.body.key"
 // and anything else, including keysvc being unreachable, answers 503 so the
 // provider retries: never a 200 that reserved nothing.
 func addKeysvcFlow(g *graph, r resolved) {
-	reserveURL := r.KeysvcURL + "/v1/reservations"
+	query := url.Values{}
 	if r.Guard == GuardLease {
-		reserveURL += "?lease=" + url.QueryEscape(fmt.Sprintf("%ds", int64(r.Lease.Seconds())))
+		query.Set("lease", fmt.Sprintf("%ds", int64(r.Lease.Seconds())))
+	}
+	// keysvc verifies the signature itself, with the secret it holds.
+	if r.Verify != "" {
+		query.Set("provider", r.Verify)
+	}
+	if r.Preset != "" && r.Preset != r.Verify {
+		query.Set("preset", r.Preset)
+	}
+	if r.Scope != "" {
+		query.Set("scope", r.Scope)
+	}
+	reserveURL := r.KeysvcURL + "/v1/reservations"
+	if len(query) > 0 {
+		reserveURL += "?" + query.Encode()
 	}
 	reserve := httpNode(r, NodeKeysvcReserve, [2]int{220, 300}, "POST", reserveURL)
+	if headers := forwardedHeaders(r); len(headers) > 0 {
+		var params []map[string]string
+		for _, h := range headers {
+			lower := strings.ToLower(h)
+			params = append(params, map[string]string{"name": h, "value": "={{ $('" + NodeWebhook + "').item.json.headers['" + lower + "'] || '' }}"})
+		}
+		reserve.Parameters["sendHeaders"] = true
+		reserve.Parameters["specifyHeaders"] = "keypair"
+		reserve.Parameters["headerParameters"] = map[string]any{"parameters": params}
+	}
 	reserve.Parameters["sendBody"] = true
 	reserve.Parameters["contentType"] = "binaryData"
 	reserve.Parameters["inputDataFieldName"] = "data"
@@ -72,6 +100,26 @@ func addKeysvcFlow(g *graph, r resolved) {
 	g.connect(business, 1, NodeRelease)
 	g.add(respondNode(NodeRespond500, [2]int{1760, 300}, 500, respond("failed", ", released: true")))
 	g.connect(NodeRelease, 0, NodeRespond500)
+}
+
+// forwardedHeaders lists the webhook's headers keysvc needs: the provider's
+// signature headers and the preset's id headers.
+func forwardedHeaders(r resolved) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(hs []string) {
+		for _, h := range hs {
+			if !seen[h] {
+				seen[h] = true
+				out = append(out, h)
+			}
+		}
+	}
+	if r.Verify != "" {
+		add(signature.Provider(r.Verify).Headers())
+	}
+	add(eventkey.Preset(r.Preset).Headers())
+	return out
 }
 
 // httpNode calls keysvc. The full response (status, headers, body) comes

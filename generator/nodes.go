@@ -69,6 +69,8 @@ type graph struct {
 	seed  string // makes node ids unique to one workflow
 	nodes []node
 	conns map[string][][]link
+	// offset shifts later nodes right, past the nodes inserted before them.
+	offset int
 }
 
 func newGraph(seed string) *graph {
@@ -77,6 +79,7 @@ func newGraph(seed string) *graph {
 
 func (g *graph) add(n node) {
 	n.ID = uuidFrom(g.seed + "/node/" + n.Name)
+	n.Position[0] += g.offset
 	n.TypeVersion = TypeVersions[n.Type]
 	g.nodes = append(g.nodes, n)
 }

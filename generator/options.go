@@ -16,7 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/pgsql"
+	"github.com/idemhook/idemhook/signature"
 )
 
 // Hashing chooses the n8n nodes that build the key.
@@ -59,6 +61,10 @@ const (
 	DefaultRetention      = 30 * 24 * time.Hour
 	DefaultLease          = 5 * time.Minute
 	DefaultKeysvcURL      = "http://127.0.0.1:8080"
+	// DefaultVerifyCredential names the n8n Crypto credential whose HMAC
+	// secret is the provider's signing secret (--verify).
+	DefaultVerifyCredential = "Webhook signing secret (idemhook)"
+	DefaultTolerance        = 5 * time.Minute
 )
 
 // Options configure a generated workflow. The zero value of every field
@@ -90,6 +96,20 @@ type Options struct {
 	// KeysvcCredential, when set, names an n8n "Bearer Auth" credential
 	// holding keysvc's token; the token itself is never in the workflow.
 	KeysvcCredential string
+	// Verify names the provider whose signature is checked before the key
+	// is reserved (stripe, github, shopify, slack; standardwebhooks with
+	// HashingKeysvc only). Empty: no check.
+	Verify string
+	// VerifyCredential names the n8n Crypto credential holding the signing
+	// secret (encrypted by n8n; never in the workflow).
+	VerifyCredential string
+	// Tolerance bounds signed timestamps, both ways. Default 5m.
+	Tolerance time.Duration
+	// Preset picks where the event id is read (docs/key-spec.md, "Provider
+	// presets"); it defaults to Verify's provider. Scope prefixes a preset's
+	// key.
+	Preset string
+	Scope  string
 }
 
 // OptionError reports an invalid option. Every error of Validate is one.
@@ -131,6 +151,11 @@ func (o Options) withDefaults() Options {
 		o.Lease = DefaultLease
 	}
 	def(&o.KeysvcURL, DefaultKeysvcURL)
+	def(&o.VerifyCredential, DefaultVerifyCredential)
+	def(&o.Preset, o.Verify)
+	if o.Tolerance == 0 {
+		o.Tolerance = DefaultTolerance
+	}
 	return o
 }
 
@@ -188,6 +213,31 @@ func (o Options) resolve() (resolved, error) {
 	r.KeysvcURL = strings.TrimSuffix(o.KeysvcURL, "/")
 	if len(o.KeysvcCredential) > 128 || strings.ContainsAny(o.KeysvcCredential, "\x00\r\n") {
 		return bad("keysvc credential", o.KeysvcCredential, "must be at most 128 characters on one line")
+	}
+	if o.Verify != "" {
+		p, err := signature.ParseProvider(o.Verify)
+		if err != nil {
+			return bad("verify provider", o.Verify, "use stripe, standardwebhooks, github, shopify or slack")
+		}
+		if p == signature.ProviderStandardWebhooks && o.Hashing != HashingKeysvc {
+			return bad("verify provider", o.Verify, "Standard Webhooks signs with a binary key that n8n's Crypto credential cannot hold: use --hashing keysvc")
+		}
+	}
+	if strings.TrimSpace(o.VerifyCredential) == "" || len(o.VerifyCredential) > 128 || strings.ContainsAny(o.VerifyCredential, "\x00\r\n") {
+		return bad("verify credential", o.VerifyCredential, "must be 1-128 characters on one line")
+	}
+	if o.Tolerance < time.Second || o.Tolerance > time.Hour || o.Tolerance%time.Second != 0 {
+		return bad("tolerance", o.Tolerance.String(), "must be between 1s and 1h, in whole seconds (default 5m)")
+	}
+	preset, err := eventkey.ParsePreset(o.Preset)
+	if err != nil {
+		return bad("preset", o.Preset, "use stripe, standardwebhooks, github, shopify or slack")
+	}
+	if _, err := eventkey.DeriveFor(preset, nil, []byte("{}"), o.Scope); errors.Is(err, eventkey.ErrInvalidScope) {
+		return bad("scope", o.Scope, err.Error())
+	}
+	if o.Hashing == HashingCryptoNode && preset != eventkey.PresetDefault && preset != eventkey.PresetStripe {
+		return bad("preset", o.Preset, "the crypto-node mode reads only the body's id: use --hashing code-node or keysvc for this preset")
 	}
 	switch o.Guard {
 	case GuardReserve, GuardLease:

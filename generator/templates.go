@@ -14,6 +14,7 @@ var Templates = []Template{
 	{Name: "crypto-node", Options: Options{Hashing: HashingCryptoNode}},
 	{Name: "lease", Options: Options{Guard: GuardLease}},
 	{Name: "keysvc", Options: Options{Hashing: HashingKeysvc}},
+	{Name: "verify-stripe", Options: Options{Verify: "stripe"}},
 }
 
 // TemplatesDir is where the templates live, relative to the module root.

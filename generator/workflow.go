@@ -74,8 +74,8 @@ func Workflow(o Options) ([]byte, error) {
 		}})
 	if r.Hashing == HashingKeysvc {
 		addKeysvcFlow(g, r)
-	} else {
-		addLocalFlow(g, r)
+	} else if err := addLocalFlow(g, r); err != nil {
+		return nil, err
 	}
 	return g.render(id, r.WorkflowName)
 }
@@ -92,9 +92,20 @@ func businessStep(r resolved, keyExpr, eventTypeExpr string) node {
 }
 
 // addLocalFlow builds the key in n8n and reserves it with the Postgres node.
-func addLocalFlow(g *graph, r resolved) {
-	afterKey := addKeyNodes(g, r)
-	g.connect(NodeWebhook, 0, afterKey.first)
+func addLocalFlow(g *graph, r resolved) error {
+	from, out := NodeWebhook, 0
+	if r.Verify != "" {
+		valid, err := addVerifyNodes(g, r)
+		if err != nil {
+			return err
+		}
+		from = valid
+	}
+	afterKey, err := addKeyNodes(g, r)
+	if err != nil {
+		return err
+	}
+	g.connect(from, out, afterKey.first)
 	// An empty body has no key: answer 400 and reserve nothing.
 	g.add(ifNode(g, NodeKeyBuilt, [2]int{660, 300}, "={{ $json.key }}", opStringNotEmpty, ""))
 	g.connect(afterKey.last, 0, NodeKeyBuilt)
@@ -150,13 +161,14 @@ func addLocalFlow(g *graph, r resolved) {
 	// A 5xx makes the provider retry; the key is free again by then.
 	g.add(respondNode(NodeRespond500, [2]int{1760, 300}, 500, respond("failed", ", released: true")))
 	g.connect(NodeRelease, 0, NodeRespond500)
+	return nil
 }
 
 type span struct{ first, last string }
 
 // addKeyNodes adds the nodes that turn the raw body into
 // {key, source, eventType} and returns the first and last of them.
-func addKeyNodes(g *graph, r resolved) span {
+func addKeyNodes(g *graph, r resolved) (span, error) {
 	switch r.Hashing {
 	case HashingCryptoNode:
 		g.add(node{Name: NodeHashBody, Type: typeCrypto, Position: [2]int{220, 300}, Parameters: map[string]any{
@@ -177,14 +189,18 @@ func addKeyNodes(g *graph, r resolved) span {
 			"options": map[string]any{},
 		}})
 		g.connect(NodeHashBody, 0, NodeBuildKey)
-		return span{NodeHashBody, NodeBuildKey}
+		return span{NodeHashBody, NodeBuildKey}, nil
 	default:
+		script, err := templates.KeyScript(r.Preset, r.Scope)
+		if err != nil {
+			return span{}, err
+		}
 		g.add(node{Name: NodeBuildKey, Type: typeCode, Position: [2]int{330, 300}, Parameters: map[string]any{
 			"mode":     "runOnceForAllItems",
 			"language": "javaScript",
-			"jsCode":   templates.CodeNodeScript,
+			"jsCode":   script,
 		}})
-		return span{NodeBuildKey, NodeBuildKey}
+		return span{NodeBuildKey, NodeBuildKey}, nil
 	}
 }
 
@@ -262,7 +278,7 @@ func CredentialsExample(o Options) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	cred := []map[string]any{{
+	postgres := map[string]any{
 		"id":   workflowID("credential/" + r.CredentialName),
 		"name": r.CredentialName,
 		"type": "postgres",
@@ -276,8 +292,18 @@ func CredentialsExample(o Options) ([]byte, error) {
 			"allowUnauthorizedCerts": false,
 			"maxConnections":         100,
 		},
-	}}
-	raw, err := marshal(cred)
+	}
+	creds := []map[string]any{postgres}
+	if r.Verify != "" && r.Hashing != HashingKeysvc {
+		// The provider's signing secret, encrypted by n8n on import.
+		creds = append(creds, map[string]any{
+			"id":   workflowID("credential/" + r.VerifyCredential),
+			"name": r.VerifyCredential,
+			"type": "crypto",
+			"data": map[string]any{"hmacSecret": "CHANGE_ME"},
+		})
+	}
+	raw, err := marshal(creds)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package generator_test
 
 import (
 	"encoding/json"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -109,6 +110,12 @@ func checkCommon(t *testing.T, w wf, credential string) {
 		if !n.Get("position").IsArray() || len(n.Get("position").Array()) != 2 {
 			t.Errorf("node %q: position %s", name, n.Get("position").Raw)
 		}
+		n.Get("credentials").ForEach(func(kind, ref gjson.Result) bool {
+			if !ref.Get("id").Exists() || ref.Get("id").Type != gjson.Null || ref.Get("name").String() == "" {
+				t.Errorf("node %q: %s credential %s must be referenced by name with a null id", name, kind.String(), ref.Raw)
+			}
+			return true
+		})
 		if typ == "n8n-nodes-base.postgres" {
 			cred := n.Get("credentials.postgres")
 			if !cred.Get("id").Exists() || cred.Get("id").Type != gjson.Null {
@@ -421,4 +428,99 @@ func TestKeysvcWorkflow(t *testing.T) {
 		t.Errorf("lease URL %q", got)
 	}
 	lease.wantEdge("Business Step (insert business_log)", 0, "Mark Done")
+}
+
+func TestVerifyWorkflow(t *testing.T) {
+	w := generate(t, generator.Options{Verify: "stripe"})
+	checkCommon(t, w, generator.DefaultCredentialName)
+	checkEveryPathAnswers(t, w)
+	w.wantEdge("Webhook", 0, "Prepare Signature Check")
+	w.wantEdge("Prepare Signature Check", 0, "Compute Signature")
+	w.wantEdge("Compute Signature", 0, "Check Signature")
+	w.wantEdge("Check Signature", 0, "Signature Valid?")
+	w.wantEdge("Signature Valid?", 0, "Build Idempotency Key")
+	w.wantEdge("Signature Valid?", 1, "Respond 401 invalid signature")
+	compute := w.node("Compute Signature")
+	if compute.Get("parameters.action").String() != "hmac" || compute.Get("parameters.encoding").String() != "hex" ||
+		compute.Get("parameters.value").String() != "={{ $json.signatureCheck.payload }}" {
+		t.Errorf("Compute Signature parameters %s", compute.Get("parameters").Raw)
+	}
+	cred := compute.Get("credentials.crypto")
+	if cred.Get("id").Type != gjson.Null || cred.Get("name").String() != generator.DefaultVerifyCredential {
+		t.Errorf("Crypto credential reference %s", cred.Raw)
+	}
+	if js := w.node("Prepare Signature Check").Get("parameters.jsCode").String(); !strings.Contains(js, `const PROVIDER = "stripe";`) ||
+		!strings.Contains(js, "const TOLERANCE_SECONDS = 300;") {
+		t.Error("the prepare script is not set for stripe with a 300 s tolerance")
+	}
+	if js := w.node("Build Idempotency Key").Get("parameters.jsCode").String(); !strings.Contains(js, `const PRESET = "stripe";`) {
+		t.Error("the key script does not use the provider's preset")
+	}
+	if got := w.node("Respond 401 invalid signature").Get("parameters.options.responseCode").Int(); got != 401 {
+		t.Errorf("Respond 401 answers %d", got)
+	}
+	creds, _ := generator.CredentialsExample(generator.Options{Verify: "stripe"})
+	c := gjson.ParseBytes(creds)
+	if c.Get("#").Int() != 2 || c.Get(`#(type=="crypto").data.hmacSecret`).String() != "CHANGE_ME" {
+		t.Errorf("credentials example %s", creds)
+	}
+
+	shopify := generate(t, generator.Options{Verify: "shopify", Hashing: generator.HashingCryptoNode, Preset: "stripe"})
+	checkEveryPathAnswers(t, shopify)
+	if shopify.node("Compute Signature").Get("parameters.encoding").String() != "base64" {
+		t.Error("Shopify signatures are base64")
+	}
+	shopify.wantEdge("Signature Valid?", 0, "Hash Body")
+}
+
+func TestKeysvcVerifyForwardsHeaders(t *testing.T) {
+	w := generate(t, generator.Options{Hashing: generator.HashingKeysvc, Verify: "github", Scope: "org"})
+	p := w.node("Reserve via keysvc").Get("parameters")
+	if got := p.Get("url").String(); got != "http://127.0.0.1:8080/v1/reservations?provider=github&scope=org" {
+		t.Errorf("url %q", got)
+	}
+	var names []string
+	for _, h := range p.Get("headerParameters.parameters").Array() {
+		names = append(names, h.Get("name").String())
+	}
+	for _, want := range []string{"X-Hub-Signature-256", "X-Github-Delivery", "X-Github-Hook-Id"} {
+		if !strings.Contains(strings.Join(names, ","), want) {
+			t.Errorf("header %s is not forwarded to keysvc (forwarded: %v)", want, names)
+		}
+	}
+	creds, _ := generator.CredentialsExample(generator.Options{Hashing: generator.HashingKeysvc, Verify: "github"})
+	if gjson.ParseBytes(creds).Get("#").Int() != 1 {
+		t.Error("keysvc holds the signing secret: no Crypto credential is needed")
+	}
+}
+
+func TestVerifyOptions(t *testing.T) {
+	for _, tc := range []struct {
+		opts   generator.Options
+		option string
+	}{
+		{generator.Options{Verify: "paypal"}, "verify provider"},
+		{generator.Options{Verify: "standardwebhooks"}, "verify provider"},
+		{generator.Options{Verify: "github", Hashing: generator.HashingCryptoNode}, "preset"},
+		{generator.Options{Preset: "slack", Hashing: generator.HashingCryptoNode}, "preset"},
+		{generator.Options{Preset: "nope"}, "preset"},
+		{generator.Options{Verify: "stripe", Scope: "acct"}, "scope"},
+		{generator.Options{Preset: "github", Scope: "a b"}, "scope"},
+		{generator.Options{Verify: "slack", Tolerance: time.Millisecond}, "tolerance"},
+		{generator.Options{Verify: "slack", VerifyCredential: "a\nb"}, "verify credential"},
+	} {
+		var oe *generator.OptionError
+		if err := tc.opts.Validate(); !errors.As(err, &oe) || oe.Option != tc.option {
+			t.Errorf("%+v: %v, want an error on %s", tc.opts, err, tc.option)
+		}
+	}
+	for _, ok := range []generator.Options{
+		{Verify: "standardwebhooks", Hashing: generator.HashingKeysvc},
+		{Verify: "github", Scope: "org-hooks"},
+		{Preset: "slack"},
+	} {
+		if err := ok.Validate(); err != nil {
+			t.Errorf("%+v: %v", ok, err)
+		}
+	}
 }

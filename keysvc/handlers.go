@@ -213,29 +213,10 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request, p signature.Prov
 		s.metrics.verification("valid")
 		return true
 	}
-	code := signatureCode(err)
+	code := signature.Code(err)
 	s.metrics.verification(code)
 	writeError(w, http.StatusUnauthorized, code, err.Error())
 	return false
-}
-
-func signatureCode(err error) string {
-	for _, c := range []struct {
-		sentinel error
-		code     string
-	}{
-		{signature.ErrMissingHeader, "missing_signature"},
-		{signature.ErrMalformedHeader, "malformed_signature"},
-		{signature.ErrTooOld, "signature_too_old"},
-		{signature.ErrTooNew, "signature_too_new"},
-		{signature.ErrInvalidSecret, "invalid_secret"},
-		{signature.ErrNoSecret, "provider_not_configured"},
-	} {
-		if errors.Is(err, c.sentinel) {
-			return c.code
-		}
-	}
-	return "invalid_signature"
 }
 
 func (s *Server) verifyOnly(w http.ResponseWriter, r *http.Request) {

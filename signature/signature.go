@@ -104,3 +104,27 @@ func anyMatch(expected, candidates [][]byte) bool {
 	}
 	return found == 1
 }
+
+// Code names the sentinel err wraps, as keysvc and the generated workflows
+// report it: missing_signature, malformed_signature, invalid_signature,
+// signature_too_old, signature_too_new, invalid_secret,
+// provider_not_configured; "" for nil.
+func Code(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrMissingHeader):
+		return "missing_signature"
+	case errors.Is(err, ErrMalformedHeader):
+		return "malformed_signature"
+	case errors.Is(err, ErrTooOld):
+		return "signature_too_old"
+	case errors.Is(err, ErrTooNew):
+		return "signature_too_new"
+	case errors.Is(err, ErrInvalidSecret):
+		return "invalid_secret"
+	case errors.Is(err, ErrNoSecret):
+		return "provider_not_configured"
+	}
+	return "invalid_signature"
+}

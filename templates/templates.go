@@ -16,6 +16,37 @@ import (
 //go:embed code-node/idempotency-key.js
 var CodeNodeScript string
 
+// SignatureCheckScript is the third step of a signature check in a
+// workflow; see code-node/signature-check.js.
+//
+//go:embed code-node/signature-check.js
+var SignatureCheckScript string
+
+//go:embed code-node/signature-prepare.js
+var signaturePrepareScript string
+
+// SignaturePrepareScript returns the first step of a signature check for
+// provider (stripe, github, shopify or slack) with the given timestamp
+// tolerance in seconds.
+func SignaturePrepareScript(provider string, toleranceSeconds int) (string, error) {
+	p, _ := json.Marshal(provider)
+	return setLines(signaturePrepareScript, map[string]string{
+		"const PROVIDER = 'stripe';":     "const PROVIDER = " + string(p) + ";",
+		"const TOLERANCE_SECONDS = 300;": fmt.Sprintf("const TOLERANCE_SECONDS = %d;", toleranceSeconds),
+	})
+}
+
+// setLines replaces each line, which must occur exactly once in script.
+func setLines(script string, lines map[string]string) (string, error) {
+	for old, repl := range lines {
+		if strings.Count(script, old) != 1 {
+			return "", fmt.Errorf("templates: a Code node script must contain %q exactly once", old)
+		}
+		script = strings.Replace(script, old, repl, 1)
+	}
+	return script, nil
+}
+
 // The lines KeyScript rewrites; the script declares each exactly once.
 const (
 	presetLine = "const PRESET = '';"
@@ -27,14 +58,13 @@ const (
 // back exactly. Validating them is the caller's job (eventkey.ParsePreset,
 // eventkey.ValidScope); the script refuses what they refuse all the same.
 func KeyScript(preset, scope string) (string, error) {
-	if strings.Count(CodeNodeScript, presetLine) != 1 || strings.Count(CodeNodeScript, scopeLine) != 1 {
-		return "", fmt.Errorf("templates: the Code node script must declare %q and %q once", presetLine, scopeLine)
-	}
 	if preset == "" && scope == "" {
 		return CodeNodeScript, nil // the committed file itself
 	}
 	p, _ := json.Marshal(preset)
 	s, _ := json.Marshal(scope)
-	out := strings.Replace(CodeNodeScript, presetLine, "const PRESET = "+string(p)+";", 1)
-	return strings.Replace(out, scopeLine, "const SCOPE = "+string(s)+";", 1), nil
+	return setLines(CodeNodeScript, map[string]string{
+		presetLine: "const PRESET = " + string(p) + ";",
+		scopeLine:  "const SCOPE = " + string(s) + ";",
+	})
 }

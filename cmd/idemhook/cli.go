@@ -82,6 +82,11 @@ func optionFlags(fs *flag.FlagSet, o *generator.Options) {
 	})
 	fs.StringVar(&o.KeysvcURL, "keysvc-url", generator.DefaultKeysvcURL, "keysvc's base `URL` as n8n reaches it (--hashing keysvc)")
 	fs.StringVar(&o.KeysvcCredential, "keysvc-credential", "", "`name` of an n8n Bearer Auth credential holding keysvc's token (--hashing keysvc)")
+	fs.StringVar(&o.Verify, "verify", "", "check this `PROVIDER`'s signature before reserving: stripe, github, shopify, slack (standardwebhooks with --hashing keysvc)")
+	fs.StringVar(&o.VerifyCredential, "verify-credential", generator.DefaultVerifyCredential, "`name` of the n8n Crypto credential whose HMAC secret is the signing secret")
+	fs.DurationVar(&o.Tolerance, "tolerance", generator.DefaultTolerance, "how far a signed timestamp may be from now, both ways")
+	fs.StringVar(&o.Preset, "preset", "", "where the event id is read, a `PROVIDER` preset (default: the --verify provider)")
+	fs.StringVar(&o.Scope, "scope", "", "`scope` that prefixes a preset's key (letters, digits, '.', '_', '-')")
 	fs.Func("lease", "in lease mode, how long an attempt holds the key, a `DURATION` such as 90s or 5m (default 5m)", func(s string) error {
 		d, err := parseDays(s)
 		o.Lease = d

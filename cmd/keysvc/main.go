@@ -70,8 +70,9 @@ func run(args []string, stderr io.Writer) int {
 	defer store.Close()
 
 	srv := &http.Server{
-		Addr:              cfg.addr,
-		Handler:           keysvc.New(keysvc.Config{Store: store, MaxBodyBytes: cfg.maxBody, Token: cfg.token, Logger: logger}),
+		Addr: cfg.addr,
+		Handler: keysvc.New(keysvc.Config{Store: store, MaxBodyBytes: cfg.maxBody, Token: cfg.token, Logger: logger,
+			Secrets: cfg.secrets, SignatureTolerance: cfg.tolerance}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       cfg.readTimeout,
 		WriteTimeout:      cfg.writeTimeout,

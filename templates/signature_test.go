@@ -1,0 +1,159 @@
+package templates_test
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/idemhook/idemhook/signature"
+	"github.com/idemhook/idemhook/templates"
+	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
+)
+
+type sigCase struct {
+	name     string
+	provider signature.Provider
+	secret   string
+	body     []byte
+	headers  map[string]string
+	now      time.Time
+	// jsCode, when set, is the workflow's expected outcome where it must
+	// differ from package signature's (a body that is not UTF-8).
+	jsCode string
+}
+
+type sigHarnessCase struct {
+	Prepare  string            `json:"prepare"`
+	Check    string            `json:"check"`
+	Secret   string            `json:"secret"`
+	Encoding string            `json:"encoding"`
+	NowMs    int64             `json:"nowMs"`
+	Body     string            `json:"body"`
+	Headers  map[string]string `json:"headers"`
+}
+
+// The workflow's three-step signature check (two Code node scripts around
+// n8n's Crypto node) reaches the same verdict as package signature on every
+// case, with the same reason code.
+func TestSignatureScriptsAgreeWithGo(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not on PATH: the signature scripts cannot be tested")
+	}
+	now := time.Unix(1_750_000_000, 0)
+	stripeBody := []byte(`{"id":"evt_sig_1","type":"charge.succeeded"}`)
+	stripeSig := func(secret string, at time.Time) string {
+		return stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: stripeBody, Secret: secret, Timestamp: at}).Header
+	}
+	shopifyBody := []byte(`{"id":820982911946154508,"note":"ünïcode"}`)
+	m := hmac.New(sha256.New, []byte("shpss_secret"))
+	m.Write(shopifyBody)
+	shopifySig := base64.StdEncoding.EncodeToString(m.Sum(nil))
+	slackBody := []byte("token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c")
+	slackHeaders := map[string]string{"x-slack-request-timestamp": "1531420618", "x-slack-signature": "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503"}
+	github := map[string]string{"x-hub-signature-256": "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"}
+	rolled := stripeSig("whsec_new", now) + ",v1=" + stripeSig("whsec_old", now)[len("t=1750000000,v1="):]
+
+	cases := []sigCase{
+		{"stripe valid", "stripe", "whsec_new", stripeBody, map[string]string{"stripe-signature": stripeSig("whsec_new", now)}, now, ""},
+		{"stripe during a roll", "stripe", "whsec_new", stripeBody, map[string]string{"stripe-signature": rolled}, now, ""},
+		{"stripe forged", "stripe", "whsec_new", stripeBody, map[string]string{"stripe-signature": stripeSig("whsec_attacker", now)}, now, ""},
+		{"stripe tampered", "stripe", "whsec_new", append([]byte(" "), stripeBody...), map[string]string{"stripe-signature": stripeSig("whsec_new", now)}, now, ""},
+		{"stripe stale", "stripe", "whsec_new", stripeBody, map[string]string{"stripe-signature": stripeSig("whsec_new", now.Add(-301*time.Second))}, now, ""},
+		{"stripe future", "stripe", "whsec_new", stripeBody, map[string]string{"stripe-signature": stripeSig("whsec_new", now.Add(301*time.Second))}, now, ""},
+		{"stripe missing", "stripe", "whsec_new", stripeBody, map[string]string{}, now, ""},
+		{"stripe malformed", "stripe", "whsec_new", stripeBody, map[string]string{"stripe-signature": "v1=ab"}, now, ""},
+		{"stripe body not UTF-8", "stripe", "whsec_new", []byte("\xff\xfe"), map[string]string{"stripe-signature": ""}, now, ""},
+		{"github documented", "github", "It's a Secret to Everybody", []byte("Hello, World!"), github, now, ""},
+		{"github tampered", "github", "It's a Secret to Everybody", []byte("Hello, World?"), github, now, ""},
+		{"github malformed", "github", "It's a Secret to Everybody", []byte("Hello, World!"), map[string]string{"x-hub-signature-256": "sha1=00"}, now, ""},
+		{"github not UTF-8", "github", "k", []byte("\xff"), map[string]string{"x-hub-signature-256": "sha256=" + hmacHex("k", []byte("\xff"))}, now, "invalid_signature"},
+		{"shopify valid", "shopify", "shpss_secret", shopifyBody, map[string]string{"x-shopify-hmac-sha256": shopifySig}, now, ""},
+		{"shopify wrong secret", "shopify", "shpss_other", shopifyBody, map[string]string{"x-shopify-hmac-sha256": shopifySig}, now, ""},
+		{"shopify malformed", "shopify", "shpss_secret", shopifyBody, map[string]string{"x-shopify-hmac-sha256": "abc"}, now, ""},
+		{"slack documented", "slack", "8f742231b10e8888abcd99yyyzzz85a5", slackBody, slackHeaders, time.Unix(1531420618, 0), ""},
+		{"slack stale", "slack", "8f742231b10e8888abcd99yyyzzz85a5", slackBody, slackHeaders, time.Unix(1531420618+301, 0), ""},
+		{"slack missing timestamp", "slack", "8f742231b10e8888abcd99yyyzzz85a5", slackBody, map[string]string{"x-slack-signature": slackHeaders["x-slack-signature"]}, time.Unix(1531420618, 0), ""},
+	}
+
+	dir := t.TempDir()
+	checkFile := filepath.Join(dir, "check.js")
+	if err := os.WriteFile(checkFile, []byte(templates.SignatureCheckScript), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var hcases []sigHarnessCase
+	for i, c := range cases {
+		src, err := templates.SignaturePrepareScript(string(c.provider), 300)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prep := filepath.Join(dir, "prepare-"+string(rune('a'+i))+".js")
+		if err := os.WriteFile(prep, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		enc := "hex"
+		if c.provider == signature.ProviderShopify {
+			enc = "base64"
+		}
+		hcases = append(hcases, sigHarnessCase{Prepare: prep, Check: checkFile, Secret: c.secret, Encoding: enc,
+			NowMs: c.now.UnixMilli(), Body: base64.StdEncoding.EncodeToString(c.body), Headers: c.headers})
+	}
+	casesFile := filepath.Join(dir, "cases.json")
+	raw, _ := json.Marshal(hcases)
+	os.WriteFile(casesFile, raw, 0o600)
+	cmd := exec.Command(node, filepath.Join("testdata", "signature-harness.js"), casesFile)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, stderr.String())
+	}
+	var results []struct {
+		Valid    bool   `json:"valid"`
+		Code     string `json:"code"`
+		BodyKept bool   `json:"bodyKept"`
+	}
+	if err := json.Unmarshal(out, &results); err != nil || len(results) != len(cases) {
+		t.Fatalf("harness output %s: %v", out, err)
+	}
+	for i, c := range cases {
+		h := http.Header{}
+		for k, v := range c.headers {
+			h.Set(k, v)
+		}
+		want := signature.Code(c.provider.Verify(h, c.body, []string{c.secret}, signature.Options{Now: c.now}))
+		if c.jsCode != "" {
+			want = c.jsCode
+		}
+		got := results[i]
+		if got.Valid != (want == "") || got.Code != want {
+			t.Errorf("%s: workflow says valid=%v code=%q, want code %q", c.name, got.Valid, got.Code, want)
+		}
+		if !got.BodyKept {
+			t.Errorf("%s: the raw body did not travel through the check", c.name)
+		}
+	}
+}
+
+func hmacHex(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return hexString(m.Sum(nil))
+}
+
+func hexString(b []byte) string {
+	const digits = "0123456789abcdef"
+	out := make([]byte, len(b)*2)
+	for i, c := range b {
+		out[2*i], out[2*i+1] = digits[c>>4], digits[c&15]
+	}
+	return string(out)
+}

@@ -1,0 +1,52 @@
+// Runs the three steps of a workflow signature check the way n8n would:
+// signature-prepare.js (Code node), then the Crypto node's HMAC-SHA256 of
+// signatureCheck.payload with the credential's secret, then
+// signature-check.js (Code node). Usage: node signature-harness.js CASES.json
+// where CASES.json is [{prepare: FILE, check: FILE, secret, encoding, nowMs,
+// body: BASE64, headers}]. Prints [{valid, code}].
+'use strict';
+const fs = require('fs');
+const nodeCrypto = require('crypto');
+
+const cases = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+const AsyncFunction = Object.getPrototypeOf(async function () {}).constructor;
+const realNow = Date.now;
+delete globalThis.crypto;
+
+async function runScript(file, items, buffers) {
+  const run = new AsyncFunction('$input', 'require', fs.readFileSync(file, 'utf8'));
+  const helpers = { getBinaryDataBuffer: async (i, name) => Buffer.from(buffers[i]) };
+  return run.call({ helpers }, { all: () => items }, require);
+}
+
+async function main() {
+  const results = [];
+  for (const c of cases) {
+    Date.now = () => c.nowMs;
+    try {
+      const buf = Buffer.from(c.body, 'base64');
+      const item = { json: { headers: c.headers }, binary: { data: { data: c.body, mimeType: 'application/json' } } };
+      const prepared = await runScript(c.prepare, [item], [buf]);
+      // The Crypto node: deep copy of json, HMAC written to expectedSignature.
+      const hashed = prepared.map((it) => ({
+        json: Object.assign(JSON.parse(JSON.stringify(it.json)), {
+          expectedSignature: nodeCrypto.createHmac('sha256', c.secret).update(it.json.signatureCheck.payload).digest(c.encoding),
+        }),
+        binary: it.binary,
+      }));
+      const checked = await runScript(c.check, hashed, [buf]);
+      const bodyKept = checked[0].binary && checked[0].binary.data && checked[0].binary.data.data === c.body;
+      results.push({ valid: checked[0].json.signature.valid, code: checked[0].json.signature.code, bodyKept });
+    } catch (e) {
+      results.push({ valid: false, code: 'threw: ' + String(e && e.message) });
+    } finally {
+      Date.now = realNow;
+    }
+  }
+  process.stdout.write(JSON.stringify(results));
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
