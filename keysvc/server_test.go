@@ -86,7 +86,9 @@ func TestKeysMatchTheVectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	var skipped []string
-	defer func() { t.Logf("%d vectors through POST /v1/keys; not sendable over HTTP: %q", len(vectors)-len(skipped), skipped) }()
+	defer func() {
+		t.Logf("%d vectors through POST /v1/keys; not sendable over HTTP: %q", len(vectors)-len(skipped), skipped)
+	}()
 	for _, v := range vectors {
 		body, _ := v.Body()
 		header := map[string]string{"Content-Type": "application/octet-stream"}
