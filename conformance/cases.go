@@ -246,34 +246,12 @@ func allBytes() string {
 func Generate() ([]byte, error) {
 	f := File{Spec: "idemhook key spec v1, docs/key-spec.md"}
 	for _, c := range presetCases {
-		v := Vector{Name: c.name, Clause: "preset:" + c.preset, Preset: c.preset, Scope: c.scope, Headers: c.headers,
-			BodyBase64: base64.StdEncoding.EncodeToString([]byte(c.body)), JSON: isJSONText(c.body)}
-		switch c.want {
-		case badScope:
-			v.Error = "invalid_scope"
-		case hashed:
-			sum := sha256.Sum256([]byte(c.body))
-			v.Key, v.Source = "sha256:"+hex.EncodeToString(sum[:]), "body_sha256"
-		default:
-			v.Key, v.Source = c.want, "provider_id"
-			if strings.HasPrefix(c.want, "evt:") {
-				v.Source = "event_id"
-			}
-		}
+		v := vector(c.name, "preset:"+c.preset, c.body, c.want, "provider_id")
+		v.Preset, v.Scope, v.Headers = c.preset, c.scope, c.headers
 		f.Vectors = append(f.Vectors, v)
 	}
 	for _, c := range cases {
-		v := Vector{Name: c.name, Clause: c.clause, BodyBase64: base64.StdEncoding.EncodeToString([]byte(c.body)), JSON: isJSONText(c.body)}
-		switch c.want {
-		case emptyBody:
-			v.Error = "empty_body"
-		case hashed:
-			sum := sha256.Sum256([]byte(c.body))
-			v.Key, v.Source = "sha256:"+hex.EncodeToString(sum[:]), "body_sha256"
-		default:
-			v.Key, v.Source = "evt:"+c.want, "event_id"
-		}
-		f.Vectors = append(f.Vectors, v)
+		f.Vectors = append(f.Vectors, vector(c.name, c.clause, c.body, "evt:"+c.want, "event_id"))
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -283,6 +261,27 @@ func Generate() ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// vector renders one case; want is the expected key, or one of the markers
+// (hashed, emptyBody, badScope) after a prefix the markers ignore.
+func vector(name, clause, body, want, source string) Vector {
+	v := Vector{Name: name, Clause: clause, BodyBase64: base64.StdEncoding.EncodeToString([]byte(body)), JSON: isJSONText(body)}
+	switch {
+	case strings.HasSuffix(want, emptyBody):
+		v.Error = "empty_body"
+	case strings.HasSuffix(want, badScope):
+		v.Error = "invalid_scope"
+	case strings.HasSuffix(want, hashed):
+		sum := sha256.Sum256([]byte(body))
+		v.Key, v.Source = "sha256:"+hex.EncodeToString(sum[:]), "body_sha256"
+	default:
+		v.Key, v.Source = want, source
+		if strings.HasPrefix(want, "evt:") {
+			v.Source = "event_id"
+		}
+	}
+	return v
 }
 
 // isJSONText reports whether a sender may label body application/json. It

@@ -269,20 +269,48 @@ func pathKey(w http.ResponseWriter, r *http.Request) (string, bool) {
 }
 
 func (s *Server) lookup(w http.ResponseWriter, r *http.Request) {
+	s.onKey(w, r, func(key string) error {
+		res, err := s.cfg.Store.Lookup(r.Context(), key)
+		if err == nil {
+			writeJSON(w, http.StatusOK, reservationView(res))
+		}
+		return err
+	})
+}
+
+func (s *Server) release(w http.ResponseWriter, r *http.Request) {
+	s.onKey(w, r, func(key string) error {
+		err := s.cfg.Store.Release(r.Context(), key)
+		if err == nil {
+			w.WriteHeader(http.StatusNoContent)
+		}
+		return err
+	})
+}
+
+func (s *Server) markDone(w http.ResponseWriter, r *http.Request) {
+	s.onKey(w, r, func(key string) error {
+		res, err := s.cfg.Store.MarkDone(r.Context(), key)
+		if err == nil {
+			writeJSON(w, http.StatusOK, reservationView(res))
+		}
+		return err
+	})
+}
+
+// onKey runs a store operation on the {key} of the path; op answers on
+// success, onKey answers 400, 404 or 503 otherwise.
+func (s *Server) onKey(w http.ResponseWriter, r *http.Request, op func(key string) error) {
 	key, ok := pathKey(w, r)
 	if !ok {
 		return
 	}
-	res, err := s.cfg.Store.Lookup(r.Context(), key)
-	if errors.Is(err, ErrNotFound) {
+	switch err := op(key); {
+	case errors.Is(err, ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", ErrNotFound.Error())
-		return
-	}
-	if err != nil {
+	case err != nil:
 		s.storeFailed(w, r, err)
-		return
 	}
-	writeJSON(w, http.StatusOK, reservationView(res))
 }
 
 func reservationView(res Reservation) reservationResponse {
@@ -291,40 +319,6 @@ func reservationView(res Reservation) reservationResponse {
 		out.LeaseUntil, out.Attempt = timePtr(res.LeaseUntil), res.Attempt
 	}
 	return out
-}
-
-func (s *Server) release(w http.ResponseWriter, r *http.Request) {
-	key, ok := pathKey(w, r)
-	if !ok {
-		return
-	}
-	err := s.cfg.Store.Release(r.Context(), key)
-	if errors.Is(err, ErrNotFound) {
-		writeError(w, http.StatusNotFound, "not_found", ErrNotFound.Error())
-		return
-	}
-	if err != nil {
-		s.storeFailed(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func (s *Server) markDone(w http.ResponseWriter, r *http.Request) {
-	key, ok := pathKey(w, r)
-	if !ok {
-		return
-	}
-	res, err := s.cfg.Store.MarkDone(r.Context(), key)
-	if errors.Is(err, ErrNotFound) {
-		writeError(w, http.StatusNotFound, "not_found", ErrNotFound.Error())
-		return
-	}
-	if err != nil {
-		s.storeFailed(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, reservationView(res))
 }
 
 // storeFailed answers 503 with Retry-After: never a 2xx that reserved
