@@ -92,7 +92,11 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		} else {
 			choice = "local"
 		}
-	case "local", "docker":
+	case "docker":
+		if !dockerAnswers() {
+			return nil, errors.New("IDEMHOOK_E2E_RUNTIME=docker, but no Docker daemon answers (DOCKER_HOST or /var/run/docker.sock); unset it to use the local runtime")
+		}
+	case "local":
 	default:
 		return nil, fmt.Errorf("IDEMHOOK_E2E_RUNTIME=%q: use local or docker", choice)
 	}

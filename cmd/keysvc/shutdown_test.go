@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// SIGTERM lets a request already in flight finish, then keysvc exits 0.
+// The request's body is still arriving when the signal lands.
+func TestSIGTERMFinishesInFlightRequests(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "keysvc")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "--addr", addr, "--db-file", filepath.Join(dir, "keysvc.db"))
+	cmd.Env = append(os.Environ(), "DATABASE_URL=")
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("keysvc did not start:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	pr, pw := io.Pipe()
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", "http://"+addr+"/v1/reservations", pr)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- result{status: resp.StatusCode, body: string(b)}
+	}()
+	pw.Write([]byte(`{"id":"evt_in_`))
+	time.Sleep(300 * time.Millisecond) // the request is in flight
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	pw.Write([]byte(`flight"}`))
+	pw.Close()
+
+	r := <-done
+	if r.err != nil || r.status != http.StatusCreated || !strings.Contains(r.body, "evt:evt_in_flight") {
+		t.Errorf("in-flight request: %d %q %v, want 201 for evt:evt_in_flight", r.status, r.body, r.err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("keysvc exited with %v:\n%s", err, logs.String())
+	}
+	if !strings.Contains(logs.String(), "finishing in-flight requests") || !strings.Contains(logs.String(), `"msg":"stopped"`) {
+		t.Errorf("shutdown not logged:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), "evt_in_flight") {
+		t.Error("the log holds the body's id")
+	}
+}
