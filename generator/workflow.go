@@ -93,7 +93,7 @@ func businessStep(r resolved, keyExpr, eventTypeExpr string) node {
 
 // addLocalFlow builds the key in n8n and reserves it with the Postgres node.
 func addLocalFlow(g *graph, r resolved) error {
-	from, out := NodeWebhook, 0
+	from := NodeWebhook
 	if r.Verify != "" {
 		valid, err := addVerifyNodes(g, r)
 		if err != nil {
@@ -105,7 +105,7 @@ func addLocalFlow(g *graph, r resolved) error {
 	if err != nil {
 		return err
 	}
-	g.connect(from, out, afterKey.first)
+	g.connect(from, 0, afterKey.first)
 	// An empty body has no key: answer 400 and reserve nothing.
 	g.add(ifNode(g, NodeKeyBuilt, [2]int{660, 300}, "={{ $json.key }}", opStringNotEmpty, ""))
 	g.connect(afterKey.last, 0, NodeKeyBuilt)
