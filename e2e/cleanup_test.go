@@ -29,13 +29,6 @@ func TestCleanupWorkflow(t *testing.T) {
 	keys := storedKeys(t, opts.EventsTable)
 	want := map[string]bool{"evt:recent": true, "evt:new": true}
 	if len(keys) != len(want) || !want[keys[0]] || !want[keys[1]] {
-		t.Errorf("after cleanup the table holds %q, want evt:recent and evt:new\nn8n execute said:\n%s", keys, tail(out))
+		t.Errorf("after cleanup the table holds %q, want evt:recent and evt:new\nn8n execute said:\n%s", keys, out[max(0, len(out)-3000):])
 	}
-}
-
-func tail(b []byte) string {
-	if len(b) > 3000 {
-		b = b[len(b)-3000:]
-	}
-	return string(b)
 }

@@ -127,9 +127,26 @@ type response struct {
 // post delivers body to url over real HTTP.
 func post(t *testing.T, url, contentType string, body []byte, header map[string]string) response {
 	t.Helper()
+	r, err := send(url, contentType, body, header)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	return r
+}
+
+// postNoFatal is post for goroutines: a transport error becomes status 0.
+func postNoFatal(url, contentType string, body []byte) response {
+	r, err := send(url, contentType, body, nil)
+	if err != nil {
+		return response{body: err.Error()}
+	}
+	return r
+}
+
+func send(url, contentType string, body []byte, header map[string]string) (response, error) {
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		return response{}, err
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
@@ -140,17 +157,22 @@ func post(t *testing.T, url, contentType string, body []byte, header map[string]
 	client := http.Client{Timeout: 60 * time.Second}
 	resp, err := client.Do(req)
 	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
+		return response{}, err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return response{status: resp.StatusCode, body: string(b)}
+	return response{status: resp.StatusCode, body: string(b)}, nil
+}
+
+// ident quotes a table name that may be schema-qualified.
+func ident(table string) string {
+	return pgx.Identifier(strings.Split(table, ".")).Sanitize()
 }
 
 func countRows(t *testing.T, table string) int {
 	t.Helper()
 	var n int
-	if err := st.Business.QueryRow(context.Background(), "SELECT count(*) FROM "+pgx.Identifier(strings.Split(table, ".")).Sanitize()).Scan(&n); err != nil {
+	if err := st.Business.QueryRow(context.Background(), "SELECT count(*) FROM "+ident(table)).Scan(&n); err != nil {
 		t.Fatalf("count %s: %v", table, err)
 	}
 	return n
@@ -158,7 +180,7 @@ func countRows(t *testing.T, table string) int {
 
 func storedKeys(t *testing.T, table string) []string {
 	t.Helper()
-	rows, err := st.Business.Query(context.Background(), "SELECT key FROM "+pgx.Identifier(strings.Split(table, ".")).Sanitize()+" ORDER BY first_seen, key")
+	rows, err := st.Business.Query(context.Background(), "SELECT key FROM "+ident(table)+" ORDER BY first_seen, key")
 	if err != nil {
 		t.Fatalf("keys of %s: %v", table, err)
 	}
@@ -172,7 +194,7 @@ func storedKeys(t *testing.T, table string) []string {
 func hasKey(t *testing.T, table, key string) bool {
 	t.Helper()
 	var n int
-	if err := st.Business.QueryRow(context.Background(), "SELECT count(*) FROM "+pgx.Identifier(strings.Split(table, ".")).Sanitize()+" WHERE key = $1", key).Scan(&n); err != nil {
+	if err := st.Business.QueryRow(context.Background(), "SELECT count(*) FROM "+ident(table)+" WHERE key = $1", key).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n == 1

@@ -5,12 +5,9 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/generator"
@@ -167,16 +164,4 @@ func testConcurrentDeliveries(t *testing.T, opts generator.Options) {
 			t.Errorf("%d concurrent deliveries: %d business rows and %d processed answers, want 1 and 1 (executions %s)", n, rows, processed, executionIDs(execs))
 		}
 	}
-}
-
-// postNoFatal is post for goroutines: a transport error becomes status 0.
-func postNoFatal(url, contentType string, body []byte) response {
-	client := http.Client{Timeout: 60 * time.Second}
-	resp, err := client.Post(url, contentType, bytes.NewReader(body))
-	if err != nil {
-		return response{body: err.Error()}
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return response{status: resp.StatusCode, body: string(b)}
 }

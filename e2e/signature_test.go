@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,7 +115,7 @@ func testForgedStripeDelivery(t *testing.T, d deployment, opts generator.Options
 func importSecretCredential(t *testing.T, name, secret string) {
 	t.Helper()
 	cred, _ := json.Marshal([]map[string]any{{
-		"id": "idemhook" + strings.NewReplacer(" ", "", "(", "", ")", "").Replace(name)[:8], "name": name, "type": "crypto",
+		"id": fmt.Sprintf("cred%x", sha256.Sum256([]byte(name)))[:16], "name": name, "type": "crypto",
 		"data": map[string]any{"hmacSecret": secret},
 	}})
 	file := filepath.Join(t.TempDir(), "secret.json")

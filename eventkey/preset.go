@@ -66,6 +66,22 @@ func ValidScope(scope string) bool {
 	return len(scope) <= MaxScopeBytes && scopePattern.MatchString(scope)
 }
 
+// CheckScope reports whether p accepts scope: an unknown preset fails with
+// ErrUnknownPreset, a scope that ValidScope refuses, or any scope for the
+// stripe and default presets, with ErrInvalidScope.
+func (p Preset) CheckScope(scope string) error {
+	if _, err := ParsePreset(string(p)); err != nil {
+		return err
+	}
+	if !ValidScope(scope) {
+		return fmt.Errorf("%w %.80q: at most %d letters, digits, '.', '_' or '-'", ErrInvalidScope, scope, MaxScopeBytes)
+	}
+	if _, scoped := presetRules[p]; !scoped && scope != "" {
+		return fmt.Errorf("%w: the %q preset takes no scope (its event ids are unique)", ErrInvalidScope, string(p))
+	}
+	return nil
+}
+
 // DeriveFor returns the key of a delivery under preset p. A header preset
 // gives "<prefix>:<scope>:<id>", where scope is the given one, else the
 // preset's scope header, else empty; slack reads the body's event_id the
@@ -73,17 +89,11 @@ func ValidScope(scope string) bool {
 // UTF-8 without control characters), the key falls back to Derive(body).
 // The stripe and default presets are Derive(body) and take no scope.
 func DeriveFor(p Preset, header http.Header, body []byte, scope string) (Key, error) {
-	if _, err := ParsePreset(string(p)); err != nil {
+	if err := p.CheckScope(scope); err != nil {
 		return Key{}, err
-	}
-	if !ValidScope(scope) {
-		return Key{}, fmt.Errorf("%w %.80q: at most %d letters, digits, '.', '_' or '-'", ErrInvalidScope, scope, MaxScopeBytes)
 	}
 	rule, ok := presetRules[p]
 	if !ok {
-		if scope != "" {
-			return Key{}, fmt.Errorf("%w: the %q preset takes no scope (its event ids are unique)", ErrInvalidScope, string(p))
-		}
 		return Derive(body)
 	}
 	var id string

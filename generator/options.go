@@ -233,7 +233,7 @@ func (o Options) resolve() (resolved, error) {
 	if err != nil {
 		return bad("preset", o.Preset, "use stripe, standardwebhooks, github, shopify or slack")
 	}
-	if _, err := eventkey.DeriveFor(preset, nil, []byte("{}"), o.Scope); errors.Is(err, eventkey.ErrInvalidScope) {
+	if err := preset.CheckScope(o.Scope); err != nil {
 		return bad("scope", o.Scope, err.Error())
 	}
 	if o.Hashing == HashingCryptoNode && preset != eventkey.PresetDefault && preset != eventkey.PresetStripe {

@@ -226,12 +226,16 @@ const cryptoIDExpr = `(() => {
 })()`
 
 var (
-	cryptoKeyExpr = "={{ $json.bodySha256 === '" + emptySHA256 + "' ? '' : " +
-		cryptoIDExpr + " !== null ? 'evt:' + " + cryptoIDExpr + " : 'sha256:' + $json.bodySha256 }}"
-	cryptoSourceExpr = "={{ $json.bodySha256 === '" + emptySHA256 + "' ? '' : " +
-		cryptoIDExpr + " !== null ? 'event_id' : 'body_sha256' }}"
+	cryptoKeyExpr       = cryptoChoice("'evt:' + id", "'sha256:' + $json.bodySha256")
+	cryptoSourceExpr    = cryptoChoice("'event_id'", "'body_sha256'")
 	cryptoEventTypeExpr = "={{ (() => { const b = $('" + NodeWebhook + "').item.json.body; return " + eventTypeOfBody + "; })() }}"
 )
+
+// cryptoChoice is an expression that evaluates cryptoIDExpr once and gives
+// ” for an empty body, ifID when the body has a usable id, else ifHash.
+func cryptoChoice(ifID, ifHash string) string {
+	return "={{ ((id) => $json.bodySha256 === '" + emptySHA256 + "' ? '' : id !== null ? " + ifID + " : " + ifHash + ")(" + cryptoIDExpr + ") }}"
+}
 
 // CleanupWorkflow returns the scheduled workflow that deletes keys older
 // than the retention. It is separate from the webhook workflow so a slow

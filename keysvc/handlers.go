@@ -140,8 +140,8 @@ func (s *Server) requestKey(w http.ResponseWriter, r *http.Request, allowExplici
 		preset = p
 	}
 	scope := q.Get("scope")
-	if !eventkey.ValidScope(scope) {
-		writeError(w, http.StatusBadRequest, "invalid_scope", fmt.Sprintf("scope must be at most %d letters, digits, '.', '_' or '-'", eventkey.MaxScopeBytes))
+	if err := preset.CheckScope(scope); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_scope", err.Error())
 		return "", "", false
 	}
 	body, ok := s.readBody(w, r)
@@ -169,12 +169,10 @@ func (s *Server) requestKey(w http.ResponseWriter, r *http.Request, allowExplici
 			return explicit, SourceExplicit, true
 		}
 	}
+	// The preset and scope passed CheckScope: an empty body is the only
+	// error left.
 	k, err := eventkey.DeriveFor(preset, r.Header, body, scope)
-	switch {
-	case errors.Is(err, eventkey.ErrInvalidScope):
-		writeError(w, http.StatusBadRequest, "invalid_scope", err.Error())
-		return "", "", false
-	case err != nil:
+	if err != nil {
 		msg := err.Error()
 		if allowExplicit {
 			msg += " (or pass your own key in the " + KeyHeader + " header)"

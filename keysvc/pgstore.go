@@ -87,7 +87,7 @@ func (s *PGStore) Reserve(ctx context.Context, key string) (Reservation, bool, e
 	var got string
 	err := s.pool.QueryRow(ctx, pgsql.Reserve(s.table), key).Scan(&got)
 	if err == nil {
-		return Reservation{Key: key, FirstSeen: time.Now(), State: StateDone}, true, nil
+		return Reservation{Key: key, State: StateDone}, true, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return Reservation{}, false, fmt.Errorf("reserve: %w", err)
@@ -106,12 +106,13 @@ func (s *PGStore) AcquireLease(ctx context.Context, key string, lease time.Durat
 	}
 	var got, outcome string
 	var attempt *int
-	if err := s.pool.QueryRow(ctx, pgsql.AcquireLease(s.table, lease), key).Scan(&got, &outcome, &attempt); err != nil {
+	var leaseUntil *time.Time
+	if err := s.pool.QueryRow(ctx, pgsql.AcquireLease(s.table, lease), key).Scan(&got, &outcome, &attempt, &leaseUntil); err != nil {
 		return Reservation{}, "", fmt.Errorf("acquire lease: %w", err)
 	}
 	switch Outcome(outcome) {
 	case Acquired:
-		return Reservation{Key: key, State: StateProcessing, LeaseUntil: time.Now().Add(lease), Attempt: *attempt}, Acquired, nil
+		return Reservation{Key: key, State: StateProcessing, LeaseUntil: *leaseUntil, Attempt: *attempt}, Acquired, nil
 	case Done, Busy:
 		r, err := s.Lookup(ctx, key)
 		if errors.Is(err, ErrNotFound) {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/idemhook/idemhook/signature"
@@ -112,14 +113,11 @@ func (s *Server) dispatch(path string, rts []route) http.Handler {
 			rt.handle(s, w, r)
 			return
 		}
-		allowed := ""
+		methods := make([]string, len(rts))
 		for i, rt := range rts {
-			if i > 0 {
-				allowed += ", "
-			}
-			allowed += rt.Method
+			methods[i] = rt.Method
 		}
-		w.Header().Set("Allow", allowed)
+		w.Header().Set("Allow", strings.Join(methods, ", "))
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+path)
 	})
 }
@@ -159,8 +157,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Request-Id", id)
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-	_, pattern := s.mux.Handler(r)
 	defer func() {
+		pattern := r.Pattern // set by the mux when it routed the request
 		if p := recover(); p != nil {
 			s.cfg.Logger.Error("panic in handler", "request_id", id, "route", pattern, "panic", p)
 			if !rec.wrote {

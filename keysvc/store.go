@@ -53,7 +53,7 @@ const (
 // Reserve calls for one key, exactly one reports reserved.
 type Store interface {
 	// Reserve inserts key; reserved is false when it already existed, and
-	// then r describes the existing reservation.
+	// only then does r describe the reservation (first seen, state).
 	Reserve(ctx context.Context, key string) (r Reservation, reserved bool, err error)
 	// AcquireLease is the lease guard's entry transition (see
 	// pgsql.AcquireLease): a new key, or one whose lease expired, is

@@ -69,8 +69,8 @@ func Lookup(events Table) string {
 // $1. A new key is inserted as 'processing'; a 'processing' key whose lease
 // expired is taken over (attempts + 1); anything else is left alone. It
 // always returns one row: key, outcome (OutcomeAcquired, OutcomeDone or
-// OutcomeBusy) and attempt, the fencing token of the holder (NULL unless
-// acquired). The row lock taken by ON CONFLICT makes two concurrent takeovers
+// OutcomeBusy), attempt, the fencing token of the holder, and lease_until
+// (both NULL unless acquired). The row lock taken by ON CONFLICT makes two concurrent takeovers
 // of one expired lease impossible. A key inserted concurrently by another
 // statement after this one's snapshot reads as busy, which is safe: the
 // caller answers 409 and the provider retries.
@@ -81,7 +81,7 @@ func AcquireLease(events Table, lease time.Duration) string {
   ON CONFLICT (key) DO UPDATE
     SET state = 'processing', lease_until = EXCLUDED.lease_until, attempts = e.attempts + 1
     WHERE e.state = 'processing' AND e.lease_until < now()
-  RETURNING e.attempts
+  RETURNING e.attempts, e.lease_until
 )
 SELECT $1::text AS key,
   CASE
@@ -89,7 +89,8 @@ SELECT $1::text AS key,
     WHEN (SELECT state FROM %[1]s WHERE key = $1) = 'done' THEN '%[4]s'
     ELSE '%[5]s'
   END AS outcome,
-  (SELECT attempts FROM acquired) AS attempt`, events, int64(lease/time.Second), OutcomeAcquired, OutcomeDone, OutcomeBusy)
+  (SELECT attempts FROM acquired) AS attempt,
+  (SELECT lease_until FROM acquired) AS lease_until`, events, int64(lease/time.Second), OutcomeAcquired, OutcomeDone, OutcomeBusy)
 }
 
 // MarkDone records that the business step of key $1 succeeded. 'done' is
