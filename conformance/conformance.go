@@ -37,7 +37,8 @@ type Vector struct {
 	BodyBase64 string `json:"body_base64"`
 	// Key is the expected key; empty when Error is set.
 	Key string `json:"key"`
-	// Source is "event_id" or "body_sha256"; empty when Error is set.
+	// Source is "event_id" or "body_sha256", or with a preset
+	// "provider_id" (the preset's own id); empty when Error is set.
 	Source string `json:"source"`
 	// Error is "empty_body" when no key may be derived, "invalid_scope"
 	// when the preset refuses the scope.

@@ -52,14 +52,32 @@ func (k Key) String() string { return k.Value }
 
 // Derive returns the key of a webhook body, given exactly as received (after
 // transport decoding such as gzip). It fails only with ErrEmptyBody.
-func Derive(body []byte) (Key, error) {
+func Derive(body []byte) (Key, error) { return derive(body, Summed{}) }
+
+func derive(body []byte, sum Summed) (Key, error) {
 	if len(body) == 0 {
 		return Key{}, ErrEmptyBody
 	}
 	if id, ok := EventID(body); ok {
 		return Key{Value: EventIDPrefix + id, Source: SourceEventID}, nil
 	}
-	return Key{Value: HashKey(body), Source: SourceBodySHA256}, nil
+	return Key{Value: sum.hashKey(body), Source: SourceBodySHA256}, nil
+}
+
+// Summed is a body's SHA-256 computed by the caller while it read the body
+// (keysvc hashes as it reads a body that cannot have an id), so that
+// deriving its key costs no second pass. The zero value means "not computed".
+type Summed struct {
+	Sum [sha256.Size]byte
+	OK  bool
+}
+
+// hashKey returns the "sha256:" key of body, from sum when it was computed.
+func (s Summed) hashKey(body []byte) string {
+	if s.OK {
+		return SHA256Prefix + hex.EncodeToString(s.Sum[:])
+	}
+	return HashKey(body)
 }
 
 // HashKey returns the "sha256:" key of body, whatever it contains.
@@ -75,6 +93,13 @@ func HashKey(body []byte) string {
 // surrogate. The id is returned exactly as decoded.
 func EventID(body []byte) (string, bool) {
 	return scanMember(body, "id")
+}
+
+// Member is EventID for another top-level member: the inbox pattern reads
+// the event's "account" (Stripe Connect) with it, under the same rules as the
+// id, so that Go and the Code node script agree on every body.
+func Member(body []byte, name string) (string, bool) {
+	return scanMember(body, name)
 }
 
 // ValidID reports whether id could be an event id under the spec: 1 to

@@ -3,7 +3,6 @@ package eventkey
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"regexp"
 	"strings"
 )
@@ -22,6 +21,13 @@ const (
 	PresetShopify          Preset = "shopify"          // X-Shopify-Webhook-Id, scoped by X-Shopify-Shop-Domain
 	PresetSlack            Preset = "slack"            // the body's top-level event_id
 )
+
+// Header is what DeriveFor reads of a request's headers: http.Header has it,
+// and so does the planner page's WebAssembly build, which does without
+// net/http (and its megabytes).
+type Header interface {
+	Get(name string) string
+}
 
 // SourceProviderID marks a key built from a preset's provider id.
 const SourceProviderID Source = "provider_id"
@@ -60,6 +66,19 @@ func ParsePreset(s string) (Preset, error) {
 	return "", fmt.Errorf("%w %.40q: use stripe, standardwebhooks, github, shopify or slack", ErrUnknownPreset, s)
 }
 
+// MaxKeyBytes bounds every key this package derives: the longest preset
+// prefix, a scope, and an id ("shopify:" + 64 + ":" + 255 bytes). Keys from
+// the default spec are shorter (evt: + 255, or sha256: + 64).
+const MaxKeyBytes = len("shopify") + 1 + MaxScopeBytes + 1 + MaxIDBytes
+
+// ValidKey reports whether key could have been derived here, or given by a
+// caller as its own id: 1 to MaxKeyBytes bytes of valid UTF-8 with no control
+// character. It is the one check of a key that comes back from outside (a
+// key in a URL path, for one).
+func ValidKey(key string) bool {
+	return len(key) <= MaxKeyBytes && validBytes(key)
+}
+
 // ValidScope reports whether scope may prefix a key: at most MaxScopeBytes
 // of letters, digits, '.', '_' and '-'.
 func ValidScope(scope string) bool {
@@ -88,13 +107,19 @@ func (p Preset) CheckScope(scope string) error {
 // same way. When the provider's id is absent or unusable (not 1-255 bytes of
 // UTF-8 without control characters), the key falls back to Derive(body).
 // The stripe and default presets are Derive(body) and take no scope.
-func DeriveFor(p Preset, header http.Header, body []byte, scope string) (Key, error) {
+func DeriveFor(p Preset, header Header, body []byte, scope string) (Key, error) {
+	return DeriveForSummed(p, header, body, Summed{}, scope)
+}
+
+// DeriveForSummed is DeriveFor for a body whose SHA-256 the caller may have
+// computed already (see Summed).
+func DeriveForSummed(p Preset, header Header, body []byte, sum Summed, scope string) (Key, error) {
 	if err := p.CheckScope(scope); err != nil {
 		return Key{}, err
 	}
 	rule, ok := presetRules[p]
 	if !ok {
-		return Derive(body)
+		return derive(body, sum)
 	}
 	var id string
 	for _, h := range rule.header {
@@ -109,7 +134,7 @@ func DeriveFor(p Preset, header http.Header, body []byte, scope string) (Key, er
 		id, usable = scanMember(body, rule.bodyMember)
 	}
 	if !usable {
-		return Derive(body)
+		return derive(body, sum)
 	}
 	if scope == "" && rule.scopeHeader != "" {
 		if s := header.Get(rule.scopeHeader); ValidScope(s) {

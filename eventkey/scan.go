@@ -16,32 +16,51 @@ var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 // scanMember returns the last top-level string member called name, under
 // the id clause of the spec.
 func scanMember(body []byte, name string) (string, bool) {
-	if !utf8.Valid(body) {
-		return "", false
-	}
-	if len(body) >= 3 && body[0] == utf8BOM[0] && body[1] == utf8BOM[1] && body[2] == utf8BOM[2] {
-		body = body[3:]
-	}
-	s := scanner{data: body, member: name}
-	s.skipSpace()
-	if s.peek() != '{' {
-		return "", false
-	}
-	if !s.value(0) {
-		return "", false
-	}
-	s.skipSpace()
-	if s.pos != len(s.data) || !s.idFound {
+	s, rule := scan(body, name)
+	if rule != "" {
 		return "", false
 	}
 	return s.id, s.idUsable
 }
 
+// scan runs the id clause over body for member name. rule is empty when the
+// body is one JSON object whose member name was found (usable or not: see
+// s.idUsable), else why not.
+func scan(body []byte, name string) (s scanner, rule Rule) {
+	if !utf8.Valid(body) {
+		return s, RuleInvalidUTF8
+	}
+	if len(body) >= 3 && body[0] == utf8BOM[0] && body[1] == utf8BOM[1] && body[2] == utf8BOM[2] {
+		body = body[3:]
+	}
+	s = scanner{data: body, member: name}
+	s.skipSpace()
+	object := s.peek() == '{'
+	ok := s.value(0)
+	s.skipSpace()
+	switch {
+	case s.tooDeep:
+		return s, RuleTooDeep
+	case !ok || s.pos != len(s.data):
+		return s, RuleNotJSON
+	case !object:
+		return s, RuleNotObject
+	case !s.idFound:
+		return s, RuleNoID
+	}
+	return s, ""
+}
+
 func validID(id string) bool {
-	if len(id) == 0 || len(id) > MaxIDBytes || !utf8.ValidString(id) {
+	return len(id) <= MaxIDBytes && validBytes(id)
+}
+
+// validBytes: non-empty valid UTF-8 with no control character.
+func validBytes(s string) bool {
+	if len(s) == 0 || !utf8.ValidString(s) {
 		return false
 	}
-	for _, r := range id {
+	for _, r := range s {
 		if r < 0x20 || r == 0x7F {
 			return false
 		}
@@ -59,6 +78,12 @@ type scanner struct {
 	idFound  bool
 	id       string
 	idUsable bool
+	// For Explain: the first byte of the last id member's value ('"' for a
+	// string), whether that string had an unpaired surrogate, and whether
+	// the scan stopped at MaxDepth.
+	idStart  byte
+	idPaired bool
+	tooDeep  bool
 }
 
 func (s *scanner) peek() byte {
@@ -88,8 +113,7 @@ func (s *scanner) value(depth int) bool {
 	case c == '[':
 		return s.array(depth + 1)
 	case c == '"':
-		_, _, ok := s.str()
-		return ok
+		return s.skipStr()
 	case c == '-' || (c >= '0' && c <= '9'):
 		return s.number()
 	case c == 't':
@@ -105,6 +129,7 @@ func (s *scanner) value(depth int) bool {
 
 func (s *scanner) object(depth int) bool {
 	if depth > MaxDepth {
+		s.tooDeep = true
 		return false
 	}
 	s.pos++ // '{'
@@ -118,7 +143,14 @@ func (s *scanner) object(depth int) bool {
 		if s.peek() != '"' {
 			return false
 		}
-		name, _, ok := s.str()
+		// Only top-level names are compared; deeper ones are only checked.
+		var name string
+		ok := true
+		if depth == 1 {
+			name, _, ok = s.str()
+		} else {
+			ok = s.skipStr()
+		}
 		if !ok {
 			return false
 		}
@@ -151,7 +183,7 @@ func (s *scanner) object(depth int) bool {
 // idMember scans the value of the sought top-level member and records it; a
 // later one overrides it, as JSON.parse does.
 func (s *scanner) idMember() bool {
-	s.idFound, s.id, s.idUsable = true, "", false
+	s.idFound, s.id, s.idUsable, s.idStart = true, "", false, s.peek()
 	if s.peek() != '"' {
 		return s.value(1)
 	}
@@ -159,12 +191,13 @@ func (s *scanner) idMember() bool {
 	if !ok {
 		return false
 	}
-	s.id, s.idUsable = id, paired && validID(id)
+	s.id, s.idPaired, s.idUsable = id, paired, paired && validID(id)
 	return true
 }
 
 func (s *scanner) array(depth int) bool {
 	if depth > MaxDepth {
+		s.tooDeep = true
 		return false
 	}
 	s.pos++ // '['
@@ -250,6 +283,49 @@ func (s *scanner) str() (decoded string, paired bool, ok bool) {
 		}
 	}
 	return "", false, false
+}
+
+// skipStr checks a string as str does, without decoding it: most strings of
+// a body are neither the sought member's name nor its value, and building
+// their decoded copies was most of the scan's time.
+func (s *scanner) skipStr() bool {
+	s.pos++ // opening quote
+	for s.pos < len(s.data) {
+		// Plain bytes, the common case, in a tight loop.
+		for s.pos < len(s.data) {
+			c := s.data[s.pos]
+			if c == '"' || c == '\\' || c < 0x20 {
+				break
+			}
+			s.pos++
+		}
+		if s.pos >= len(s.data) {
+			return false
+		}
+		switch c := s.data[s.pos]; {
+		case c == '"':
+			s.pos++
+			return true
+		case c < 0x20:
+			return false
+		}
+		s.pos++ // backslash
+		if s.pos >= len(s.data) {
+			return false
+		}
+		e := s.data[s.pos]
+		s.pos++
+		switch e {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		case 'u':
+			if _, ok := s.hex4(); !ok {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // lowSurrogateAfter consumes a "\uDC00".."\uDFFF" escape that completes the

@@ -2,7 +2,6 @@ package signature
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 )
 
@@ -27,11 +26,17 @@ func ParseProvider(s string) (Provider, error) {
 			return p, nil
 		}
 	}
+	return "", fmt.Errorf("unknown provider %.40q: use %s", s, Names())
+}
+
+// Names lists the providers for a message: "stripe, standardwebhooks,
+// github, shopify or slack".
+func Names() string {
 	names := make([]string, len(Providers))
 	for i, p := range Providers {
 		names[i] = string(p)
 	}
-	return "", fmt.Errorf("unknown provider %.40q: use one of %s", s, strings.Join(names, ", "))
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 // Headers lists the request headers p's scheme reads, in canonical form.
@@ -51,9 +56,14 @@ func (p Provider) Headers() []string {
 	return nil
 }
 
+// Header is what Verify reads of a request's headers; http.Header has it.
+type Header interface {
+	Get(name string) string
+}
+
 // Verify checks a request's signature with p's scheme. Standard Webhooks
 // also accepts Svix's svix-* header names.
-func (p Provider) Verify(h http.Header, body []byte, secrets []string, opts Options) error {
+func (p Provider) Verify(h Header, body []byte, secrets []string, opts Options) error {
 	switch p {
 	case ProviderStripe:
 		return Stripe(body, h.Get("Stripe-Signature"), secrets, opts)

@@ -1,0 +1,23 @@
+package eventkey_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/idemhook/idemhook/eventkey"
+	"github.com/idemhook/idemhook/signature"
+)
+
+// Every provider idemhook verifies has a key preset of the same name, and
+// no preset exists without its provider: the two lists are one fact.
+func TestPresetsAreTheProviders(t *testing.T) {
+	for _, p := range signature.Providers {
+		if _, err := eventkey.ParsePreset(string(p)); err != nil {
+			t.Errorf("provider %s has no preset: %v", p, err)
+		}
+	}
+	_, err := eventkey.ParsePreset("paypal")
+	if err == nil || !strings.Contains(err.Error(), signature.Names()) {
+		t.Errorf("an unknown preset: %v; want the providers' list %q", err, signature.Names())
+	}
+}
