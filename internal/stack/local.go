@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -28,6 +30,14 @@ type localRuntime struct {
 	base     string // temporary folder: pgdata, n8n user folder, logs
 	logDir   string
 	n8nEnv   []string
+	n8nURL   string
+	pgPort   int
+	durable  bool
+	extraEnv map[string]string // Options.N8NEnv
+	// Queue mode: the webhook process's URL (n8nURL otherwise) and the
+	// environment of each worker, kept to start it again.
+	webhookURL string
+	workerEnv  [][]string
 
 	mu    sync.Mutex
 	procs []*process // started order; stopped in reverse
@@ -42,7 +52,7 @@ type process struct {
 }
 
 func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
-	in, err := Provision(ctx, opts.Progress)
+	in, err := Provision(ctx, opts.PostgresMajor, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +63,7 @@ func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
 	if err := os.Chmod(base, 0o755); err != nil {
 		return nil, err
 	}
-	rt := &localRuntime{installs: in, base: base, logDir: filepath.Join(base, "logs")}
+	rt := &localRuntime{installs: in, base: base, logDir: filepath.Join(base, "logs"), durable: opts.Durable, extraEnv: opts.N8NEnv}
 	defer func() {
 		if err != nil {
 			rt.close()
@@ -76,7 +86,6 @@ func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
 		return nil, err
 	}
 
-	var n8nURL string
 	if !opts.PostgresOnly {
 		n8nPort, err := freePort()
 		if err != nil {
@@ -87,13 +96,24 @@ func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
 			return nil, err
 		}
 		rt.n8nEnv = rt.n8nEnvironment(pgPort, n8nPort, brokerPort)
-		n8nURL = fmt.Sprintf("http://127.0.0.1:%d", n8nPort)
-		if err := rt.startN8N(ctx, n8nURL); err != nil {
+		rt.n8nURL = fmt.Sprintf("http://127.0.0.1:%d", n8nPort)
+		rt.webhookURL = rt.n8nURL
+		if opts.Queue {
+			if err := rt.startQueue(ctx, opts.Progress); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := rt.startN8N(ctx); err != nil {
 			return nil, err
+		}
+		if opts.Queue {
+			if err := rt.startQueueProcesses(ctx); err != nil {
+				return nil, err
+			}
 		}
 	}
 
-	s = &Stack{Runtime: "local", N8NURL: n8nURL, LogDir: rt.logDir, rt: rt,
+	s = &Stack{Runtime: "local", N8NURL: rt.n8nURL, WebhookURL: rt.webhookURL, LogDir: rt.logDir, rt: rt,
 		BusinessDSN: dsn(pgPort, BusinessDatabase), pgForN8N: pgEndpoint{Host: "127.0.0.1", Port: pgPort}}
 	if s.Business, err = pgxpool.New(ctx, s.BusinessDSN); err != nil {
 		return nil, err
@@ -165,11 +185,23 @@ func (rt *localRuntime) startPostgres(ctx context.Context, port int) error {
 		return fmt.Errorf("initdb: %w\n%s", err, tail(out, 4000))
 	}
 	os.Remove(pwfile)
+	rt.pgPort = port
+	return rt.runPostgres(ctx)
+}
 
-	cmd := exec.Command(filepath.Join(rt.installs.PostgresBin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", sock,
-		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300",
-		// Durability is not under test; speed is welcome.
-		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+// runPostgres starts the server on the initialised data folder and waits
+// until it accepts connections.
+func (rt *localRuntime) runPostgres(ctx context.Context) error {
+	cred, err := postgresCredential()
+	if err != nil {
+		return err
+	}
+	port := rt.pgPort
+	args := []string{"-D", filepath.Join(rt.base, "pgdata"), "-p", strconv.Itoa(port), "-k", filepath.Join(rt.base, "pgsock"), "-c", "listen_addresses=127.0.0.1"}
+	for _, kv := range postgresSettings(rt.durable) {
+		args = append(args, "-c", kv)
+	}
+	cmd := exec.Command(filepath.Join(rt.installs.PostgresBin, "postgres"), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := rt.start("postgres", cmd); err != nil {
 		return err
@@ -205,7 +237,11 @@ func createDatabases(ctx context.Context, adminDSN string, names ...string) erro
 func (rt *localRuntime) n8nEnvironment(pgPort, n8nPort, brokerPort int) []string {
 	key := make([]byte, 24)
 	_, _ = rand.Read(key)
-	env := map[string]string{
+	env := maps.Clone(rt.extraEnv)
+	if env == nil {
+		env = map[string]string{}
+	}
+	maps.Copy(env, map[string]string{
 		"PATH":                                  rt.installs.NodeBin + string(os.PathListSeparator) + os.Getenv("PATH"),
 		"HOME":                                  rt.base,
 		"N8N_USER_FOLDER":                       filepath.Join(rt.base, "n8n"),
@@ -221,15 +257,10 @@ func (rt *localRuntime) n8nEnvironment(pgPort, n8nPort, brokerPort int) []string
 		"N8N_HOST":                              "127.0.0.1",
 		"WEBHOOK_URL":                           fmt.Sprintf("http://127.0.0.1:%d/", n8nPort),
 		"N8N_RUNNERS_BROKER_PORT":               strconv.Itoa(brokerPort),
-		"NODE_FUNCTION_ALLOW_BUILTIN":           "crypto",
-		"N8N_DIAGNOSTICS_ENABLED":               "false",
-		"N8N_VERSION_NOTIFICATIONS_ENABLED":     "false",
-		"N8N_TEMPLATES_ENABLED":                 "false",
-		"N8N_PERSONALIZATION_ENABLED":           "false",
 		"N8N_ENFORCE_SETTINGS_FILE_PERMISSIONS": "false",
-		"N8N_LOG_LEVEL":                         "info",
-		"N8N_LOG_OUTPUT":                        "console",
-	}
+	})
+	maps.Copy(env, n8nStackSettings)
+	maps.Copy(env, N8NSettings)
 	out := make([]string, 0, len(env))
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
@@ -245,13 +276,17 @@ func (rt *localRuntime) n8nEnvironment(pgPort, n8nPort, brokerPort int) []string
 	return out
 }
 
-func (rt *localRuntime) startN8N(ctx context.Context, url string) error {
+func (rt *localRuntime) startN8N(ctx context.Context) (string, error) {
+	if rt.n8nEnv == nil {
+		return "", errors.New("this stack runs PostgreSQL only")
+	}
+	url := rt.n8nURL
 	cmd := exec.Command(rt.installs.N8N, "start")
 	cmd.Env = rt.n8nEnv
 	cmd.Dir = rt.base
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := rt.start("n8n", cmd); err != nil {
-		return err
+		return "", err
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	client := http.Client{Timeout: 2 * time.Second}
@@ -260,14 +295,119 @@ func (rt *localRuntime) startN8N(ctx context.Context, url string) error {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return nil
+				return url, nil
 			}
 		}
 		if rt.exited("n8n") {
-			return fmt.Errorf("n8n exited during start-up: see %s", filepath.Join(rt.logDir, "n8n.log"))
+			return "", fmt.Errorf("n8n exited during start-up: see %s", filepath.Join(rt.logDir, "n8n.log"))
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("n8n did not become ready at %s within 3 minutes: see %s", url, filepath.Join(rt.logDir, "n8n.log"))
+			return "", fmt.Errorf("n8n did not become ready at %s within 3 minutes: see %s", url, filepath.Join(rt.logDir, "n8n.log"))
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// startQueue starts Redis (Debian's redis-server) for n8n's queue mode and
+// adds the queue settings to n8n's environment.
+func (rt *localRuntime) startQueue(ctx context.Context, progress io.Writer) error {
+	redis, err := Redis(ctx, progress)
+	if err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(redis, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := rt.start("redis", cmd); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis did not start on port %d", port)
+		}
+	}
+	rt.n8nEnv = append(rt.n8nEnv, "EXECUTIONS_MODE=queue", "QUEUE_BULL_REDIS_HOST=127.0.0.1",
+		"QUEUE_BULL_REDIS_PORT="+strconv.Itoa(port), "QUEUE_HEALTH_CHECK_ACTIVE=true")
+	return nil
+}
+
+// startQueueProcesses starts QueueWorkers workers (n8n worker
+// --concurrency=10) and one webhook process (n8n webhook), each with its
+// own task broker and health port, and waits until each answers.
+func (rt *localRuntime) startQueueProcesses(ctx context.Context) error {
+	for i := 1; i <= QueueWorkers; i++ {
+		broker, _ := freePort()
+		health, _ := freePort()
+		env := append(append([]string{}, rt.n8nEnv...), "N8N_RUNNERS_BROKER_PORT="+strconv.Itoa(broker), "QUEUE_HEALTH_CHECK_PORT="+strconv.Itoa(health))
+		rt.workerEnv = append(rt.workerEnv, env)
+		if err := rt.startWorker(ctx, i); err != nil {
+			return err
+		}
+	}
+	broker, _ := freePort()
+	port, _ := freePort()
+	rt.webhookURL = fmt.Sprintf("http://127.0.0.1:%d", port)
+	cmd := exec.Command(rt.installs.N8N, "webhook")
+	cmd.Env = append(append([]string{}, rt.n8nEnv...), "N8N_RUNNERS_BROKER_PORT="+strconv.Itoa(broker), "N8N_PORT="+strconv.Itoa(port))
+	cmd.Dir = rt.base
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := rt.start("n8n-webhook", cmd); err != nil {
+		return err
+	}
+	return rt.waitHTTP(ctx, "n8n-webhook", rt.webhookURL+"/healthz")
+}
+
+// startWorker starts queue worker i (1-based).
+func (rt *localRuntime) startWorker(ctx context.Context, i int) error {
+	env := rt.workerEnv[i-1]
+	cmd := exec.Command(rt.installs.N8N, "worker", "--concurrency=10")
+	cmd.Env = env
+	cmd.Dir = rt.base
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	name := fmt.Sprintf("n8n-worker-%d", i)
+	if err := rt.start(name, cmd); err != nil {
+		return err
+	}
+	health := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "QUEUE_HEALTH_CHECK_PORT="); ok {
+			health = v
+		}
+	}
+	return rt.waitHTTP(ctx, name, "http://127.0.0.1:"+health+"/healthz")
+}
+
+// killWorker stops queue worker i with SIGKILL.
+func (rt *localRuntime) killWorker(_ context.Context, i int) error {
+	return rt.kill(fmt.Sprintf("n8n-worker-%d", i))
+}
+
+// waitHTTP waits until url answers 200, or the process name exits.
+func (rt *localRuntime) waitHTTP(ctx context.Context, name, url string) error {
+	client := http.Client{Timeout: 2 * time.Second}
+	for deadline := time.Now().Add(3 * time.Minute); ; {
+		if resp, err := client.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if rt.exited(name) {
+			return fmt.Errorf("%s exited during start-up: see %s", name, filepath.Join(rt.logDir, name+".log"))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not answer at %s within 3 minutes: see %s", name, url, filepath.Join(rt.logDir, name+".log"))
 		}
 		select {
 		case <-ctx.Done():
@@ -275,6 +415,48 @@ func (rt *localRuntime) startN8N(ctx context.Context, url string) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// restartPostgres stops PostgreSQL the way `pg_ctl stop -m immediate` does
+// (SIGQUIT: no checkpoint, every connection cut, crash recovery at the next
+// start) and starts it again on the same data and port.
+func (rt *localRuntime) restartPostgres(ctx context.Context) error {
+	p := rt.take("postgres")
+	if p == nil {
+		return errors.New("PostgreSQL is not running")
+	}
+	_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGQUIT)
+	<-p.exited
+	return rt.runPostgres(ctx)
+}
+
+// take removes the process called name from the watched processes and
+// returns it (nil when there is none).
+func (rt *localRuntime) take(name string) *process {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for i, q := range rt.procs {
+		if q.name == name {
+			rt.procs = append(rt.procs[:i], rt.procs[i+1:]...)
+			return q
+		}
+	}
+	return nil
+}
+
+// killN8N sends SIGKILL to n8n's process group (n8n and its task runner)
+// and waits for it to exit.
+func (rt *localRuntime) killN8N(context.Context) error { return rt.kill("n8n") }
+
+// kill stops the process name, and its children, with SIGKILL.
+func (rt *localRuntime) kill(name string) error {
+	p := rt.take(name)
+	if p == nil {
+		return fmt.Errorf("%s is not running", name)
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.exited
+	return nil
 }
 
 // start runs cmd with its output in logDir/NAME.log and watches its exit.

@@ -1,0 +1,255 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Names inside the stack's PostgreSQL server.
+const (
+	BusinessDatabase = "idemhook" // processed_events, business tables
+	n8nDatabase      = "n8n"      // n8n's own tables
+	pgUser           = "postgres"
+	pgPassword       = "idemhook-e2e" // test-only server on loopback
+)
+
+// postgresSettings are the server settings of the stack's PostgreSQL, in
+// both runtimes.
+func postgresSettings(durable bool) []string {
+	settings := []string{
+		"max_connections=300",
+		// A statement whose client died (n8n killed mid-execution) is
+		// cancelled within a second instead of running on and committing:
+		// the crash tests rely on it, and the README recommends it for the
+		// inbox pattern.
+		"client_connection_check_interval=1s",
+	}
+	if !durable {
+		// Speed over surviving an OS crash: no fsync. synchronous_commit
+		// stays on, so a commit's WAL is written before it is acknowledged
+		// and a PostgreSQL crash (the fault tests' immediate restart) loses
+		// no acknowledged commit; with it off, the fault tests lost some.
+		settings = append(settings, "fsync=off", "full_page_writes=off")
+	}
+	return settings
+}
+
+// n8nStackSettings are what every n8n of the stack runs with on top of
+// N8NSettings, in both runtimes: quiet, no calls home, logs in the log file.
+// Connections, ports and paths are each runtime's own.
+var n8nStackSettings = map[string]string{
+	"N8N_VERSION_NOTIFICATIONS_ENABLED": "false",
+	"N8N_TEMPLATES_ENABLED":             "false",
+	"N8N_PERSONALIZATION_ENABLED":       "false",
+	"N8N_LOG_LEVEL":                     "info",
+	"N8N_LOG_OUTPUT":                    "console",
+}
+
+// QueueWorkers is the number of n8n workers of a queue-mode stack.
+const QueueWorkers = 2
+
+// Stack is a running n8n and PostgreSQL pair.
+type Stack struct {
+	// Runtime is "local" or "docker".
+	Runtime string
+	// N8NURL is n8n's base URL, without a trailing slash.
+	N8NURL string
+	// WebhookURL is where deliveries go: N8NURL, or in queue mode the
+	// webhook process's URL.
+	WebhookURL string
+	// Business is a pool on the business database, where the workflows'
+	// tables live.
+	Business *pgxpool.Pool
+	// BusinessDSN connects to the business database from this process.
+	BusinessDSN string
+	// N8NDB is a pool on n8n's own database (executions, publication state).
+	N8NDB *pgxpool.Pool
+	// LogDir keeps the n8n and PostgreSQL logs after the stack stops.
+	LogDir string
+
+	rt        runtime
+	pgForN8N  pgEndpoint // how n8n reaches PostgreSQL
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type pgEndpoint struct {
+	Host string
+	Port int
+}
+
+// runtime is what differs between the local processes and the containers.
+type runtime interface {
+	// n8nCLI runs `n8n args…` against the stack's n8n database.
+	n8nCLI(ctx context.Context, args ...string) ([]byte, error)
+	// stage makes a host file readable by the n8n CLI and returns its path
+	// there.
+	stage(ctx context.Context, hostPath string) (string, error)
+	// nodeTypes returns n8n's catalogue of node types (types/nodes.json),
+	// which n8n writes at start-up.
+	nodeTypes(ctx context.Context) ([]byte, error)
+	// logs returns the paths of the kept logs.
+	logs() []string
+	// killN8N stops n8n at once (SIGKILL: no drain, no clean-up), and
+	// startN8N starts it again on the same database; startN8N returns n8n's
+	// base URL, which the docker runtime may change.
+	killN8N(ctx context.Context) error
+	startN8N(ctx context.Context) (string, error)
+	// restartPostgres stops PostgreSQL immediately (no checkpoint, as a
+	// crash would) and starts it again on the same data.
+	restartPostgres(ctx context.Context) error
+	// killWorker and startWorker stop (SIGKILL) and start queue worker i.
+	killWorker(ctx context.Context, i int) error
+	startWorker(ctx context.Context, i int) error
+	close() error
+}
+
+// Options configure Start.
+type Options struct {
+	// Progress receives provisioning and start-up progress; os.Stderr when nil.
+	Progress io.Writer
+	// PostgresOnly starts PostgreSQL without n8n, for tests of keysvc.
+	PostgresOnly bool
+	// Durable keeps PostgreSQL's defaults (fsync on): benchmarks must
+	// measure what users run. Tests run without fsync, for speed.
+	Durable bool
+	// PostgresMajor is the PostgreSQL major to run ("" for PostgresMajor;
+	// see PostgresNPMVersions).
+	PostgresMajor string
+	// Runtime forces "local" or "docker" over IDEMHOOK_E2E_RUNTIME.
+	Runtime string
+	// Queue runs n8n in queue mode: Redis, a main process, QueueWorkers
+	// workers and a webhook process (local runtime).
+	Queue bool
+	// N8NEnv adds environment variables for n8n (a workflow's test
+	// endpoints); the stack's own settings win over them.
+	N8NEnv map[string]string
+}
+
+// Start starts a stack with the runtime IDEMHOOK_E2E_RUNTIME names, or docker
+// when a Docker daemon answers, or local. It fails, never skips, when
+// neither can run.
+func Start(ctx context.Context, opts Options) (*Stack, error) {
+	if opts.Progress == nil {
+		opts.Progress = os.Stderr
+	}
+	choice := os.Getenv("IDEMHOOK_E2E_RUNTIME")
+	if opts.Runtime != "" {
+		choice = opts.Runtime
+	}
+	switch choice {
+	case "":
+		if dockerAnswers() {
+			choice = "docker"
+		} else {
+			choice = "local"
+		}
+	case "docker":
+		if !dockerAnswers() {
+			return nil, errors.New("IDEMHOOK_E2E_RUNTIME=docker, but no Docker daemon answers (DOCKER_HOST or /var/run/docker.sock); unset it to use the local runtime")
+		}
+	case "local":
+	default:
+		return nil, fmt.Errorf("IDEMHOOK_E2E_RUNTIME=%q: use local or docker", choice)
+	}
+	if opts.PostgresMajor == "" {
+		opts.PostgresMajor = PostgresMajor
+	}
+	what := "n8n " + N8NVersion + " and PostgreSQL " + opts.PostgresMajor
+	if opts.PostgresOnly {
+		what = "PostgreSQL " + opts.PostgresMajor
+	}
+	fmt.Fprintf(opts.Progress, "stack: starting %s (%s runtime)\n", what, choice)
+	start := time.Now()
+	var s *Stack
+	var err error
+	if choice == "docker" {
+		s, err = startDocker(ctx, opts)
+	} else {
+		s, err = startLocal(ctx, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(opts.Progress, "stack: stack ready in %s: n8n at %q, logs in %s\n", time.Since(start).Round(time.Second), s.N8NURL, s.LogDir)
+	return s, nil
+}
+
+// dockerAnswers reports whether a Docker daemon accepts connections.
+func dockerAnswers() bool {
+	host := os.Getenv("DOCKER_HOST")
+	network, addr := "unix", "/var/run/docker.sock"
+	if host != "" {
+		switch {
+		case strings.HasPrefix(host, "unix://"):
+			addr = strings.TrimPrefix(host, "unix://")
+		case strings.HasPrefix(host, "tcp://"):
+			network, addr = "tcp", strings.TrimPrefix(host, "tcp://")
+		default:
+			return false
+		}
+	}
+	client := http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	}}
+	resp, err := client.Get("http://docker/_ping")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// Close stops everything the stack started. The logs stay in LogDir.
+func (s *Stack) Close() error {
+	s.closeOnce.Do(func() {
+		if s.Business != nil {
+			s.Business.Close()
+		}
+		if s.N8NDB != nil {
+			s.N8NDB.Close()
+		}
+		s.closeErr = s.rt.close()
+	})
+	return s.closeErr
+}
+
+// CloseOnSignal closes the stack when the process is interrupted, so an
+// interrupted test run leaves no server behind. Call the returned function
+// to stop watching.
+func (s *Stack) CloseOnSignal() (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			fmt.Fprintf(os.Stderr, "stack: %v: stopping n8n and PostgreSQL\n", sig)
+			s.Close()
+			os.Exit(130)
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+	}
+}
+
+// Logs returns the paths of the kept n8n and PostgreSQL logs.
+func (s *Stack) Logs() []string { return s.rt.logs() }
