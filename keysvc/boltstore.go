@@ -16,6 +16,10 @@ import (
 // share reservations with n8n workflows.
 type BoltStore struct {
 	db *bolt.DB
+	// bbolt has one writer: one worker batches every reservation and lease
+	// that arrives while the previous transaction commits.
+	reserves *coalescer[string, reserveResult]
+	leases   *coalescer[leaseRequest, leaseResult]
 }
 
 var boltBucket = []byte("reservations")
@@ -40,7 +44,10 @@ func OpenBolt(path string) (*BoltStore, error) {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	return &BoltStore{db: db}, nil
+	s := &BoltStore{db: db}
+	s.reserves = newCoalescer(1, maxBatch, s.reserveBatch)
+	s.leases = newCoalescer(1, maxBatch, s.leaseBatch)
+	return s, nil
 }
 
 func get(b *bolt.Bucket, key string) (boltRecord, bool, error) {
@@ -67,56 +74,79 @@ func (rec boltRecord) reservation(key string) Reservation {
 	return Reservation{Key: key, FirstSeen: rec.FirstSeen, State: rec.State, LeaseUntil: rec.LeaseUntil, Attempt: rec.Attempts}
 }
 
-func (s *BoltStore) Reserve(_ context.Context, key string) (r Reservation, reserved bool, err error) {
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(boltBucket)
-		rec, found, err := get(b, key)
-		if err != nil {
-			return err
-		}
-		if found {
-			r = rec.reservation(key)
-			return nil
-		}
-		rec = boltRecord{FirstSeen: time.Now().UTC(), State: StateDone, Attempts: 1}
-		r, reserved = rec.reservation(key), true
-		return put(b, key, rec)
-	})
+func (s *BoltStore) Reserve(ctx context.Context, key string) (Reservation, bool, error) {
+	r, err := s.reserves.do(ctx, key)
 	if err != nil {
 		return Reservation{}, false, fmt.Errorf("reserve: %w", err)
 	}
-	return r, reserved, nil
+	return r.Reservation, r.reserved, nil
 }
 
-func (s *BoltStore) AcquireLease(_ context.Context, key string, lease time.Duration) (r Reservation, outcome Outcome, err error) {
-	err = s.db.Update(func(tx *bolt.Tx) error {
+// reserveBatch reserves keys in one write transaction, so one fsync commits
+// them all; a key repeated in the batch is reserved by its first request.
+func (s *BoltStore) reserveBatch(_ context.Context, keys []string) ([]reserveResult, error) {
+	out := make([]reserveResult, len(keys))
+	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(boltBucket)
-		rec, found, err := get(b, key)
-		if err != nil {
-			return err
+		for i, key := range keys {
+			rec, found, err := get(b, key)
+			if err != nil {
+				return err
+			}
+			if found {
+				out[i] = reserveResult{Reservation: rec.reservation(key)}
+				continue
+			}
+			rec = boltRecord{FirstSeen: time.Now().UTC(), State: StateDone, Attempts: 1}
+			out[i] = reserveResult{Reservation: rec.reservation(key), reserved: true}
+			if err := put(b, key, rec); err != nil {
+				return err
+			}
 		}
-		now := time.Now().UTC()
-		switch {
-		case !found:
-			rec = boltRecord{FirstSeen: now, State: StateProcessing, LeaseUntil: now.Add(lease), Attempts: 1}
-			outcome = Acquired
-		case rec.State == StateProcessing && rec.LeaseUntil.Before(now):
-			rec.LeaseUntil, rec.Attempts = now.Add(lease), rec.Attempts+1
-			outcome = Acquired
-		case rec.State == StateDone:
-			r, outcome = rec.reservation(key), Done
-			return nil
-		default:
-			r, outcome = rec.reservation(key), Busy
-			return nil
-		}
-		r = rec.reservation(key)
-		return put(b, key, rec)
+		return nil
 	})
+	return out, err
+}
+
+func (s *BoltStore) AcquireLease(ctx context.Context, key string, lease time.Duration) (Reservation, Outcome, error) {
+	r, err := s.leases.do(ctx, leaseRequest{key: key, lease: lease})
 	if err != nil {
 		return Reservation{}, "", fmt.Errorf("acquire lease: %w", err)
 	}
-	return r, outcome, nil
+	return r.Reservation, r.outcome, nil
+}
+
+// leaseBatch is AcquireLease for many requests in one write transaction.
+func (s *BoltStore) leaseBatch(_ context.Context, reqs []leaseRequest) ([]leaseResult, error) {
+	out := make([]leaseResult, len(reqs))
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(boltBucket)
+		now := time.Now().UTC()
+		for i, req := range reqs {
+			rec, found, err := get(b, req.key)
+			if err != nil {
+				return err
+			}
+			switch {
+			case !found:
+				rec = boltRecord{FirstSeen: now, State: StateProcessing, LeaseUntil: now.Add(req.lease), Attempts: 1}
+			case rec.State == StateProcessing && rec.LeaseUntil.Before(now):
+				rec.LeaseUntil, rec.Attempts = now.Add(req.lease), rec.Attempts+1
+			case rec.State == StateDone:
+				out[i] = leaseResult{Reservation: rec.reservation(req.key), outcome: Done}
+				continue
+			default:
+				out[i] = leaseResult{Reservation: rec.reservation(req.key), outcome: Busy}
+				continue
+			}
+			out[i] = leaseResult{Reservation: rec.reservation(req.key), outcome: Acquired}
+			if err := put(b, req.key, rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 func (s *BoltStore) MarkDone(_ context.Context, key string) (r Reservation, err error) {
@@ -196,4 +226,8 @@ func (s *BoltStore) Ping(context.Context) error {
 	})
 }
 
-func (s *BoltStore) Close() error { return s.db.Close() }
+func (s *BoltStore) Close() error {
+	s.reserves.close()
+	s.leases.close()
+	return s.db.Close()
+}

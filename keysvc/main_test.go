@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/idemhook/idemhook/e2e/stack"
+	"github.com/idemhook/idemhook/internal/stack"
 	"github.com/idemhook/idemhook/keysvc"
 	"github.com/jackc/pgx/v5"
 )

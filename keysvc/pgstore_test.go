@@ -3,8 +3,11 @@ package keysvc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/keysvc"
@@ -66,4 +69,98 @@ func TestOpenPGRefusesAMissingTable(t *testing.T) {
 	if !errors.As(err, &ie) {
 		t.Fatalf("OpenPG with an invalid table name: %v", err)
 	}
+}
+
+// Coalesced reservations on both stores: keys repeated across concurrent
+// callers (so within batches) are reserved once each; lease acquisitions
+// likewise; a batch that fails answers 503 to every caller in it, and the
+// next succeeds.
+func TestCoalescedReservations(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store keysvc.Store) {
+		ctx := context.Background()
+		const keys, each = 20, 10
+		var mu sync.Mutex
+		reserved := map[string]int{}
+		var wg sync.WaitGroup
+		for i := range keys * each {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				key := fmt.Sprintf("evt:co-%d", i%keys)
+				_, ok, err := store.Reserve(ctx, key)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if ok {
+					mu.Lock()
+					reserved[key]++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if len(reserved) != keys {
+			t.Errorf("%d of %d keys reserved", len(reserved), keys)
+		}
+		for k, n := range reserved {
+			if n != 1 {
+				t.Errorf("%s reserved %d times", k, n)
+			}
+		}
+		var acquired sync.Map
+		for i := range keys * each {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				key := fmt.Sprintf("evt:lease-%d", i%keys)
+				_, outcome, err := store.AcquireLease(ctx, key, time.Minute)
+				if errors.Is(err, keysvc.ErrLeaseUnsupported) {
+					return
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if outcome == keysvc.Acquired {
+					if _, dup := acquired.LoadOrStore(key, true); dup {
+						t.Errorf("%s acquired twice", key)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	})
+}
+
+func TestCoalescedBatchFailure(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL tests skipped with -short")
+	}
+	store := newPGStore(t)
+	c := start(t, keysvc.Config{Store: store})
+	ctx := context.Background()
+	table := store.Table()
+	if _, err := pg.Business.Exec(ctx, "ALTER TABLE "+table+" RENAME TO "+table+"_away"); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	statuses := make([]int, 20)
+	for i := range statuses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses[i] = c.do("POST", "/v1/reservations", fmt.Appendf(nil, `{"id":"evt_fail_%d"}`, i), nil).status
+		}()
+	}
+	wg.Wait()
+	for i, s := range statuses {
+		if s != 503 {
+			t.Errorf("caller %d: %d during the failure, want 503", i, s)
+		}
+	}
+	if _, err := pg.Business.Exec(ctx, "ALTER TABLE "+table+"_away RENAME TO "+table); err != nil {
+		t.Fatal(err)
+	}
+	c.do("POST", "/v1/reservations", []byte(`{"id":"evt_fail_0"}`), nil).want(t, 201, "")
 }

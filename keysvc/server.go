@@ -2,16 +2,18 @@ package keysvc
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/idemhook/idemhook/planner"
 	"github.com/idemhook/idemhook/signature"
 )
 
@@ -21,9 +23,20 @@ type Config struct {
 	// MaxBodyBytes bounds every request body; larger bodies get 413.
 	// Default 1 MiB.
 	MaxBodyBytes int64
-	// Token, when set, is required as "Authorization: Bearer <Token>" on
-	// every /v1 route (compared in constant time).
-	Token string
+	// Token, when set, is one admin token (KEYSVC_TOKEN) for every /v1
+	// route; Tokens adds scoped and tenant tokens (--tokens-file). With
+	// neither, nothing is authenticated (keysvc refuses that on a public
+	// address unless told --insecure-no-auth).
+	Token  string
+	Tokens *Tokens
+	// SignatureAuth accepts POST /v1/keys and /v1/reservations without a
+	// token when they name ?provider= and its signature verifies.
+	SignatureAuth bool
+	// ProtectMetrics puts /metrics behind the admin scope.
+	ProtectMetrics bool
+	// RateLimit bounds each client's requests (zero: none); over it, 429
+	// with Retry-After.
+	RateLimit RateLimit
 	// MaxLease bounds ?lease=. Default 24h.
 	MaxLease time.Duration
 	// Secrets holds each provider's signing secrets for ?provider= (several
@@ -34,6 +47,12 @@ type Config struct {
 	// Now is the clock for signature timestamps; time.Now when nil.
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Inbox serves /v1/inbox (nil: those routes answer 501).
+	Inbox *Inbox
+	// LogSample logs one request line in LogSample (default 1: every
+	// request); a request answered 5xx is always logged, and so is every
+	// error keysvc meets.
+	LogSample int
 }
 
 // DefaultMaxBodyBytes is the default body limit.
@@ -44,27 +63,36 @@ type Server struct {
 	cfg     Config
 	mux     *http.ServeMux
 	metrics *metrics
+	logged  atomic.Uint64 // requests seen, for LogSample
+	tokens  atomic.Pointer[Tokens]
+	limiter *clientLimiter // nil without a rate limit
 }
 
 // route is one documented endpoint; openapi.json must list exactly these.
 type route struct {
 	Method string
 	Path   string // OpenAPI form: /v1/reservations/{key}
-	auth   bool
-	handle func(s *Server, w http.ResponseWriter, r *http.Request)
+	// scope is what the bearer token must allow ("" for an open route);
+	// bySignature routes also let a valid provider signature in instead.
+	scope       Scope
+	bySignature bool
+	handle      handler
 }
 
 var routes = []route{
-	{http.MethodPost, "/v1/keys", true, (*Server).deriveKey},
-	{http.MethodPost, "/v1/reservations", true, (*Server).reserve},
-	{http.MethodGet, "/v1/reservations/{key}", true, (*Server).lookup},
-	{http.MethodDelete, "/v1/reservations/{key}", true, (*Server).release},
-	{http.MethodPost, "/v1/reservations/{key}/done", true, (*Server).markDone},
-	{http.MethodPost, "/v1/verify", true, (*Server).verifyOnly},
-	{http.MethodGet, "/openapi.json", false, (*Server).openAPI},
-	{http.MethodGet, "/healthz", false, (*Server).healthz},
-	{http.MethodGet, "/readyz", false, (*Server).readyz},
-	{http.MethodGet, "/metrics", false, (*Server).serveMetrics},
+	{http.MethodPost, "/v1/keys", ScopeReserve, true, (*Server).deriveKey},
+	{http.MethodPost, "/v1/reservations", ScopeReserve, true, (*Server).reserve},
+	{http.MethodGet, "/v1/reservations/{key}", ScopeReserve, false, (*Server).lookup},
+	{http.MethodDelete, "/v1/reservations/{key}", ScopeAdmin, false, (*Server).release},
+	{http.MethodPost, "/v1/reservations/{key}/done", ScopeAdmin, false, (*Server).markDone},
+	{http.MethodPost, "/v1/verify", ScopeReserve, false, (*Server).verifyOnly},
+	{http.MethodPost, "/v1/inbox/{endpoint}", ScopeReserve, true, (*Server).inboxReceive},
+	{http.MethodGet, "/v1/inbox/{endpoint}/{id}", ScopeAdmin, false, (*Server).inboxEntry},
+	{http.MethodPost, "/v1/inbox/{endpoint}/{id}/replay", ScopeAdmin, false, (*Server).inboxReplay},
+	{http.MethodGet, "/openapi.json", "", false, (*Server).openAPI},
+	{http.MethodGet, "/healthz", "", false, (*Server).healthz},
+	{http.MethodGet, "/readyz", "", false, (*Server).readyz},
+	{http.MethodGet, "/metrics", "", false, (*Server).serveMetrics},
 }
 
 // New returns a Server for cfg.
@@ -79,6 +107,17 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), metrics: newMetrics()}
+	tokens := cfg.Tokens
+	if cfg.Token != "" {
+		tokens = FullToken(cfg.Token).Merge(tokens)
+	}
+	s.tokens.Store(tokens)
+	if cfg.RateLimit.Rate > 0 {
+		s.limiter = newClientLimiter(cfg.RateLimit)
+	}
+	if cfg.Inbox != nil {
+		s.metrics.registerInbox(cfg.Inbox)
+	}
 	// Methods are dispatched here rather than in mux patterns so that a
 	// wrong method gets a JSON 405 like every other error.
 	byPath := map[string][]route{}
@@ -92,6 +131,10 @@ func New(cfg Config) *Server {
 	for _, path := range order {
 		s.mux.Handle(path, s.dispatch(path, byPath[path]))
 	}
+	// The planner page (static, no data, no token) lives under /planner/,
+	// where its relative file names resolve; / sends browsers there.
+	s.mux.Handle("GET /{$}", http.RedirectHandler("/planner/", http.StatusFound))
+	s.mux.Handle("GET /planner/", planner.Handler("/planner/"))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such route; see /openapi.json")
 	})
@@ -104,13 +147,37 @@ func (s *Server) dispatch(path string, rts []route) http.Handler {
 			if rt.Method != r.Method {
 				continue
 			}
-			if rt.auth && !s.authorized(r) {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="keysvc"`)
-				writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
+			// url.Values drops a pair it cannot decode: "?key=%ZZ" would
+			// reserve the body's key instead of the caller's.
+			if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+				writeError(w, http.StatusBadRequest, "invalid_query", "the query string does not decode: "+err.Error()+"; percent-encode it")
+				return
+			}
+			need := rt.scope
+			if rt.Path == "/metrics" && s.cfg.ProtectMetrics {
+				need = ScopeAdmin
+			}
+			authed, err := s.authenticate(r, need)
+			switch {
+			case err == nil:
+				r = authed
+			case errors.Is(err, errNoToken) && rt.bySignature && s.signatureMayAuthenticate(r):
+				// The handler verifies the provider's signature before
+				// anything else, and answers 401 when it fails.
+			case errors.Is(err, errNoToken):
+				s.metrics.authFailure("unauthenticated")
+				w.Header().Set("WWW-Authenticate", `Bearer realm="keysvc", scope="`+string(need)+`"`)
+				writeError(w, http.StatusUnauthorized, "unauthorized", "this route needs a bearer token with the "+string(need)+" scope")
+				return
+			default:
+				s.metrics.authFailure("forbidden")
+				writeError(w, http.StatusForbidden, "forbidden", "this route needs the "+string(need)+" scope, which the token lacks")
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-			rt.handle(s, w, r)
+			if err := rt.handle(s, w, r); err != nil {
+				s.answer(w, r, err)
+			}
 			return
 		}
 		methods := make([]string, len(rts))
@@ -129,20 +196,19 @@ func (s *Server) now() time.Time {
 	return time.Now()
 }
 
-// authorized compares the bearer token in constant time. Both sides are
-// hashed first so that the comparison time does not reveal the length.
-func (s *Server) authorized(r *http.Request) bool {
-	if s.cfg.Token == "" {
-		return true
+// signatureMayAuthenticate reports whether a request without a token may
+// go on to its handler, which will verify a provider's signature first: an
+// inbox endpoint that has a provider, or (with SignatureAuth) a key or
+// reservation request that names one.
+func (s *Server) signatureMayAuthenticate(r *http.Request) bool {
+	if strings.HasPrefix(r.URL.Path, "/v1/inbox/") {
+		if s.cfg.Inbox == nil {
+			return true // answered 501
+		}
+		e, ok := s.cfg.Inbox.endpoints[r.PathValue("endpoint")]
+		return !ok || e.Provider != "" // unknown: 404, not 401
 	}
-	const prefix = "Bearer "
-	h := r.Header.Get("Authorization")
-	if len(h) <= len(prefix) || h[:len(prefix)] != prefix {
-		return false
-	}
-	got := sha256.Sum256([]byte(h[len(prefix):]))
-	want := sha256.Sum256([]byte(s.cfg.Token))
-	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+	return s.cfg.SignatureAuth && r.URL.Query().Get("provider") != ""
 }
 
 var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
@@ -157,6 +223,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Request-Id", id)
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	if !s.limit(rec, r) {
+		s.metrics.observe("rate_limited", rec.status, time.Since(start))
+		return
+	}
 	defer func() {
 		pattern := r.Pattern // set by the mux when it routed the request
 		if p := recover(); p != nil {
@@ -170,6 +240,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		level := slog.LevelInfo
 		if rec.status >= 500 {
 			level = slog.LevelWarn
+		} else if s.cfg.LogSample > 1 && s.logged.Add(1)%uint64(s.cfg.LogSample) != 0 {
+			return
 		}
 		s.cfg.Logger.Log(r.Context(), level, "request", "request_id", id, "method", r.Method, "route", pattern,
 			"status", rec.status, "duration_ms", float64(elapsed.Microseconds())/1000)

@@ -2,8 +2,12 @@ package keysvc_test
 
 import (
 	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,6 +18,7 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/conformance"
+	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/keysvc"
 )
 
@@ -337,4 +342,116 @@ func mapValues(m map[string]string) []string {
 		out = append(out, v)
 	}
 	return out
+}
+
+// A large body is read once, hashed as it arrives when it cannot be a JSON
+// object, and keyed exactly as eventkey keys it, with or without a
+// Content-Length.
+func TestLargeBodiesKeyedExactly(t *testing.T) {
+	c := start(t, keysvc.Config{Store: newBoltStore(t), MaxBodyBytes: 4 << 20})
+	random := make([]byte, 1<<20)
+	for i := range random {
+		random[i] = byte(i*7919 + i/3)
+	}
+	withID := append([]byte("\xEF\xBB\xBF  {\"id\":\"evt_big\",\"data\":\""), bytes.Repeat([]byte("x"), 1<<20)...)
+	withID = append(withID, `"}`...)
+	for _, body := range [][]byte{random, withID, []byte("   not json"), []byte("\xEF\xBB")} {
+		want, _ := eventkey.Derive(body)
+		if got := c.do("POST", "/v1/keys", body, nil).str("key"); got != want.Value {
+			t.Errorf("%.20q… (%d bytes): key %q, want %q", body, len(body), got, want.Value)
+		}
+		// Without a Content-Length (chunked), in small pieces.
+		req, _ := http.NewRequest("POST", c.base+"/v1/keys", io.MultiReader(bytes.NewReader(body[:len(body)/3]), bytes.NewReader(body[len(body)/3:])))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct{ Key string }
+		json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if got.Key != want.Value {
+			t.Errorf("chunked %.20q…: key %q, want %q", body, got.Key, want.Value)
+		}
+	}
+}
+
+// With LogSample, one request line in N is logged, and every 5xx.
+func TestLogSample(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewJSONHandler(lockedWriter{&buf, &mu}, nil))
+	store := newBoltStore(t)
+	c := start(t, keysvc.Config{Store: store, Logger: logger, LogSample: 10})
+	for i := range 40 {
+		c.do("POST", "/v1/keys", fmt.Appendf(nil, `{"id":"e%d"}`, i), nil)
+	}
+	store.Close()
+	for range 3 {
+		c.do("POST", "/v1/reservations", []byte(`{"id":"down"}`), nil)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	lines := strings.Count(buf.String(), `"msg":"request"`)
+	errors5xx := strings.Count(buf.String(), `"status":503`)
+	if lines != 4+3 || errors5xx != 3 {
+		t.Errorf("%d request lines (%d of them 503), want 4 sampled of 40 and all 3 503s:\n%s", lines, errors5xx, buf.String())
+	}
+}
+
+type lockedWriter struct {
+	b  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// Regressions of the key rule and the query string (issue 12): a key derived
+// through a preset may be longer than evt: + 255 bytes, and release and done
+// must take it; a query that does not decode is a 400 that says so, not a
+// reservation of the body's key.
+func TestLongPresetKeysAndMalformedQueries(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store keysvc.Store) {
+		c := start(t, keysvc.Config{Store: store})
+		scope := strings.Repeat("s", eventkey.MaxScopeBytes)
+		id := strings.Repeat("d", eventkey.MaxIDBytes)
+		r := c.do("POST", "/v1/reservations?preset=github&scope="+scope, []byte(`{}`), map[string]string{"X-GitHub-Delivery": id})
+		r.want(t, 201, "")
+		key := r.str("key")
+		if len(key) <= len(eventkey.EventIDPrefix)+eventkey.MaxIDBytes {
+			t.Fatalf("key %q is not longer than evt: + 255 bytes: the test proves nothing", key)
+		}
+		c.do("GET", "/v1/reservations/"+url.PathEscape(key), nil, nil).want(t, 200, "")
+		c.do("DELETE", "/v1/reservations/"+url.PathEscape(key), nil, nil).want(t, 204, "")
+
+		r = c.do("POST", "/v1/reservations?key=%ZZ", []byte(`{"id":"evt_body"}`), nil)
+		r.want(t, 400, "invalid_query")
+		if got := c.do("GET", "/v1/reservations/evt:evt_body", nil, nil); got.status != 404 {
+			t.Errorf("a malformed query reserved the body's key: %d", got.status)
+		}
+	})
+}
+
+// A gzipped or deflated delivery is keyed like the same bytes sent plain,
+// as n8n keys it (it decodes before its nodes run).
+func TestEncodedBodiesKeyedDecoded(t *testing.T) {
+	c := start(t, keysvc.Config{Store: newBoltStore(t)})
+	for _, body := range [][]byte{[]byte(`{"id":"evt_gzip_1","type":"t"}`), []byte("plain text \xff")} {
+		want, _ := eventkey.Derive(body)
+		var gz, df bytes.Buffer
+		zw := gzip.NewWriter(&gz)
+		zw.Write(body)
+		zw.Close()
+		fw := zlib.NewWriter(&df)
+		fw.Write(body)
+		fw.Close()
+		for enc, b := range map[string][]byte{"gzip": gz.Bytes(), "deflate": df.Bytes()} {
+			if got := c.do("POST", "/v1/keys", b, map[string]string{"Content-Encoding": enc}).str("key"); got != want.Value {
+				t.Errorf("%s %q: key %q, want %q", enc, body, got, want.Value)
+			}
+		}
+	}
 }

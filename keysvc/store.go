@@ -11,6 +11,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/idemhook/idemhook/pgsql"
 )
 
 // Errors a Store returns. Any other error means the store could not answer;
@@ -40,13 +42,13 @@ type Reservation struct {
 	Attempt    int
 }
 
-// Outcome of AcquireLease.
-type Outcome string
+// Outcome of AcquireLease: pgsql's, which the workflows test too.
+type Outcome = pgsql.Outcome
 
 const (
-	Acquired Outcome = "acquired" // the caller holds the lease: run the business step
-	Done     Outcome = "done"     // already processed: a duplicate
-	Busy     Outcome = "busy"     // another attempt holds an unexpired lease
+	Acquired = pgsql.OutcomeAcquired // the caller holds the lease: run the business step
+	Done     = pgsql.OutcomeDone     // already processed: a duplicate
+	Busy     = pgsql.OutcomeBusy     // another attempt holds an unexpired lease
 )
 
 // Store reserves keys. Every method is atomic: of any number of concurrent
@@ -72,4 +74,24 @@ type Store interface {
 	// Ping reports whether the store can answer.
 	Ping(ctx context.Context) error
 	Close() error
+}
+
+// Stores coalesce concurrent reservations and lease acquisitions into one
+// statement (or write transaction) and one commit per batch of at most
+// maxBatch; each caller is answered after the commit that holds its key.
+const maxBatch = 512
+
+type reserveResult struct {
+	Reservation
+	reserved bool
+}
+
+type leaseRequest struct {
+	key   string
+	lease time.Duration
+}
+
+type leaseResult struct {
+	Reservation
+	outcome Outcome
 }

@@ -6,11 +6,14 @@ import (
 	"time"
 )
 
-// Lease outcomes, the "outcome" column of AcquireLease.
+// Outcome is a lease acquisition's result, the "outcome" column of
+// AcquireLease: the same words in the workflows, keysvc and its stores.
+type Outcome string
+
 const (
-	OutcomeAcquired = "acquired" // this attempt holds the lease: run the business step
-	OutcomeDone     = "done"     // the event was processed: answer 200 duplicate
-	OutcomeBusy     = "busy"     // another attempt holds an unexpired lease: answer 409
+	OutcomeAcquired Outcome = "acquired" // this attempt holds the lease: run the business step
+	OutcomeDone     Outcome = "done"     // the event was processed: answer 200 duplicate
+	OutcomeBusy     Outcome = "busy"     // another attempt holds an unexpired lease: answer 409
 )
 
 // EventsDDL creates the processed-events table. The lease columns are added
@@ -53,6 +56,24 @@ CREATE TABLE IF NOT EXISTS %s (
 // it: concurrent callers conflict on the primary key and get no row.
 func Reserve(events Table) string {
 	return fmt.Sprintf("INSERT INTO %s (key) VALUES ($1) ON CONFLICT (key) DO NOTHING RETURNING key", events)
+}
+
+// ReserveAndWrite is the transactional guard: it reserves key $1 and runs
+// the business write in the same statement, so in one transaction: both
+// happen or neither does, with no release step and nothing half done when the
+// caller dies. The business CTE is the example step (event type $2 into the
+// business table); users put their own write there. An empty key reserves
+// nothing. It always returns one row: key, and new (true for the one
+// delivery that reserved it). Concurrent deliveries of one key wait on the
+// primary key: if the first one's transaction fails, the next one reserves.
+func ReserveAndWrite(events, business Table) string {
+	return fmt.Sprintf(`WITH reserved AS (
+  INSERT INTO %s (key) SELECT $1 WHERE $1 <> '' ON CONFLICT (key) DO NOTHING RETURNING key
+), business AS (
+  -- The business step: replace this insert with your own write, reading the key from reserved.
+  INSERT INTO %s (event_key, event_type) SELECT key, NULLIF($2, '') FROM reserved RETURNING event_key
+)
+SELECT $1::text AS key, EXISTS (SELECT 1 FROM reserved) AS new`, events, business)
 }
 
 // Release deletes key $1 so that the provider's next retry is processed.
@@ -134,4 +155,44 @@ func LookupLease(events Table) string {
 // CleanupBefore deletes keys first seen before $1 (a timestamptz).
 func CleanupBefore(events Table) string {
 	return fmt.Sprintf("DELETE FROM %s WHERE first_seen < $1", events)
+}
+
+// ReserveMany is Reserve for many keys in one statement and one commit, for
+// callers that coalesce concurrent reservations: $1 is a text[] without
+// duplicates, and the keys this statement inserted come back. Each key is
+// decided by the primary key exactly as Reserve decides it. Keys are inserted
+// in sorted order, so concurrent batches with keys in common wait for each
+// other in one order and cannot deadlock. The statement reads nothing else:
+// joining the table here was planned, while the table was new and small, as a
+// scan of the whole table, and slowed down as it grew; LookupMany reads the
+// keys that were not inserted, and only when there are some.
+func ReserveMany(events Table) string {
+	return fmt.Sprintf("INSERT INTO %s (key) SELECT k FROM unnest($1::text[]) AS k ORDER BY k ON CONFLICT (key) DO NOTHING RETURNING key", events)
+}
+
+// LookupMany returns key, first_seen and the lease columns (state,
+// lease_until, attempts; 'done', NULL, 1 on a table without them) of the keys
+// $1 (text[]) that exist.
+func LookupMany(events Table, lease bool) string {
+	cols := "'done', NULL::timestamptz, 1"
+	if lease {
+		cols = "state, lease_until, attempts"
+	}
+	return fmt.Sprintf("SELECT key, first_seen, %s FROM %s WHERE key = ANY($1::text[])", cols, events)
+}
+
+// AcquireLeaseMany is AcquireLease's entry transition for many keys in one
+// statement and one commit: $1 the keys (text[], no duplicates), $2 each
+// key's lease in seconds (int[]). It returns key, attempt and lease_until of
+// the keys it acquired; the others are done or busy (LookupMany tells which).
+// The row locks of ON CONFLICT make the same guarantee as AcquireLease, key by
+// key; keys are taken in sorted order, so concurrent batches cannot deadlock.
+func AcquireLeaseMany(events Table) string {
+	return fmt.Sprintf(`INSERT INTO %s AS e (key, state, lease_until)
+SELECT key, 'processing', now() + make_interval(secs => lease_seconds)
+FROM unnest($1::text[], $2::int[]) AS i(key, lease_seconds) ORDER BY key
+ON CONFLICT (key) DO UPDATE
+  SET state = 'processing', lease_until = EXCLUDED.lease_until, attempts = e.attempts + 1
+  WHERE e.state = 'processing' AND e.lease_until < now()
+RETURNING e.key, e.attempts, e.lease_until`, events)
 }

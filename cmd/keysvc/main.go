@@ -8,6 +8,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -39,17 +40,35 @@ type config struct {
 	writeTimeout time.Duration
 	retention    time.Duration
 	logLevel     string
+	logSample    int
 	token        string
 	secrets      map[signature.Provider][]string
 	tolerance    time.Duration
+
+	endpoints []keysvc.Endpoint
+	inbox     keysvc.InboxOptions
+
+	tokensFile        string
+	tokens            *keysvc.Tokens // from tokensFile
+	insecureNoAuth    bool
+	signatureAuth     bool
+	protectMetrics    bool
+	rateLimit         keysvc.RateLimit
+	maxConnsPerClient int
+	readHeaderTimeout time.Duration
+	maxHeaderBytes    int
+	tlsCert, tlsKey   string
 }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stderr io.Writer) int {
-	cfg, code, ok := parseConfig(args, stderr)
+// run serves until ctx ends (SIGINT or SIGTERM in main).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, code, ok := parseConfig(args, stdout, stderr)
 	if !ok {
 		return code
 	}
@@ -60,28 +79,55 @@ func run(args []string, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	store, kind, err := openStore(ctx, cfg)
 	if err != nil {
 		logger.Error("cannot open the store", "error", err)
 		return 1
 	}
 	defer store.Close()
+	var inbox *keysvc.Inbox
+	if len(cfg.endpoints) > 0 {
+		cfg.inbox.Logger = logger
+		inbox, err = keysvc.OpenInbox(ctx, store.(*keysvc.PGStore).Pool(), cfg.endpoints, cfg.inbox)
+		if err != nil {
+			logger.Error("cannot open the inbox", "error", err)
+			return 1
+		}
+		if err := inbox.Start(ctx); err != nil {
+			logger.Error("cannot start the inbox", "error", err)
+			return 1
+		}
+		defer func() {
+			stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = inbox.Close(stopCtx)
+		}()
+	}
 
+	handler := keysvc.New(keysvc.Config{Store: store, MaxBodyBytes: cfg.maxBody, Token: cfg.token, Tokens: cfg.tokens, Logger: logger,
+		Secrets: cfg.secrets, SignatureTolerance: cfg.tolerance, Inbox: inbox, LogSample: cfg.logSample,
+		SignatureAuth: cfg.signatureAuth, ProtectMetrics: cfg.protectMetrics, RateLimit: cfg.rateLimit})
 	srv := &http.Server{
-		Addr: cfg.addr,
-		Handler: keysvc.New(keysvc.Config{Store: store, MaxBodyBytes: cfg.maxBody, Token: cfg.token, Logger: logger,
-			Secrets: cfg.secrets, SignatureTolerance: cfg.tolerance}),
-		ReadHeaderTimeout: 5 * time.Second,
+		Addr:              cfg.addr,
+		Handler:           handler,
+		ReadHeaderTimeout: cfg.readHeaderTimeout,
 		ReadTimeout:       cfg.readTimeout,
 		WriteTimeout:      cfg.writeTimeout,
 		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    cfg.maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		logger.Error("cannot listen", "addr", cfg.addr, "error", err)
 		return 1
+	}
+	ln = handler.LimitConnections(ln, cfg.maxConnsPerClient)
+	if cfg.tokensFile != "" {
+		go reloadTokensOnHUP(ctx, cfg, handler, logger)
+	}
+	if cfg.insecureNoAuth {
+		go warnInsecure(ctx, logger)
 	}
 	if cfg.retention > 0 {
 		go cleanupLoop(ctx, store, cfg.retention, logger)
@@ -91,10 +137,21 @@ func run(args []string, stderr io.Writer) int {
 		providers = append(providers, string(p))
 	}
 	sort.Strings(providers)
-	logger.Info("keysvc listening", "addr", ln.Addr().String(), "store", kind, "auth", cfg.token != "",
-		"max_body_bytes", cfg.maxBody, "signature_providers", providers)
+	var endpoints []string
+	for _, e := range cfg.endpoints {
+		endpoints = append(endpoints, e.Name)
+	}
+	logger.Info("keysvc listening", "addr", ln.Addr().String(), "store", kind, "tokens", cfg.tokens.Len()+boolInt(cfg.token != ""),
+		"tls", cfg.tlsCert != "", "max_body_bytes", cfg.maxBody, "rate_limit", cfg.rateLimit.Rate, "signature_providers", providers,
+		"inbox_endpoints", endpoints)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if cfg.tlsCert != "" {
+			errc <- srv.ServeTLS(ln, cfg.tlsCert, cfg.tlsKey) // HTTP/2 on, as net/http offers it over TLS
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		logger.Error("server stopped", "error", err)
@@ -119,6 +176,76 @@ func openStore(ctx context.Context, cfg config) (keysvc.Store, string, error) {
 	}
 	s, err := keysvc.OpenBolt(cfg.dbFile)
 	return s, "embedded:" + cfg.dbFile, err
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// reloadTokensOnHUP re-reads the tokens file on SIGHUP: a removed token is
+// refused from the next request on, without a restart. A file that does not
+// parse leaves the tokens as they were.
+func reloadTokensOnHUP(ctx context.Context, cfg config, s *keysvc.Server, logger *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		tokens, err := readTokens(cfg.tokensFile)
+		if err != nil {
+			logger.Error("tokens file not reloaded; the previous tokens stay", "error", err)
+			continue
+		}
+		if cfg.token != "" {
+			tokens = keysvc.FullToken(cfg.token).Merge(tokens)
+		}
+		s.SetTokens(tokens)
+		logger.Info("tokens reloaded", "tokens", tokens.Len())
+	}
+}
+
+func readTokens(path string) (*keysvc.Tokens, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokens file: %w", err)
+	}
+	defer f.Close()
+	return keysvc.ParseTokens(f)
+}
+
+// warnInsecure says at start and every hour that anyone who reaches keysvc
+// may release keys.
+func warnInsecure(ctx context.Context, logger *slog.Logger) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		logger.Warn("keysvc serves every route to anyone who reaches it (--insecure-no-auth): anyone can release a processed event's key or reserve a real event id first")
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// loopback reports whether addr listens on loopback only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // cleanupLoop deletes reservations older than retention, hourly.
@@ -148,7 +275,7 @@ func env(name, def string) string {
 	return def
 }
 
-func parseConfig(args []string, stderr io.Writer) (config, int, bool) {
+func parseConfig(args []string, stdout, stderr io.Writer) (config, int, bool) {
 	fs := flag.NewFlagSet("keysvc", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg config
@@ -156,8 +283,12 @@ func parseConfig(args []string, stderr io.Writer) (config, int, bool) {
 	fs.StringVar(&cfg.databaseURL, "database-url", env("DATABASE_URL", ""), "PostgreSQL `URL`; empty uses the embedded store (DATABASE_URL)")
 	fs.StringVar(&cfg.dbFile, "db-file", env("KEYSVC_DB_FILE", "keysvc.db"), "embedded store `file` (KEYSVC_DB_FILE)")
 	fs.StringVar(&cfg.table, "table", env("KEYSVC_TABLE", "processed_events"), "PostgreSQL `table` of reservations, shared with the n8n workflows (KEYSVC_TABLE)")
-	createDefault, _ := strconv.ParseBool(env("KEYSVC_CREATE_SCHEMA", "false"))
-	fs.BoolVar(&cfg.createSchema, "create-schema", createDefault, "create the PostgreSQL table (with lease columns) if missing (KEYSVC_CREATE_SCHEMA)")
+	createDefault, err := strconv.ParseBool(env("KEYSVC_CREATE_SCHEMA", "false"))
+	if err != nil {
+		fmt.Fprintf(stderr, "keysvc: KEYSVC_CREATE_SCHEMA=%q: use true or false\n", os.Getenv("KEYSVC_CREATE_SCHEMA"))
+		return config{}, 2, false
+	}
+	fs.BoolVar(&cfg.createSchema, "create-schema", createDefault, "create the PostgreSQL tables (reservations with lease columns; the inbox's and River's with --endpoints) if missing (KEYSVC_CREATE_SCHEMA)")
 	maxBody, err := strconv.ParseInt(env("KEYSVC_MAX_BODY", strconv.Itoa(keysvc.DefaultMaxBodyBytes)), 10, 64)
 	if err != nil {
 		fmt.Fprintln(stderr, "keysvc: KEYSVC_MAX_BODY must be a number of bytes")
@@ -173,6 +304,10 @@ func parseConfig(args []string, stderr io.Writer) (config, int, bool) {
 		{&cfg.writeTimeout, "write-timeout", "KEYSVC_WRITE_TIMEOUT", "10s", "time to write a response"},
 		{&cfg.retention, "retention", "KEYSVC_RETENTION", "720h", "delete reservations older than this, hourly; 0 disables"},
 		{&cfg.tolerance, "signature-tolerance", "KEYSVC_SIGNATURE_TOLERANCE", "5m", "how far a signed timestamp may be from now, both ways"},
+		{&cfg.inbox.DeliveryTimeout, "inbox-delivery-timeout", "KEYSVC_INBOX_DELIVERY_TIMEOUT", "30s", "inbox: how long one delivery to a target may take"},
+		{&cfg.inbox.Backoff, "inbox-backoff", "KEYSVC_INBOX_BACKOFF", "1s", "inbox: first redelivery delay, doubled per attempt with jitter"},
+		{&cfg.inbox.MaxBackoff, "inbox-max-backoff", "KEYSVC_INBOX_MAX_BACKOFF", "5m", "inbox: longest redelivery delay"},
+		{&cfg.inbox.RecoverAfter, "inbox-recover-after", "KEYSVC_INBOX_RECOVER_AFTER", "2m", "inbox: re-enqueue an entry still undelivered after this long"},
 	}
 	for _, d := range durations {
 		v, err := time.ParseDuration(env(d.env, d.def))
@@ -182,16 +317,45 @@ func parseConfig(args []string, stderr io.Writer) (config, int, bool) {
 		}
 		fs.DurationVar(d.p, d.name, v, d.usage+" ("+d.env+")")
 	}
-	fs.StringVar(&cfg.logLevel, "log-level", env("KEYSVC_LOG_LEVEL", "info"), "debug, info, warn or error (KEYSVC_LOG_LEVEL)")
+	fs.StringVar(&cfg.logLevel, "log-level", env("KEYSVC_LOG_LEVEL", "info"), "debug, info, warn or error (KEYSVC_LOG_LEVEL); warn keeps errors and drops the request lines")
+	sample, err := strconv.Atoi(env("KEYSVC_LOG_SAMPLE", "1"))
+	if err != nil || sample < 1 {
+		fmt.Fprintf(stderr, "keysvc: KEYSVC_LOG_SAMPLE=%q: give a whole number of at least 1\n", os.Getenv("KEYSVC_LOG_SAMPLE"))
+		return config{}, 2, false
+	}
+	fs.IntVar(&cfg.logSample, "log-sample", sample, "log one request line in `N`; 5xx answers and errors are always logged (KEYSVC_LOG_SAMPLE)")
+	endpointsFile := fs.String("endpoints", env("KEYSVC_ENDPOINTS", ""), "inbox: JSON `file` of the endpoints served at /v1/inbox/{name} (KEYSVC_ENDPOINTS); needs DATABASE_URL")
+	fs.StringVar(&cfg.inbox.Schema, "inbox-schema", env("KEYSVC_INBOX_SCHEMA", ""), "inbox: PostgreSQL `schema` of inbox_events and River's tables; the n8n inbox pattern's --db-schema (KEYSVC_INBOX_SCHEMA)")
+	fs.StringVar(&cfg.tokensFile, "tokens-file", env("KEYSVC_TOKENS_FILE", ""), "`file` of scoped tokens, one \"name scope sha256 [key-prefix]\" a line; re-read on SIGHUP (KEYSVC_TOKENS_FILE)")
+	fs.BoolVar(&cfg.insecureNoAuth, "insecure-no-auth", false, "serve a non-loopback address without any token (warned at start and hourly)")
+	fs.BoolVar(&cfg.signatureAuth, "signature-auth", false, "accept /v1/keys and /v1/reservations without a token when ?provider= names a provider whose signature verifies")
+	fs.BoolVar(&cfg.protectMetrics, "protect-metrics", false, "put /metrics behind the admin scope")
+	fs.Float64Var(&cfg.rateLimit.Rate, "rate-limit", -1, "requests per second per client, 0 for none (default: 100 on a non-loopback address, none on loopback)")
+	fs.IntVar(&cfg.rateLimit.Burst, "rate-burst", 0, "burst of the rate limit (default: twice the rate)")
+	fs.BoolVar(&cfg.rateLimit.TrustProxy, "trust-proxy", false, "take the client from X-Forwarded-For (behind a reverse proxy)")
+	fs.IntVar(&cfg.maxConnsPerClient, "max-conns-per-client", 256, "open connections per client address")
+	fs.DurationVar(&cfg.readHeaderTimeout, "read-header-timeout", 5*time.Second, "time to read a request's headers (slow clients are cut)")
+	fs.IntVar(&cfg.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block in `bytes`")
+	fs.StringVar(&cfg.tlsCert, "tls-cert", env("KEYSVC_TLS_CERT", ""), "certificate `file` to serve HTTPS (and HTTP/2) directly (KEYSVC_TLS_CERT)")
+	fs.StringVar(&cfg.tlsKey, "tls-key", env("KEYSVC_TLS_KEY", ""), "private key `file` of --tls-cert (KEYSVC_TLS_KEY)")
 	tokenFile := fs.String("token-file", env("KEYSVC_TOKEN_FILE", ""), "`file` holding the bearer token required on /v1 (KEYSVC_TOKEN_FILE); KEYSVC_TOKEN sets it directly")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: keysvc [flags]\n\nServes idemhook key derivation and reservation over HTTP (see /openapi.json).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return config{}, 0, false
-		}
+	// --help prints the usage once, on stdout; a mistake, the reason and the
+	// usage on stderr.
+	var msg bytes.Buffer
+	fs.SetOutput(&msg)
+	err = fs.Parse(args)
+	fs.SetOutput(stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return config{}, 0, false
+	}
+	if err != nil {
+		io.Copy(stderr, &msg)
 		return config{}, 2, false
 	}
 	if fs.NArg() > 0 {
@@ -213,6 +377,48 @@ func parseConfig(args []string, stderr io.Writer) (config, int, bool) {
 		return config{}, 2, false
 	}
 	cfg.secrets = secrets
+	if *endpointsFile != "" {
+		if cfg.databaseURL == "" {
+			fmt.Fprintln(stderr, "keysvc: the inbox (--endpoints) needs PostgreSQL: set DATABASE_URL")
+			return config{}, 2, false
+		}
+		if cfg.endpoints, err = keysvc.LoadEndpoints(*endpointsFile, secrets); err != nil {
+			fmt.Fprintf(stderr, "keysvc: %v\n", err)
+			return config{}, 2, false
+		}
+		cfg.inbox.CreateSchema = cfg.createSchema
+	}
+	if cfg.tokensFile != "" {
+		if cfg.tokens, err = readTokens(cfg.tokensFile); err != nil {
+			fmt.Fprintf(stderr, "keysvc: %v\n", err)
+			return config{}, 2, false
+		}
+	}
+	public := !loopback(cfg.addr)
+	if public && cfg.token == "" && cfg.tokens.Len() == 0 && !cfg.insecureNoAuth {
+		fmt.Fprintf(stderr, "keysvc: refusing to serve %s without a token: anyone who reaches it could release a processed event's key "+
+			"or reserve a real event id first. Set KEYSVC_TOKEN (or --token-file), or --tokens-file with scoped tokens; "+
+			"or listen on 127.0.0.1; or, knowing this, pass --insecure-no-auth\n", cfg.addr)
+		return config{}, 2, false
+	}
+	if cfg.rateLimit.Rate < 0 {
+		cfg.rateLimit.Rate = 0
+		if public {
+			cfg.rateLimit.Rate = 100
+		}
+	}
+	if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
+		fmt.Fprintln(stderr, "keysvc: --tls-cert and --tls-key go together")
+		return config{}, 2, false
+	}
+	if cfg.maxConnsPerClient < 1 || cfg.readHeaderTimeout <= 0 || cfg.maxHeaderBytes < 4096 {
+		fmt.Fprintln(stderr, "keysvc: --max-conns-per-client must be at least 1, --read-header-timeout positive, --max-header-bytes at least 4096")
+		return config{}, 2, false
+	}
+	if cfg.logSample < 1 {
+		fmt.Fprintln(stderr, "keysvc: --log-sample must be at least 1")
+		return config{}, 2, false
+	}
 	if cfg.maxBody <= 0 || cfg.readTimeout <= 0 || cfg.writeTimeout <= 0 || cfg.retention < 0 {
 		fmt.Fprintln(stderr, "keysvc: --max-body and the timeouts must be positive, --retention zero or positive")
 		return config{}, 2, false

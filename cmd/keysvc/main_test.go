@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +21,7 @@ func TestParseConfigReadsEnvironment(t *testing.T) {
 	t.Setenv("KEYSVC_TOKEN", "tok")
 	t.Setenv("KEYSVC_RETENTION", "48h")
 	var stderr bytes.Buffer
-	cfg, code, ok := parseConfig([]string{"--max-body", "2048"}, &stderr)
+	cfg, code, ok := parseConfig([]string{"--max-body", "2048"}, io.Discard, &stderr)
 	if !ok {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
@@ -38,13 +39,61 @@ func TestParseConfigReadsEnvironment(t *testing.T) {
 func TestParseConfigRejectsBadInput(t *testing.T) {
 	for _, args := range [][]string{{"--max-body", "0"}, {"--bogus"}, {"stray"}, {"--read-timeout", "soon"}} {
 		var stderr bytes.Buffer
-		if _, code, ok := parseConfig(args, &stderr); ok || code != 2 {
+		if _, code, ok := parseConfig(args, io.Discard, &stderr); ok || code != 2 {
 			t.Errorf("%v: ok=%v code=%d", args, ok, code)
 		}
 	}
 	t.Setenv("KEYSVC_SECRET_SLACK_FILE", "/nonexistent/secret")
 	var stderr bytes.Buffer
-	if _, code, ok := parseConfig(nil, &stderr); ok || code != 2 || !strings.Contains(stderr.String(), "KEYSVC_SECRET_SLACK_FILE") {
+	if _, code, ok := parseConfig(nil, io.Discard, &stderr); ok || code != 2 || !strings.Contains(stderr.String(), "KEYSVC_SECRET_SLACK_FILE") {
 		t.Errorf("missing secret file: ok=%v code=%d %s", ok, code, stderr.String())
+	}
+}
+
+// A boolean environment variable that is not a boolean stops keysvc with the
+// reason, as a bad duration does; it is never read as false.
+func TestParseConfigRejectsANonBooleanCreateSchema(t *testing.T) {
+	t.Setenv("KEYSVC_CREATE_SCHEMA", "maybe")
+	var stderr bytes.Buffer
+	if _, code, ok := parseConfig(nil, io.Discard, &stderr); ok || code != 2 || !strings.Contains(stderr.String(), "KEYSVC_CREATE_SCHEMA") {
+		t.Errorf("KEYSVC_CREATE_SCHEMA=maybe: ok=%v code=%d %s", ok, code, stderr.String())
+	}
+}
+
+// The inbox needs PostgreSQL and a valid endpoints file; either problem
+// stops keysvc at start with the reason.
+func TestParseConfigInbox(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "endpoints.json")
+	os.WriteFile(file, []byte(`{"endpoints":[{"name":"stripe","provider":"stripe","target":"http://n8n:5678/webhook/x"}]}`), 0o600)
+	var stderr bytes.Buffer
+	if _, code, ok := parseConfig([]string{"--endpoints", file}, io.Discard, &stderr); ok || code != 2 || !strings.Contains(stderr.String(), "DATABASE_URL") {
+		t.Errorf("inbox without DATABASE_URL: ok=%v code=%d %s", ok, code, stderr.String())
+	}
+	t.Setenv("DATABASE_URL", "postgres://x@127.0.0.1/db")
+	stderr.Reset()
+	if _, code, ok := parseConfig([]string{"--endpoints", file}, io.Discard, &stderr); ok || code != 2 || !strings.Contains(stderr.String(), "KEYSVC_SECRET_STRIPE") {
+		t.Errorf("inbox without its signing secret: ok=%v code=%d %s", ok, code, stderr.String())
+	}
+	t.Setenv("KEYSVC_SECRET_STRIPE", "whsec_x")
+	stderr.Reset()
+	cfg, code, ok := parseConfig([]string{"--endpoints", file, "--inbox-schema", "payments", "--create-schema"}, io.Discard, &stderr)
+	if !ok || len(cfg.endpoints) != 1 || cfg.inbox.Schema != "payments" || !cfg.inbox.CreateSchema {
+		t.Errorf("a valid inbox: ok=%v code=%d %+v %s", ok, code, cfg.inbox, stderr.String())
+	}
+}
+
+// --help prints the usage once, on stdout, and exits 0; a bad flag prints
+// the reason on stderr and exits 2.
+func TestHelpGoesToStdout(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if _, code, ok := parseConfig([]string{"--help"}, &stdout, &stderr); ok || code != 0 {
+		t.Fatalf("--help: ok=%v code=%d", ok, code)
+	}
+	if strings.Count(stdout.String(), "Usage: keysvc") != 1 || stderr.Len() != 0 {
+		t.Errorf("--help printed %q on stdout and %q on stderr; want the usage once on stdout", stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	if _, code, _ := parseConfig([]string{"--bogus"}, &stdout, &stderr); code != 2 || stdout.Len() != 0 || !strings.Contains(stderr.String(), "bogus") {
+		t.Errorf("--bogus: code %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,39 +12,39 @@ import (
 	"time"
 )
 
-// SIGTERM lets a request already in flight finish, then keysvc exits 0.
-// The request's body is still arriving when the signal lands.
-func TestSIGTERMFinishesInFlightRequests(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "keysvc")
+// startKeysvcBinary builds keysvc and runs it on a free local address
+// until the test ends (DATABASE_URL unset), and returns the process, its
+// address and its log.
+func startKeysvcBinary(t *testing.T, args ...string) (*exec.Cmd, string, *syncBuffer) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "keysvc")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	var logs bytes.Buffer
-	cmd := exec.Command(bin, "--addr", addr, "--db-file", filepath.Join(dir, "keysvc.db"))
+	addr := freeAddr(t, "127.0.0.1")
+	logs := &syncBuffer{}
+	cmd := exec.Command(bin, append([]string{"--addr", addr}, args...)...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL=")
-	cmd.Stderr = &logs
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
 			resp.Body.Close()
-			break
+			return cmd, addr, logs
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("keysvc did not start:\n%s", logs.String())
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// SIGTERM lets a request already in flight finish, then keysvc exits 0.
+// The request's body is still arriving when the signal lands.
+func TestSIGTERMFinishesInFlightRequests(t *testing.T) {
+	cmd, addr, logs := startKeysvcBinary(t, "--db-file", filepath.Join(t.TempDir(), "keysvc.db"))
 
 	pr, pw := io.Pipe()
 	type result struct {

@@ -1,0 +1,139 @@
+package keysvc
+
+import (
+	"bytes"
+	"compress/gzip"
+	"compress/zlib"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/idemhook/idemhook/eventkey"
+)
+
+// readBody reads the request body: a 413 when it is over the limit, a 400
+// or 415 when it does not decode.
+func (s *Server) readBody(r *http.Request) ([]byte, error) {
+	body, _, err := s.readBodySummed(r)
+	return body, err
+}
+
+// readBodySummed reads the body into one buffer (sized from Content-Length
+// when it is given, so it is never copied to grow) and, when the first bytes
+// show it cannot be a JSON object (so it will be hashed), computes its
+// SHA-256 as it arrives instead of in a second pass.
+func (s *Server) readBodySummed(r *http.Request) ([]byte, eventkey.Summed, error) {
+	src, size, err := s.decodedBody(r)
+	if err != nil {
+		if errors.Is(err, errUnsupportedEncoding) {
+			return nil, eventkey.Summed{}, httpError(http.StatusUnsupportedMediaType, "unsupported_encoding", "%v", err)
+		}
+		return nil, eventkey.Summed{}, httpError(http.StatusBadRequest, "bad_encoding", "%v", err)
+	}
+	body := make([]byte, 0, size)
+	var h hash.Hash
+	hashed := 0
+	for {
+		if len(body) == cap(body) {
+			body = append(body, 0)[:len(body)]
+		}
+		var n int
+		n, err = src.Read(body[len(body):cap(body)])
+		body = body[:len(body)+n]
+		if h == nil && len(body) > 0 && cannotBeObject(body) {
+			h = sha256.New()
+		}
+		if h != nil {
+			h.Write(body[hashed:])
+			hashed = len(body)
+		}
+		if err != nil {
+			break
+		}
+	}
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge) || errors.Is(err, errDecodedTooLarge):
+		return nil, eventkey.Summed{}, httpError(http.StatusRequestEntityTooLarge, "body_too_large", "the body is larger than %d bytes", s.cfg.MaxBodyBytes)
+	case errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, zlib.ErrHeader) || errors.Is(err, zlib.ErrChecksum) || errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, eventkey.Summed{}, httpError(http.StatusBadRequest, "bad_encoding", "the body does not decode as its Content-Encoding says: %v", err)
+	case err != io.EOF:
+		return nil, eventkey.Summed{}, httpError(http.StatusBadRequest, "bad_body", "could not read the body: %v", err)
+	}
+	var sum eventkey.Summed
+	if h != nil {
+		h.Sum(sum.Sum[:0])
+		sum.OK = true
+	}
+	return body, sum, nil
+}
+
+var (
+	errUnsupportedEncoding = errors.New("unsupported Content-Encoding: send the body as is (identity), gzip or deflate")
+	errDecodedTooLarge     = errors.New("the decoded body is over the limit")
+)
+
+// decodedBody returns the body as the key spec reads it, after transport
+// decoding (gzip, deflate: as n8n decodes it before its nodes run), with a
+// size hint. The limit applies to the decoded bytes too, so a small
+// compressed body cannot unpack into gigabytes.
+func (s *Server) decodedBody(r *http.Request) (io.Reader, int, error) {
+	size := 512
+	if r.ContentLength > 0 && r.ContentLength <= s.cfg.MaxBodyBytes {
+		size = int(r.ContentLength) + 1 // +1: see the end of the body without another read
+	}
+	var dec io.Reader
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+		return r.Body, size, nil
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			return nil, 0, fmt.Errorf("the body is not gzip although Content-Encoding says so: %w", err)
+		}
+		dec = zr
+	case "deflate":
+		zr, err := zlib.NewReader(r.Body)
+		if err != nil {
+			return nil, 0, fmt.Errorf("the body is not deflate (zlib) although Content-Encoding says so: %w", err)
+		}
+		dec = zr
+	default:
+		return nil, 0, fmt.Errorf("%w (got %.40q)", errUnsupportedEncoding, enc)
+	}
+	return &limitedReader{r: dec, left: s.cfg.MaxBodyBytes}, 512, nil
+}
+
+// limitedReader fails with errDecodedTooLarge past its limit.
+type limitedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.left < 0 {
+		return 0, errDecodedTooLarge
+	}
+	if int64(len(p)) > l.left+1 {
+		p = p[:l.left+1]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	if l.left < 0 {
+		return n, errDecodedTooLarge
+	}
+	return n, err
+}
+
+// cannotBeObject reports whether the body's first byte that is not
+// whitespace (after an optional BOM) rules out a JSON object, so the key will
+// be the body's hash.
+func cannotBeObject(b []byte) bool {
+	b = bytes.TrimPrefix(b, []byte("\xEF\xBB\xBF"))
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return len(b) > 0 && b[0] != '{'
+}

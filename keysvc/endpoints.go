@@ -1,0 +1,180 @@
+package keysvc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/idemhook/idemhook/eventkey"
+	"github.com/idemhook/idemhook/signature"
+)
+
+// Endpoint is one provider-facing inbox route, POST /v1/inbox/{name}: its
+// deliveries are verified, saved and forwarded to Target.
+type Endpoint struct {
+	// Name is the route's last segment: 1-64 of [a-z0-9_-].
+	Name string `json:"name"`
+	// Provider verifies the signature of every delivery (stripe, github, …).
+	// Empty: no signature; the route then needs keysvc's bearer token.
+	Provider signature.Provider `json:"provider"`
+	// Account is the receipt's account when the event names none.
+	Account string `json:"account"`
+	// Target receives each saved event: POST with the original body.
+	Target string `json:"target"`
+	// Events is the allowlist: other types are saved as ignored and not
+	// forwarded. Empty forwards every type.
+	Events []string `json:"events"`
+	// TargetTokenEnv or TargetTokenFile hold a bearer token sent to the
+	// target (never in this file itself).
+	TargetTokenEnv  string `json:"target_token_env"`
+	TargetTokenFile string `json:"target_token_file"`
+	// SecretEnv or SecretFile hold this endpoint's signing secrets (one per
+	// line in the file, for rotations); default KEYSVC_SECRET_<PROVIDER>.
+	SecretEnv  string `json:"secret_env"`
+	SecretFile string `json:"secret_file"`
+	// MaxAttempts bounds the deliveries of one event; it is then failed,
+	// visible and replayable. Default 25.
+	MaxAttempts int `json:"max_attempts"`
+
+	allowed     map[string]bool
+	targetToken string
+	secrets     []string
+}
+
+// DefaultMaxDeliveries is an endpoint's default MaxAttempts.
+const DefaultMaxDeliveries = 25
+
+// EndpointsFile is the layout of --endpoints FILE.
+type EndpointsFile struct {
+	Endpoints []Endpoint `json:"endpoints"`
+}
+
+var endpointName = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+
+// LoadEndpoints reads and validates an endpoints file. Signing secrets
+// default to providerSecrets (KEYSVC_SECRET_<PROVIDER>). Every problem is
+// reported with the endpoint it concerns.
+func LoadEndpoints(path string, providerSecrets map[signature.Provider][]string) ([]Endpoint, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("endpoints file: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var f EndpointsFile
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("endpoints file %s: %w", path, err)
+	}
+	if len(f.Endpoints) == 0 {
+		return nil, fmt.Errorf("endpoints file %s: no endpoints", path)
+	}
+	seen := map[string]bool{}
+	for i := range f.Endpoints {
+		e := &f.Endpoints[i]
+		if err := e.resolve(providerSecrets); err != nil {
+			return nil, fmt.Errorf("endpoints file %s: endpoint %d (%q): %w", path, i+1, e.Name, err)
+		}
+		if seen[e.Name] {
+			return nil, fmt.Errorf("endpoints file %s: endpoint %q appears twice", path, e.Name)
+		}
+		seen[e.Name] = true
+	}
+	return f.Endpoints, nil
+}
+
+func (e *Endpoint) resolve(providerSecrets map[signature.Provider][]string) error {
+	if !endpointName.MatchString(e.Name) {
+		return errors.New("name must be 1-64 of a-z, 0-9, '_' and '-'")
+	}
+	if e.Provider != "" {
+		p, err := signature.ParseProvider(string(e.Provider))
+		if err != nil {
+			return err
+		}
+		e.Provider = p
+	}
+	if e.Account == "" {
+		e.Account = "default"
+	}
+	if !eventkey.ValidID(e.Account) {
+		return errors.New("account must be 1-255 bytes of UTF-8 with no control character")
+	}
+	u, err := url.Parse(e.Target)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "" {
+		return fmt.Errorf("target %q: use an http(s) URL without credentials (put a token in target_token_env or target_token_file)", e.Target)
+	}
+	e.allowed = map[string]bool{}
+	for _, t := range e.Events {
+		if t == "" || len(t) > 100 || strings.ContainsAny(t, ", \t\r\n") {
+			return fmt.Errorf("event type %q: give the provider's type names, such as payment_intent.succeeded", t)
+		}
+		e.allowed[t] = true
+	}
+	if e.MaxAttempts == 0 {
+		e.MaxAttempts = DefaultMaxDeliveries
+	}
+	if e.MaxAttempts < 1 || e.MaxAttempts > 1000 {
+		return errors.New("max_attempts must be between 1 and 1000")
+	}
+	if e.targetToken, err = secretValue(e.TargetTokenEnv, e.TargetTokenFile); err != nil {
+		return fmt.Errorf("target token: %w", err)
+	}
+	if e.SecretEnv != "" || e.SecretFile != "" {
+		v, err := secretValue(e.SecretEnv, e.SecretFile)
+		if err != nil {
+			return fmt.Errorf("signing secret: %w", err)
+		}
+		for _, line := range strings.Split(v, "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				e.secrets = append(e.secrets, line)
+			}
+		}
+	} else if e.Provider != "" {
+		e.secrets = providerSecrets[e.Provider]
+	}
+	if e.Provider != "" && len(e.secrets) == 0 {
+		return fmt.Errorf("no signing secret for %s: set secret_env or secret_file, or KEYSVC_SECRET_%s", e.Provider, strings.ToUpper(string(e.Provider)))
+	}
+	return nil
+}
+
+// secretValue reads a secret from the environment variable env or the file,
+// whichever is named ("" when neither is).
+func secretValue(env, file string) (string, error) {
+	switch {
+	case env != "" && file != "":
+		return "", errors.New("name an environment variable or a file, not both")
+	case env != "":
+		v, ok := os.LookupEnv(env)
+		if !ok || strings.TrimSpace(v) == "" {
+			return "", fmt.Errorf("environment variable %s is not set", env)
+		}
+		return strings.TrimSpace(v), nil
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", err
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return "", nil
+}
+
+// allows reports whether events of type t are forwarded.
+func (e *Endpoint) allows(t string) bool { return len(e.allowed) == 0 || e.allowed[t] }
+
+// receiptHeaders are the request headers kept with a receipt and forwarded
+// with it: the content type and what the provider's signature and id are
+// read from (generator.receiptHeaders keeps the same for the n8n receiver).
+func (e *Endpoint) receiptHeaders() []string {
+	headers := []string{"Content-Type"}
+	if e.Provider != "" {
+		headers = append(headers, e.Provider.Headers()...)
+	}
+	return append(headers, eventkey.Preset(e.Provider).Headers()...)
+}

@@ -1,0 +1,127 @@
+package keysvc
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/idemhook/idemhook/eventkey"
+	"github.com/idemhook/idemhook/signature"
+)
+
+// Headers and query parameters of POST /v1/reservations.
+const (
+	// KeyHeader carries a key the caller already has (for example a
+	// provider's delivery id); the query parameter "key" does the same.
+	KeyHeader = "Idempotency-Key"
+	// storeRetryAfter is the Retry-After of a 503: the provider retries.
+	storeRetryAfter = "5"
+)
+
+// SourceExplicit marks a key the caller supplied instead of a body.
+const SourceExplicit = "explicit"
+
+type keyResponse struct {
+	Key    string `json:"key"`
+	Source string `json:"source"`
+}
+
+// deriveKey is POST /v1/keys: the key of a body, reserving nothing.
+func (s *Server) deriveKey(w http.ResponseWriter, r *http.Request) error {
+	key, source, err := s.requestKey(r, false)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, keyResponse{Key: key, Source: source})
+	return nil
+}
+
+// requestKey returns the key of a request. With ?provider= it first
+// verifies the provider's signature over the raw body (401 and nothing more
+// when it fails). Then it takes the caller's own key (header or query,
+// validated like an event id) when allowed and given, else derives one from
+// the body with ?preset= and ?scope= (the provider's preset by default).
+func (s *Server) requestKey(r *http.Request, allowExplicit bool) (key, source string, err error) {
+	q := r.URL.Query()
+	provider, err := providerParam(r)
+	if err != nil {
+		return "", "", err
+	}
+	preset := eventkey.Preset(provider)
+	if q.Has("preset") {
+		if preset, err = eventkey.ParsePreset(q.Get("preset")); err != nil {
+			return "", "", httpError(http.StatusBadRequest, "invalid_preset", "%v", err)
+		}
+	}
+	scope := q.Get("scope")
+	if err := preset.CheckScope(scope); err != nil {
+		return "", "", httpError(http.StatusBadRequest, "invalid_scope", "%v", err)
+	}
+	body, sum, err := s.readBodySummed(r)
+	if err != nil {
+		return "", "", err
+	}
+	if provider != "" {
+		if err := s.verify(r, provider, body); err != nil {
+			return "", "", err
+		}
+	}
+	if allowExplicit {
+		fromHeader, fromQuery := r.Header.Get(KeyHeader), q.Get("key")
+		explicit := fromHeader
+		switch {
+		case fromHeader != "" && fromQuery != "" && fromHeader != fromQuery:
+			return "", "", httpError(http.StatusBadRequest, "conflicting_key", "the %s header and the key parameter differ", KeyHeader)
+		case fromHeader == "":
+			explicit = fromQuery
+		}
+		if explicit != "" || q.Has("key") {
+			if !eventkey.ValidID(explicit) {
+				return "", "", httpError(http.StatusBadRequest, "invalid_key", "a caller's key must be 1-%d bytes of UTF-8 with no control character", eventkey.MaxIDBytes)
+			}
+			return explicit, SourceExplicit, tenantMayUse(r, explicit)
+		}
+	}
+	// The preset and scope passed CheckScope: an empty body is the only
+	// error left.
+	k, err := eventkey.DeriveForSummed(preset, r.Header, body, sum, scope)
+	if err != nil {
+		msg := err.Error()
+		if allowExplicit {
+			msg += " (or pass your own key in the " + KeyHeader + " header)"
+		}
+		return "", "", &statusError{Status: http.StatusBadRequest, Code: "empty_body", Msg: msg}
+	}
+	return k.Value, string(k.Source), tenantMayUse(r, k.Value)
+}
+
+// tenantMayUse is a 403 when a tenant's token asks for a key outside its
+// prefix (the key is the caller's own, or derived from what it sent, so
+// nothing of another tenant is told).
+func tenantMayUse(r *http.Request, key string) error {
+	if ownsKey(r, key) {
+		return nil
+	}
+	return httpError(http.StatusForbidden, "key_outside_tenant", "this token may only use keys that start with %s", strconv.Quote(tokenOf(r).Prefix))
+}
+
+// providerParam parses ?provider=; "" when absent.
+func providerParam(r *http.Request) (signature.Provider, error) {
+	q := r.URL.Query()
+	if !q.Has("provider") {
+		return "", nil
+	}
+	p, err := signature.ParseProvider(q.Get("provider"))
+	if err != nil {
+		return "", httpError(http.StatusBadRequest, "unknown_provider", "%v", err)
+	}
+	return p, nil
+}
+
+// pathKey returns the {key} path segment, percent-decoded and validated.
+func pathKey(r *http.Request) (string, error) {
+	key := r.PathValue("key")
+	if !eventkey.ValidKey(key) {
+		return "", httpError(http.StatusBadRequest, "invalid_key", "the key must be 1-%d bytes of UTF-8 with no control character, percent-encoded in the path", eventkey.MaxKeyBytes)
+	}
+	return key, nil
+}

@@ -1,0 +1,228 @@
+package pgsql
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"text/template"
+	"time"
+)
+
+// Inbox names the tables and functions of the inbox pattern, all in one
+// PostgreSQL schema: inbox_events (receipts), effects (effect keys),
+// outbox_tasks (external calls) and the example domain table.
+//
+// Every transition is one statement. Receipts are unique on (account,
+// event_id), effects on effect_key, outbox tasks on operation_key: the
+// database, not the caller's timing, decides who wins a race. Rows in
+// progress carry a claim (state, attempts, claimed_until); attempts is the
+// fencing token a late worker presents and fails to match.
+type Inbox struct {
+	// Schema is "" for the search_path default, else a validated name.
+	Schema string
+	// Orders is the example domain table, "orders" by default.
+	OrdersName string
+}
+
+func (in Inbox) table(name string) Table { return Table{Schema: in.Schema, Name: name} }
+
+// Inbox, Effects, Orders and Outbox are the pattern's tables.
+func (in Inbox) Inbox() Table   { return in.table("inbox_events") }
+func (in Inbox) Effects() Table { return in.table("effects") }
+func (in Inbox) Outbox() Table  { return in.table("outbox_tasks") }
+func (in Inbox) Orders() Table {
+	if in.OrdersName == "" {
+		return in.table("orders")
+	}
+	return in.table(in.OrdersName)
+}
+
+// Deliveries records keysvc's delivery attempts (keysvc's schema only).
+func (in Inbox) Deliveries() Table { return in.table("inbox_deliveries") }
+
+// ApplyEvent and OutboxResult are the pattern's two functions (see
+// inbox.sql for what they decide).
+func (in Inbox) ApplyEvent() Table   { return in.table("idemhook_apply_event") }
+func (in Inbox) OutboxResult() Table { return in.table("idemhook_outbox_result") }
+
+//go:embed inbox.sql
+var inboxSQL string
+
+var inboxTemplate = template.Must(template.New("inbox.sql").Parse(inboxSQL))
+
+// DDL creates the inbox pattern's tables and (re)creates its two
+// functions. Running it again changes nothing else.
+func (in Inbox) DDL() string { return in.render("inbox.sql") }
+
+// ReceiptsDDL creates what keysvc's inbox needs: inbox_events, with the same
+// layout as the pattern's (so a receipt by keysvc and one by the n8n receiver
+// are duplicates of each other), and keysvc's inbox_deliveries.
+func (in Inbox) ReceiptsDDL() string { return in.render("receipts") + in.render("deliveries") }
+
+func (in Inbox) render(name string) string {
+	var b bytes.Buffer
+	data := map[string]any{
+		"Schema": in.Schema, "Inbox": in.Inbox(), "Effects": in.Effects(), "Orders": in.Orders(),
+		"Outbox": in.Outbox(), "ApplyEvent": in.ApplyEvent(), "OutboxResult": in.OutboxResult(), "Deliveries": in.Deliveries(),
+	}
+	if err := inboxTemplate.ExecuteTemplate(&b, name, data); err != nil {
+		panic(err) // the template is fixed at compile time; a failure is a bug
+	}
+	return b.String()
+}
+
+// Inbox states. A receipt starts StateReceived; StateProcessing is claimed by
+// a worker; the others are final except StateDeferred (retried when due).
+const (
+	StateReceived   = "received"
+	StateProcessing = "processing"
+	StateProcessed  = "processed"
+	StateIgnored    = "ignored"
+	StateRejected   = "rejected"
+	StateDeferred   = "deferred"
+	StateFailed     = "failed"
+	// StateForwarded: keysvc delivered the event to its target, which
+	// acknowledged it with a 2xx without recording an outcome of its own.
+	StateForwarded = "forwarded"
+)
+
+// Receive saves one event: $1 account, $2 event_id (the receipt key), $3
+// event_type, $4 the raw body in base64, $5 the headers as a JSON object.
+// It returns id, state and new (true for the one delivery that inserted the
+// row). A duplicate returns the stored row and changes nothing: its state is
+// never reset. When the conflicting row was inserted by a transaction that
+// committed after this statement's snapshot, no row comes back; the caller
+// treats that as a duplicate, which it is.
+func (in Inbox) Receive() string {
+	return fmt.Sprintf(`WITH new AS (
+  INSERT INTO %[1]s (account, event_id, event_type, body, headers)
+  VALUES ($1, $2, $3, decode($4, 'base64'), $5::jsonb)
+  ON CONFLICT (account, event_id) DO NOTHING
+  RETURNING id, state
+)
+SELECT id, state, true AS new FROM new
+UNION ALL
+SELECT id, state, false AS new FROM %[1]s
+WHERE account = $1 AND event_id = $2 AND NOT EXISTS (SELECT 1 FROM new)`, in.Inbox())
+}
+
+// ClaimEvent claims inbox row $1 for one worker: a received row, a deferred
+// row that is due, or a processing row whose claim expired (its worker died).
+// The claim sets processing, attempts + 1 and claimed_until = now + lease, and
+// returns id, state, attempts. Concurrent claimers serialise on the row lock;
+// the later one re-reads the claimed row, no longer matches, and gets no row.
+// A row whose claims expired maxAttempts times (a poison event that kills its
+// worker) becomes failed instead.
+func (in Inbox) ClaimEvent(lease time.Duration, maxAttempts int) string {
+	return fmt.Sprintf(`UPDATE %[1]s SET
+  state = CASE WHEN state = 'processing' AND attempts >= %[3]d THEN 'failed' ELSE 'processing' END,
+  outcome = CASE WHEN state = 'processing' AND attempts >= %[3]d THEN 'too_many_attempts' ELSE outcome END,
+  last_error = CASE WHEN state = 'processing' AND attempts >= %[3]d
+    THEN 'gave up after ' || attempts || ' attempts that did not finish; last error: ' || coalesce(last_error, 'none')
+    ELSE last_error END,
+  finished_at = CASE WHEN state = 'processing' AND attempts >= %[3]d THEN now() END,
+  attempts = CASE WHEN state = 'processing' AND attempts >= %[3]d THEN attempts ELSE attempts + 1 END,
+  claimed_until = now() + interval '%[2]d seconds',
+  updated_at = now()
+WHERE id = $1::bigint AND (state = 'received'
+  OR (state = 'deferred' AND next_attempt_at <= now())
+  OR (state = 'processing' AND claimed_until < now()))
+RETURNING id, state, attempts`, in.Inbox(), int64(lease/time.Second), maxAttempts)
+}
+
+// ApplyEventCall runs the decision for claimed row $1 at attempt $2 with the
+// allowlist $3 (comma-separated event types) and the defer limit.
+func (in Inbox) ApplyEventCall(deferLimit time.Duration) string {
+	return fmt.Sprintf(`SELECT * FROM %s($1::bigint, $2::integer, string_to_array($3, ','), interval '%d seconds')`,
+		in.ApplyEvent(), int64(deferLimit/time.Second))
+}
+
+// RecordEventError keeps the error of a failed decision on row $1 (attempt
+// $2), message $3, and lets the claim expire within a minute, so the
+// recoverer retries it; only the attempt that holds the claim may write.
+func (in Inbox) RecordEventError() string {
+	return fmt.Sprintf(`UPDATE %s SET last_error = left($3, 2000),
+  claimed_until = least(claimed_until, now() + interval '1 minute'), updated_at = now()
+WHERE id = $1::bigint AND attempts = $2::integer AND state = 'processing'
+RETURNING id, state, attempts`, in.Inbox())
+}
+
+// DueEvents lists up to limit rows that need a worker: received longer ago
+// than grace (the hand-off was lost), processing past their claim (the worker
+// died) and deferred rows that are due. Offering a row twice is harmless:
+// ClaimEvent lets one worker in.
+func (in Inbox) DueEvents(grace time.Duration, limit int) string {
+	return fmt.Sprintf(`SELECT id FROM %s
+WHERE (state = 'received' AND received_at < now() - interval '%d seconds')
+   OR (state = 'processing' AND claimed_until < now())
+   OR (state = 'deferred' AND next_attempt_at <= now())
+ORDER BY id
+LIMIT %d`, in.Inbox(), int64(grace/time.Second), limit)
+}
+
+// StuckWork counts what needs a human or is still in flight: inbox rows by
+// state, and outbox tasks failed or ambiguous for longer than an hour.
+func (in Inbox) StuckWork() string {
+	return fmt.Sprintf(`SELECT
+  (SELECT count(*) FROM %[1]s WHERE state IN ('received', 'processing', 'deferred')) AS inbox_unfinished,
+  (SELECT count(*) FROM %[1]s WHERE state = 'failed') AS inbox_failed,
+  (SELECT count(*) FROM %[1]s WHERE state = 'rejected') AS inbox_rejected,
+  (SELECT count(*) FROM %[2]s WHERE state = 'failed') AS outbox_failed,
+  (SELECT count(*) FROM %[2]s WHERE state = 'ambiguous' AND updated_at < now() - interval '1 hour') AS outbox_long_ambiguous`,
+		in.Inbox(), in.Outbox())
+}
+
+// ClaimTasks claims up to limit due outbox tasks for one dispatcher run:
+// pending tasks to send, and ambiguous tasks or sending tasks whose claim
+// expired (their dispatcher died mid-call) to reconcile first (mode
+// 'lookup'). FOR UPDATE SKIP LOCKED gives concurrent dispatchers disjoint
+// sets; the claim (sending, attempts + 1, claimed_until) keeps the rows from
+// the next run until it expires.
+func (in Inbox) ClaimTasks(lease time.Duration, limit int) string {
+	return fmt.Sprintf(`UPDATE %[1]s t SET state = 'sending', attempts = t.attempts + 1,
+  claimed_until = now() + interval '%[2]d seconds', updated_at = now()
+FROM (
+  SELECT id, state AS was FROM %[1]s
+  WHERE (state IN ('pending', 'ambiguous') AND next_attempt_at <= now())
+     OR (state = 'sending' AND claimed_until < now())
+  ORDER BY next_attempt_at, id
+  LIMIT %[3]d
+  FOR UPDATE SKIP LOCKED
+) due
+WHERE t.id = due.id
+RETURNING t.id, t.operation_key, t.kind, t.payload, t.attempts,
+  CASE WHEN due.was = 'pending' THEN 'send' ELSE 'lookup' END AS mode`, in.Outbox(), int64(lease/time.Second), limit)
+}
+
+// OutboxResultCall records an outbox answer: $1 task id, $2 attempt, $3 phase
+// ('send' or 'lookup'), $4 HTTP status (NULL when no answer came), $5 the
+// transport error code, $6 the answer's body.
+func (in Inbox) OutboxResultCall(maxAttempts int, backoff time.Duration) string {
+	return fmt.Sprintf(`SELECT * FROM %s($1::bigint, $2::integer, $3, nullif($4::text, '')::integer, $5, $6, %d, interval '%d milliseconds')`,
+		in.OutboxResult(), maxAttempts, backoff.Milliseconds())
+}
+
+// RetryTask puts failed outbox task $1 (an operation_key) back to pending on
+// purpose, with a fresh attempt budget; it returns the task, or no row when
+// the task is not failed. The key stays the same, so an API that performed
+// the call already answers with the first result.
+func (in Inbox) RetryTask() string {
+	return fmt.Sprintf(`UPDATE %s SET state = 'pending', attempts = 0, next_attempt_at = now(), updated_at = now()
+WHERE operation_key = $1 AND state = 'failed'
+RETURNING id, operation_key, state`, in.Outbox())
+}
+
+// CleanupInbox deletes finished inbox rows and sent tasks older than
+// retention. Failed, deferred, ambiguous and unfinished work is never deleted:
+// it waits for a human.
+func (in Inbox) Cleanup(retention time.Duration) string {
+	return fmt.Sprintf(`WITH tasks AS (
+  DELETE FROM %[2]s WHERE state = 'sent' AND sent_at < now() - interval '%[3]s' RETURNING 1
+), events AS (
+  DELETE FROM %[1]s WHERE state IN ('processed', 'ignored', 'rejected', 'forwarded') AND finished_at < now() - interval '%[3]s'
+    AND NOT EXISTS (SELECT 1 FROM %[2]s o WHERE o.inbox_id = %[1]s.id AND o.state <> 'sent')
+  RETURNING 1
+)
+SELECT (SELECT count(*) FROM events) AS events_deleted, (SELECT count(*) FROM tasks) AS tasks_deleted`,
+		in.Inbox(), in.Outbox(), intervalText(retention))
+}
