@@ -45,7 +45,7 @@ func addKeysvcFlow(g *graph, r resolved) {
 	if len(query) > 0 {
 		reserveURL += "?" + query.Encode()
 	}
-	reserve := httpNode(r, NodeKeysvcReserve, [2]int{220, 300}, "POST", reserveURL)
+	reserve := httpNode(NodeKeysvcReserve, [2]int{220, 300}, "POST", reserveURL, r.KeysvcCredential)
 	if headers := forwardedHeaders(r); len(headers) > 0 {
 		var params []map[string]string
 		for _, h := range headers {
@@ -88,7 +88,7 @@ func addKeysvcFlow(g *graph, r resolved) {
 
 	keyPath := "={{ '" + r.KeysvcURL + "/v1/reservations/' + encodeURIComponent(" + keysvcKeyExpr + ")"
 	if r.Guard == GuardLease {
-		g.add(httpNode(r, NodeMarkDone, [2]int{1540, 100}, "POST", keyPath+" + '/done' }}"))
+		g.add(httpNode(NodeMarkDone, [2]int{1540, 100}, "POST", keyPath+" + '/done' }}", r.KeysvcCredential))
 		g.connect(business, 0, NodeMarkDone)
 		g.add(respondNode(NodeRespond200, [2]int{1760, 100}, 200, respond("processed", "")))
 		g.connect(NodeMarkDone, 0, NodeRespond200)
@@ -96,7 +96,7 @@ func addKeysvcFlow(g *graph, r resolved) {
 		g.add(respondNode(NodeRespond200, [2]int{1760, 100}, 200, respond("processed", "")))
 		g.connect(business, 0, NodeRespond200)
 	}
-	g.add(httpNode(r, NodeRelease, [2]int{1540, 300}, "DELETE", keyPath+" }}"))
+	g.add(httpNode(NodeRelease, [2]int{1540, 300}, "DELETE", keyPath+" }}", r.KeysvcCredential))
 	g.connect(business, 1, NodeRelease)
 	g.add(respondNode(NodeRespond500, [2]int{1760, 300}, 500, respond("failed", ", released: true")))
 	g.connect(NodeRelease, 0, NodeRespond500)
@@ -122,9 +122,11 @@ func forwardedHeaders(r resolved) []string {
 	return out
 }
 
-// httpNode calls keysvc. The full response (status, headers, body) comes
-// back without raising on non-2xx, so the workflow branches on the status.
-func httpNode(r resolved, name string, pos [2]int, method, url string) node {
+// httpNode calls an HTTP API. The full response (status, headers, body)
+// comes back without raising on non-2xx, so the workflow branches on the
+// status. With bearerCredential set, it authenticates with the n8n "Bearer
+// Auth" credential of that name; the token never enters the workflow.
+func httpNode(name string, pos [2]int, method, url, bearerCredential string) node {
 	n := node{Name: name, Type: typeHTTP, Position: pos, Parameters: map[string]any{
 		"method": method,
 		"url":    url,
@@ -135,10 +137,10 @@ func httpNode(r resolved, name string, pos [2]int, method, url string) node {
 			}},
 		},
 	}}
-	if r.KeysvcCredential != "" {
+	if bearerCredential != "" {
 		n.Parameters["authentication"] = "genericCredentialType"
 		n.Parameters["genericAuthType"] = "httpBearerAuth"
-		n.Credentials = map[string]credentialRef{"httpBearerAuth": {Name: r.KeysvcCredential}}
+		n.Credentials = map[string]credentialRef{"httpBearerAuth": {Name: bearerCredential}}
 	}
 	return n
 }

@@ -22,6 +22,8 @@ const (
 	typeSchedule = "n8n-nodes-base.scheduleTrigger"
 	typeExecTrig = "n8n-nodes-base.executeWorkflowTrigger"
 	typeHTTP     = "n8n-nodes-base.httpRequest"
+
+	typeExecWorkflow = "n8n-nodes-base.executeWorkflow"
 )
 
 // TypeVersions maps every node type the generator emits to its typeVersion.
@@ -36,6 +38,8 @@ var TypeVersions = map[string]float64{
 	typeSchedule: 1.4,
 	typeExecTrig: 1.2,
 	typeHTTP:     4.5,
+
+	typeExecWorkflow: 1.4,
 }
 
 type credentialRef struct {
@@ -56,6 +60,12 @@ type node struct {
 	Credentials map[string]credentialRef `json:"credentials,omitempty"`
 	// OnError "continueErrorOutput" gives the node a second, error output.
 	OnError string `json:"onError,omitempty"`
+	// ExecuteOnce runs the node for the first input item only.
+	ExecuteOnce bool `json:"executeOnce,omitempty"`
+	// AlwaysOutputData makes the node output an empty item when it has no
+	// result (the Postgres node outputs nothing for a SELECT of no rows), so
+	// the branch after it still runs.
+	AlwaysOutputData bool `json:"alwaysOutputData,omitempty"`
 }
 
 type link struct {
@@ -170,6 +180,8 @@ var (
 	opStringExist    = map[string]any{"type": "string", "operation": "exists", "singleValue": true}
 	opStringNotEmpty = map[string]any{"type": "string", "operation": "notEmpty", "singleValue": true}
 	opStringEq       = map[string]any{"type": "string", "operation": "equals"}
+	opBooleanTrue    = map[string]any{"type": "boolean", "operation": "true", "singleValue": true}
+	opNumberGt       = map[string]any{"type": "number", "operation": "gt"}
 )
 
 // respondNode answers the webhook with status (a number or an expression)

@@ -49,6 +49,26 @@ const (
 	// GuardLease records a state and a lease expiry: a retry during a running
 	// attempt gets 409, a retry after the lease expired takes over.
 	GuardLease Guard = "lease"
+	// GuardTransactional reserves the key and runs the business write in one
+	// SQL statement (pgsql.ReserveAndWrite): for business steps that are SQL
+	// on the same database. Atomic, so no release branch and nothing lost on
+	// a crash, and the fewest nodes.
+	GuardTransactional Guard = "transactional"
+)
+
+// Pattern chooses what the generated files do with a delivery.
+type Pattern string
+
+const (
+	// PatternReserve reserves the delivery's key and runs the business step
+	// in the webhook's own execution (workflow.json).
+	PatternReserve Pattern = "reserve"
+	// PatternInbox saves the delivery in an inbox and answers 200 once it is
+	// committed; a worker then decides the business effect in one
+	// transaction, an outbox delivers external calls, and a recoverer
+	// re-offers unfinished work (receiver-, worker-, recoverer- and
+	// outbox-workflow.json).
+	PatternInbox Pattern = "inbox"
 )
 
 // Defaults of Options.
@@ -65,7 +85,26 @@ const (
 	// secret is the provider's signing secret (--verify).
 	DefaultVerifyCredential = "Webhook signing secret (idemhook)"
 	DefaultTolerance        = 5 * time.Minute
+
+	// Inbox pattern.
+	DefaultInboxWebhookPath  = "webhook-inbox"
+	DefaultInboxWorkflowName = "Webhook Inbox (idemhook)"
+	DefaultAccount           = "default"
+	DefaultDeferLimit        = 24 * time.Hour
+	DefaultClaimLease        = 2 * time.Minute
+	DefaultMaxAttempts       = 5
+	DefaultSweepEvery        = time.Minute
+	DefaultOutboxURL         = "http://127.0.0.1:8088/v1/operations"
+	DefaultOutboxMaxAttempts = 10
+	DefaultOutboxBackoff     = 10 * time.Second
+	DefaultOutboxTimeout     = 10 * time.Second
+	DefaultOutboxBatch       = 20
+	DefaultRecoverBatch      = 100
 )
+
+// DefaultEvents is the inbox pattern's default allowlist: the event types
+// the example domain has a rule for.
+var DefaultEvents = []string{"payment_intent.succeeded", "checkout.session.completed", "charge.refunded"}
 
 // Options configure a generated workflow. The zero value of every field
 // means its default.
@@ -110,7 +149,59 @@ type Options struct {
 	// key.
 	Preset string
 	Scope  string
+
+	// Pattern is PatternReserve (default) or PatternInbox. The options
+	// below apply to the inbox pattern only; its Verify defaults to stripe
+	// ("none" turns the check off).
+	Pattern Pattern
+	// Account is the receipt's account when the event names none (Stripe
+	// Connect events carry "account").
+	Account string
+	// Events is the allowlist of event types the worker acts on; any other
+	// type is stored as ignored.
+	Events []string
+	// DeferLimit is how long an event whose transition is not allowed yet
+	// (a refund before its payment) is retried before it becomes failed.
+	DeferLimit time.Duration
+	// ClaimLease is how long a worker holds an inbox row; the recoverer
+	// re-offers rows left unfinished for longer.
+	ClaimLease time.Duration
+	// MaxAttempts bounds the claims of an event whose worker never
+	// finishes (it is then failed).
+	MaxAttempts int
+	// DBSchema is the PostgreSQL schema of the pattern's tables and
+	// functions; empty: the search_path default (public).
+	DBSchema string
+	// SweepEvery is the schedule of the recoverer and of the outbox
+	// dispatcher: whole minutes, at most 24h.
+	SweepEvery time.Duration
+	// OutboxURL receives the outbox's calls: POST {url} with the task's
+	// payload and Idempotency-Key, GET {url}/{operation_key} to reconcile.
+	OutboxURL string
+	// OutboxCredential, when set, names an n8n "Bearer Auth" credential
+	// for the outbox API.
+	OutboxCredential  string
+	OutboxMaxAttempts int
+	// OutboxBackoff is the first retry delay, doubled per attempt (with
+	// jitter) up to an hour.
+	OutboxBackoff time.Duration
+	OutboxTimeout time.Duration
+	// OutboxBatch is how many tasks one dispatcher run claims.
+	OutboxBatch int
+	// Receiver is who saves the receipt: ReceiverN8N (the receiver
+	// workflow) or ReceiverKeysvc (keysvc's durable inbox, which forwards
+	// each saved event to the target workflow).
+	Receiver Receiver
 }
+
+// Receiver chooses who receives the provider's deliveries in the inbox
+// pattern.
+type Receiver string
+
+const (
+	ReceiverN8N    Receiver = "n8n"
+	ReceiverKeysvc Receiver = "keysvc"
+)
 
 // OptionError reports an invalid option. Every error of Validate is one.
 type OptionError struct {
@@ -133,8 +224,45 @@ func (o Options) withDefaults() Options {
 			*s = v
 		}
 	}
+	if o.Pattern == "" {
+		o.Pattern = PatternReserve
+	}
+	if o.Receiver == "" {
+		o.Receiver = ReceiverN8N
+	}
+	if o.Pattern == PatternInbox {
+		def(&o.WebhookPath, DefaultInboxWebhookPath)
+		def(&o.WorkflowName, DefaultInboxWorkflowName)
+		def(&o.Verify, string(signature.ProviderStripe))
+	}
+	if o.Verify == "none" {
+		o.Verify = ""
+	}
 	def(&o.WebhookPath, DefaultWebhookPath)
 	def(&o.WorkflowName, DefaultWorkflowName)
+	def(&o.Account, DefaultAccount)
+	if len(o.Events) == 0 {
+		o.Events = DefaultEvents
+	}
+	setDuration := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	setDuration(&o.DeferLimit, DefaultDeferLimit)
+	setDuration(&o.ClaimLease, DefaultClaimLease)
+	setDuration(&o.SweepEvery, DefaultSweepEvery)
+	setDuration(&o.OutboxBackoff, DefaultOutboxBackoff)
+	setDuration(&o.OutboxTimeout, DefaultOutboxTimeout)
+	setInt := func(n *int, v int) {
+		if *n == 0 {
+			*n = v
+		}
+	}
+	setInt(&o.MaxAttempts, DefaultMaxAttempts)
+	setInt(&o.OutboxMaxAttempts, DefaultOutboxMaxAttempts)
+	setInt(&o.OutboxBatch, DefaultOutboxBatch)
+	def(&o.OutboxURL, DefaultOutboxURL)
 	def(&o.EventsTable, DefaultEventsTable)
 	def(&o.BusinessTable, DefaultBusinessTable)
 	def(&o.CredentialName, DefaultCredentialName)
@@ -169,6 +297,7 @@ func (o Options) Validate() error {
 type resolved struct {
 	Options
 	events, business pgsql.Table
+	inbox            pgsql.Inbox
 }
 
 func (o Options) resolve() (resolved, error) {
@@ -217,7 +346,7 @@ func (o Options) resolve() (resolved, error) {
 	if o.Verify != "" {
 		p, err := signature.ParseProvider(o.Verify)
 		if err != nil {
-			return bad("verify provider", o.Verify, "use stripe, standardwebhooks, github, shopify or slack")
+			return bad("verify provider", o.Verify, "use "+signature.Names())
 		}
 		if p == signature.ProviderStandardWebhooks && o.Hashing != HashingKeysvc {
 			return bad("verify provider", o.Verify, "Standard Webhooks signs with a binary key that n8n's Crypto credential cannot hold: use --hashing keysvc")
@@ -231,7 +360,7 @@ func (o Options) resolve() (resolved, error) {
 	}
 	preset, err := eventkey.ParsePreset(o.Preset)
 	if err != nil {
-		return bad("preset", o.Preset, "use stripe, standardwebhooks, github, shopify or slack")
+		return bad("preset", o.Preset, "use "+signature.Names())
 	}
 	if err := preset.CheckScope(o.Scope); err != nil {
 		return bad("scope", o.Scope, err.Error())
@@ -241,13 +370,117 @@ func (o Options) resolve() (resolved, error) {
 	}
 	switch o.Guard {
 	case GuardReserve, GuardLease:
+	case GuardTransactional:
+		if o.Hashing == HashingKeysvc {
+			return bad("guard mode", string(o.Guard), "keysvc reserves in its own statement: the transactional guard needs the reservation and the business write in one, with --hashing code-node or crypto-node")
+		}
 	default:
-		return bad("guard mode", string(o.Guard), "use reserve or lease")
+		return bad("guard mode", string(o.Guard), "use reserve, lease or transactional")
 	}
 	if o.Lease < 5*time.Second || o.Lease > 24*time.Hour || o.Lease%time.Second != 0 {
 		return bad("lease", o.Lease.String(), "must be between 5s and 24h, in whole seconds")
 	}
+	switch o.Pattern {
+	case PatternReserve:
+		return r, nil
+	case PatternInbox:
+		return resolveInbox(r)
+	default:
+		return bad("pattern", string(o.Pattern), "use reserve or inbox")
+	}
+}
+
+// eventTypePattern matches provider event types such as
+// "payment_intent.succeeded"; no comma, which separates the allowlist.
+var eventTypePattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,100}$`)
+
+func resolveInbox(r resolved) (resolved, error) {
+	o := r.Options
+	bad := func(option, value, reason string) (resolved, error) {
+		return resolved{}, &OptionError{Option: option, Value: value, Reason: reason}
+	}
+	if o.Hashing != HashingCodeNode {
+		return bad("hashing mode", string(o.Hashing), "the inbox pattern builds its receipt in the Code node: use code-node, or --receiver keysvc")
+	}
+	switch o.Receiver {
+	case ReceiverN8N, ReceiverKeysvc:
+	default:
+		return bad("receiver", string(o.Receiver), "use n8n or keysvc")
+	}
+	if o.Guard != GuardReserve {
+		return bad("guard mode", string(o.Guard), "the guard applies to the reserve pattern; the inbox pattern claims its rows itself")
+	}
+	if !eventkey.ValidID(o.Account) {
+		return bad("account", o.Account, "must be 1-255 bytes of UTF-8 with no control character")
+	}
+	seen := map[string]bool{}
+	for _, e := range o.Events {
+		if !eventTypePattern.MatchString(e) || seen[e] {
+			return bad("events", strings.Join(o.Events, ","), fmt.Sprintf("%q: give distinct event types of letters, digits, '.', '_', ':' and '-'", e))
+		}
+		seen[e] = true
+	}
+	if o.DBSchema != "" {
+		t, err := pgsql.ParseTable(o.DBSchema)
+		if err != nil || t.Schema != "" {
+			return bad("database schema", o.DBSchema, "a lower-case identifier that is not a reserved word")
+		}
+	}
+	r.inbox = pgsql.Inbox{Schema: o.DBSchema}
+	durations := []struct {
+		name     string
+		d        *time.Duration
+		min, max time.Duration
+		unit     time.Duration
+	}{
+		{"defer limit", &r.DeferLimit, time.Minute, 30 * 24 * time.Hour, time.Second},
+		{"claim lease", &r.ClaimLease, 5 * time.Second, time.Hour, time.Second},
+		{"sweep interval", &r.SweepEvery, time.Minute, 24 * time.Hour, time.Minute},
+		{"outbox backoff", &r.OutboxBackoff, 100 * time.Millisecond, time.Hour, time.Millisecond},
+		{"outbox timeout", &r.OutboxTimeout, time.Second, 5 * time.Minute, time.Second},
+	}
+	for _, d := range durations {
+		if *d.d < d.min || *d.d > d.max || *d.d%d.unit != 0 {
+			return bad(d.name, d.d.String(), fmt.Sprintf("must be between %s and %s, in whole %s", d.min, d.max, unitName(d.unit)))
+		}
+	}
+	ints := []struct {
+		name     string
+		n        int
+		min, max int
+	}{
+		{"max attempts", o.MaxAttempts, 1, 100},
+		{"outbox max attempts", o.OutboxMaxAttempts, 1, 100},
+		{"outbox batch", o.OutboxBatch, 1, 500},
+	}
+	for _, n := range ints {
+		if n.n < n.min || n.n > n.max {
+			return bad(n.name, fmt.Sprint(n.n), fmt.Sprintf("must be between %d and %d", n.min, n.max))
+		}
+	}
+	// n8n's schedule takes 1-59 minutes, 1-23 hours or whole days.
+	if (r.SweepEvery >= time.Hour && r.SweepEvery%time.Hour != 0) || (r.SweepEvery > time.Hour && r.SweepEvery < 24*time.Hour && r.SweepEvery%time.Hour != 0) {
+		return bad("sweep interval", r.SweepEvery.String(), "use whole minutes below an hour, whole hours below a day, or 24h")
+	}
+	u, err := url.Parse(o.OutboxURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return bad("outbox URL", o.OutboxURL, "use http(s)://host[:port][/path] with no credentials, query or fragment")
+	}
+	r.OutboxURL = strings.TrimSuffix(o.OutboxURL, "/")
+	if len(o.OutboxCredential) > 128 || strings.ContainsAny(o.OutboxCredential, "\x00\r\n") {
+		return bad("outbox credential", o.OutboxCredential, "must be at most 128 characters on one line")
+	}
 	return r, nil
+}
+
+func unitName(d time.Duration) string {
+	switch d {
+	case time.Minute:
+		return "minutes"
+	case time.Millisecond:
+		return "milliseconds"
+	}
+	return "seconds"
 }
 
 func identReason(err error) string {

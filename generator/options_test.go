@@ -40,6 +40,26 @@ func TestOptionsValidate(t *testing.T) {
 		{"unknown guard", generator.Options{Guard: "lock"}, "guard mode"},
 		{"lease too short", generator.Options{Guard: generator.GuardLease, Lease: time.Second}, "lease"},
 		{"lease too long", generator.Options{Guard: generator.GuardLease, Lease: 48 * time.Hour}, "lease"},
+		{"unknown pattern", generator.Options{Pattern: "queue"}, "pattern"},
+		{"inbox defaults", inbox(generator.Options{}), ""},
+		{"inbox without verification", inbox(generator.Options{Verify: "none"}), ""},
+		{"inbox in its own schema", inbox(generator.Options{DBSchema: "payments"}), ""},
+		{"inbox with crypto-node", inbox(generator.Options{Hashing: generator.HashingCryptoNode}), "hashing mode"},
+		{"inbox with a lease guard", inbox(generator.Options{Guard: generator.GuardLease}), "guard mode"},
+		{"inbox schema with a dot", inbox(generator.Options{DBSchema: "a.b"}), "database schema"},
+		{"inbox schema reserved", inbox(generator.Options{DBSchema: "select"}), "database schema"},
+		{"event type with a comma", inbox(generator.Options{Events: []string{"a,b"}}), "events"},
+		{"event type twice", inbox(generator.Options{Events: []string{"a", "a"}}), "events"},
+		{"empty event type", inbox(generator.Options{Events: []string{""}}), "events"},
+		{"account with a newline", inbox(generator.Options{Account: "a\nb"}), "account"},
+		{"sweep of 90 minutes", inbox(generator.Options{SweepEvery: 90 * time.Minute}), "sweep interval"},
+		{"sweep of 30 seconds", inbox(generator.Options{SweepEvery: 30 * time.Second}), "sweep interval"},
+		{"sweep of two days", inbox(generator.Options{SweepEvery: 48 * time.Hour}), "sweep interval"},
+		{"claim lease of a second", inbox(generator.Options{ClaimLease: time.Second}), "claim lease"},
+		{"outbox URL with a query", inbox(generator.Options{OutboxURL: "http://api/x?y=1"}), "outbox URL"},
+		{"outbox URL with credentials", inbox(generator.Options{OutboxURL: "http://u:p@api/x"}), "outbox URL"},
+		{"outbox batch zero", inbox(generator.Options{OutboxBatch: -1}), "outbox batch"},
+		{"outbox timeout of 100ms", inbox(generator.Options{OutboxTimeout: 100 * time.Millisecond}), "outbox timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.opts.Validate()
@@ -56,7 +76,17 @@ func TestOptionsValidate(t *testing.T) {
 			if oe.Option != tc.option {
 				t.Fatalf("error names option %q (%v), want %q", oe.Option, err, tc.option)
 			}
+			// The planner page shows the error next to this flag's field.
+			if generator.FlagOf(oe.Option) == nil {
+				t.Errorf("no flag for the option %q", oe.Option)
+			}
 			// Every generator entry point refuses the same options.
+			if _, err := generator.Files(tc.opts); !errors.As(err, &oe) {
+				t.Fatalf("Files accepted invalid options: %v", err)
+			}
+			if tc.opts.Pattern == generator.PatternInbox {
+				return
+			}
 			if _, err := generator.Workflow(tc.opts); !errors.As(err, &oe) {
 				t.Fatalf("Workflow accepted invalid options: %v", err)
 			}
@@ -65,4 +95,9 @@ func TestOptionsValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+func inbox(o generator.Options) generator.Options {
+	o.Pattern = generator.PatternInbox
+	return o
 }

@@ -13,8 +13,11 @@ var Templates = []Template{
 	{Name: "default", Options: Options{}},
 	{Name: "crypto-node", Options: Options{Hashing: HashingCryptoNode}},
 	{Name: "lease", Options: Options{Guard: GuardLease}},
+	{Name: "transactional", Options: Options{Guard: GuardTransactional}},
 	{Name: "keysvc", Options: Options{Hashing: HashingKeysvc}},
 	{Name: "verify-stripe", Options: Options{Verify: "stripe"}},
+	{Name: "inbox", Options: Options{Pattern: PatternInbox}},
+	{Name: "inbox-keysvc", Options: Options{Pattern: PatternInbox, Receiver: ReceiverKeysvc}},
 }
 
 // TemplatesDir is where the templates live, relative to the module root.

@@ -45,7 +45,7 @@ func addVerifyNodes(g *graph, r resolved) (string, error) {
 		"mode": "runOnceForAllItems", "language": "javaScript", "jsCode": templates.SignatureCheckScript,
 	}})
 	g.add(ifNode(g, NodeSignatureValid, [2]int{880, 300}, "={{ $json.signature.valid }}",
-		map[string]any{"type": "boolean", "operation": "true", "singleValue": true}, ""))
+		opBooleanTrue, ""))
 	g.add(respondNode(NodeRespond401, [2]int{1100, 560}, 401,
 		"={{ JSON.stringify({ status: 'rejected', code: $json.signature.code, error: $json.signature.reason }) }}"))
 	g.connect(NodeWebhook, 0, NodePrepareSignature)

@@ -1,6 +1,7 @@
 package generator
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -55,11 +56,18 @@ func WorkflowIDs(o Options) (main, cleanup string, err error) {
 	return workflowID("main/" + r.WebhookPath), workflowID("cleanup/" + r.WebhookPath), nil
 }
 
+// ErrInboxFiles is returned by Workflow and CleanupWorkflow for the inbox
+// pattern, whose workflows come from Files.
+var ErrInboxFiles = errors.New("the inbox pattern writes several workflows: use Files")
+
 // Workflow returns the importable webhook workflow for o.
 func Workflow(o Options) ([]byte, error) {
 	r, err := o.resolve()
 	if err != nil {
 		return nil, err
+	}
+	if r.Pattern == PatternInbox {
+		return nil, ErrInboxFiles
 	}
 	id := workflowID("main/" + r.WebhookPath)
 	g := newGraph(id)
@@ -106,6 +114,10 @@ func addLocalFlow(g *graph, r resolved) error {
 		return err
 	}
 	g.connect(from, 0, afterKey.first)
+	if r.Guard == GuardTransactional {
+		addTransactional(g, r, afterKey.last)
+		return nil
+	}
 	// An empty body has no key: answer 400 and reserve nothing.
 	g.add(ifNode(g, NodeKeyBuilt, [2]int{660, 300}, "={{ $json.key }}", opStringNotEmpty, ""))
 	g.connect(afterKey.last, 0, NodeKeyBuilt)
@@ -162,6 +174,31 @@ func addLocalFlow(g *graph, r resolved) error {
 	g.add(respondNode(NodeRespond500, [2]int{1760, 300}, 500, respond("failed", ", released: true")))
 	g.connect(NodeRelease, 0, NodeRespond500)
 	return nil
+}
+
+// Node names of the transactional guard.
+const (
+	NodeReserveAndWrite = "Reserve and Write"
+	NodeRespondResult   = "Respond"
+	NodeRespond500Txn   = "Respond 500 not processed"
+)
+
+// addTransactional reserves and writes in one statement after the key
+// nodes; the answer follows from its one row (an empty key is a 400, folded
+// into the statement, which reserves nothing for it). A failed statement
+// rolled both back: answer 500, and the provider's retry runs it again.
+func addTransactional(g *graph, r resolved, after string) {
+	save := postgresNode(NodeReserveAndWrite, [2]int{660, 300}, pgsql.ReserveAndWrite(r.events, r.business),
+		"={{ [ $json.key, $json.eventType ] }}", r.CredentialName)
+	save.OnError = "continueErrorOutput"
+	g.add(save)
+	g.connect(after, 0, NodeReserveAndWrite)
+	g.add(respondNode(NodeRespondResult, [2]int{880, 200}, "={{ $json.key === '' ? 400 : 200 }}",
+		"={{ JSON.stringify($json.key === '' ? { status: 'rejected', error: 'empty body: there is nothing to derive an idempotency key from' } : { status: $json.new ? 'processed' : 'duplicate', key: $json.key }) }}"))
+	g.connect(NodeReserveAndWrite, 0, NodeRespondResult)
+	g.add(respondNode(NodeRespond500Txn, [2]int{880, 460}, 500,
+		"={{ JSON.stringify({ status: 'failed', error: 'the reservation and the business write were rolled back; retry' }) }}"))
+	g.connect(NodeReserveAndWrite, 1, NodeRespond500Txn)
 }
 
 type span struct{ first, last string }
@@ -245,6 +282,9 @@ func CleanupWorkflow(o Options) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.Pattern == PatternInbox {
+		return nil, ErrInboxFiles
+	}
 	id := workflowID("cleanup/" + r.WebhookPath)
 	g := newGraph(id)
 	g.add(node{Name: NodeCleanupSchedule, Type: typeSchedule, Position: [2]int{0, 300}, Parameters: map[string]any{
@@ -267,6 +307,9 @@ func Schema(o Options) (string, error) {
 	r, err := o.resolve()
 	if err != nil {
 		return "", err
+	}
+	if r.Pattern == PatternInbox {
+		return inboxSchema(r), nil
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "-- idemhook schema (guard: %s). Safe to run more than once.\n", r.Guard)
@@ -298,7 +341,7 @@ func CredentialsExample(o Options) ([]byte, error) {
 		},
 	}
 	creds := []map[string]any{postgres}
-	if r.Verify != "" && r.Hashing != HashingKeysvc {
+	if r.Verify != "" && r.Hashing != HashingKeysvc && r.Receiver != ReceiverKeysvc {
 		// The provider's signing secret, encrypted by n8n on import.
 		creds = append(creds, map[string]any{
 			"id":   workflowID("credential/" + r.VerifyCredential),
@@ -316,13 +359,25 @@ func CredentialsExample(o Options) ([]byte, error) {
 
 // Files returns every file `idemhook generate` writes, by file name.
 func Files(o Options) (map[string][]byte, error) {
-	wf, err := Workflow(o)
+	r, err := o.resolve()
 	if err != nil {
 		return nil, err
 	}
-	cleanup, err := CleanupWorkflow(o)
-	if err != nil {
-		return nil, err
+	var files map[string][]byte
+	if r.Pattern == PatternInbox {
+		if files, err = inboxWorkflows(r); err != nil {
+			return nil, err
+		}
+	} else {
+		wf, err := Workflow(o)
+		if err != nil {
+			return nil, err
+		}
+		cleanup, err := CleanupWorkflow(o)
+		if err != nil {
+			return nil, err
+		}
+		files = map[string][]byte{FileWorkflow: wf, FileCleanup: cleanup}
 	}
 	schema, err := Schema(o)
 	if err != nil {
@@ -332,10 +387,12 @@ func Files(o Options) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string][]byte{
-		"workflow.json":            wf,
-		"cleanup-workflow.json":    cleanup,
-		"schema.sql":               []byte(schema),
-		"credentials.example.json": creds,
-	}, nil
+	files["schema.sql"] = []byte(schema)
+	files["credentials.example.json"] = creds
+	if r.Pattern == PatternInbox && r.Receiver == ReceiverKeysvc {
+		if files[FileEndpoints], err = endpointsExample(r); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
 }

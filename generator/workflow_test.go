@@ -155,12 +155,14 @@ func checkCommon(t *testing.T, w wf, credential string) {
 	})
 }
 
-// checkEveryPathAnswers walks from the Webhook: every node that feeds nothing
-// must be a Respond to Webhook node, or the caller would hang until timeout.
+// checkEveryPathAnswers walks from the Webhook: every path must pass
+// through a Respond to Webhook node, or the caller would hang until timeout.
+// Nodes after the answer (the inbox receiver's hand-off) are fine.
 func checkEveryPathAnswers(t *testing.T, w wf) {
 	seen := map[string]bool{}
-	var walk func(name string)
-	walk = func(name string) {
+	var walk func(name string, answered bool)
+	walk = func(name string, answered bool) {
+		answered = answered || w.node(name).Get("type").String() == "n8n-nodes-base.respondToWebhook"
 		if seen[name] {
 			return
 		}
@@ -170,14 +172,14 @@ func checkEveryPathAnswers(t *testing.T, w wf) {
 		for i := range outs {
 			for _, next := range w.targets(name, i) {
 				leaf = false
-				walk(next)
+				walk(next, answered)
 			}
 		}
-		if leaf && w.node(name).Get("type").String() != "n8n-nodes-base.respondToWebhook" {
-			t.Errorf("path ends at %q, which does not answer the webhook", name)
+		if leaf && !answered {
+			t.Errorf("path ends at %q without answering the webhook", name)
 		}
 	}
-	walk(generator.NodeWebhook)
+	walk(generator.NodeWebhook, false)
 	for name := range w.byID {
 		if !seen[name] {
 			t.Errorf("node %q is unreachable from the Webhook", name)
@@ -522,5 +524,39 @@ func TestVerifyOptions(t *testing.T) {
 		if err := ok.Validate(); err != nil {
 			t.Errorf("%+v: %v", ok, err)
 		}
+	}
+}
+
+// The transactional guard: the key, one statement that reserves and writes,
+// one answer; a failed statement answers 500. Four nodes on the way.
+func TestTransactionalWorkflow(t *testing.T) {
+	for _, hashing := range []generator.Hashing{generator.HashingCodeNode, generator.HashingCryptoNode} {
+		w := generate(t, generator.Options{Guard: generator.GuardTransactional, Hashing: hashing})
+		checkCommon(t, w, generator.DefaultCredentialName)
+		checkEveryPathAnswers(t, w)
+		w.wantEdge(generator.NodeReserveAndWrite, 0, generator.NodeRespondResult)
+		w.wantEdge(generator.NodeReserveAndWrite, 1, generator.NodeRespond500Txn)
+		q := w.node(generator.NodeReserveAndWrite).Get("parameters.query").String()
+		for _, want := range []string{"INSERT INTO processed_events (key) SELECT $1 WHERE $1 <> '' ON CONFLICT (key) DO NOTHING RETURNING key",
+			"INSERT INTO business_log (event_key, event_type) SELECT key"} {
+			if !strings.Contains(q, want) {
+				t.Errorf("%s: the statement lacks %q:\n%s", hashing, want, q)
+			}
+		}
+		// Webhook → key node(s) → Reserve and Write → Respond.
+		path := []string{generator.NodeWebhook}
+		for n := generator.NodeWebhook; len(w.targets(n, 0)) > 0; n = w.targets(n, 0)[0] {
+			path = append(path, w.targets(n, 0)[0])
+		}
+		want := 4
+		if hashing == generator.HashingCryptoNode {
+			want = 5 // Hash Body and Build Idempotency Key
+		}
+		if len(path) != want {
+			t.Errorf("%s: the hot path is %v, want %d nodes", hashing, path, want)
+		}
+	}
+	if err := (generator.Options{Guard: generator.GuardTransactional, Hashing: generator.HashingKeysvc}).Validate(); err == nil {
+		t.Error("the transactional guard was accepted with keysvc, which reserves in its own statement")
 	}
 }

@@ -2,6 +2,7 @@ package templates_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/idemhook/idemhook/conformance"
+	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/templates"
 )
 
@@ -23,6 +25,10 @@ type harnessResult struct {
 	Key    string `json:"key"`
 	Source string `json:"source"`
 	Error  string `json:"error"`
+	// Receipt mode only.
+	Account string            `json:"account"`
+	Body    string            `json:"body"`
+	Headers map[string]string `json:"headers"`
 }
 
 // TestCodeNodeScriptConformance runs the Code node script, exactly as the
@@ -55,26 +61,7 @@ func TestCodeNodeScriptConformance(t *testing.T) {
 		}
 		cases[i] = harnessCase{Script: scripts[id], Body: v.BodyBase64, Headers: v.Headers}
 	}
-	casesFile := filepath.Join(dir, "cases.json")
-	raw, _ := json.Marshal(cases)
-	if err := os.WriteFile(casesFile, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	cmd := exec.Command(node, filepath.Join("testdata", "harness.js"), casesFile)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node harness: %v\n%s", err, stderr.String())
-	}
-	var results []harnessResult
-	if err := json.Unmarshal(out, &results); err != nil {
-		t.Fatalf("harness output: %v", err)
-	}
-	if len(results) != len(vectors) {
-		t.Fatalf("%d results for %d vectors", len(results), len(vectors))
-	}
+	results := runHarness(t, node, dir, cases)
 	agree := 0
 	for i, v := range vectors {
 		r := results[i]
@@ -110,5 +97,98 @@ func TestKeyScriptSetsPresetAndScope(t *testing.T) {
 	}
 	if def, _ := templates.KeyScript("", ""); def != templates.CodeNodeScript {
 		t.Error("KeyScript with the defaults changed the script")
+	}
+}
+
+// runHarness runs the Code node harness under node over cases.
+func runHarness(t *testing.T, node, dir string, cases []harnessCase) []harnessResult {
+	t.Helper()
+	casesFile := filepath.Join(dir, "cases.json")
+	raw, _ := json.Marshal(cases)
+	if err := os.WriteFile(casesFile, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, filepath.Join("testdata", "harness.js"), casesFile)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node harness: %v\n%s", err, stderr.String())
+	}
+	var results []harnessResult
+	if err := json.Unmarshal(out, &results); err != nil {
+		t.Fatalf("harness output: %v", err)
+	}
+	if len(results) != len(cases) {
+		t.Fatalf("%d results for %d cases", len(results), len(cases))
+	}
+	return results
+}
+
+// The receipt mode of the script (inbox pattern) agrees with Go on every
+// vector body and on bodies that probe the account member: the key, the
+// account (eventkey.Member, else the default), the exact body bytes and the
+// kept headers.
+func TestReceiptScriptAgreesWithGo(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not on PATH: the Code node script cannot be tested (install Node.js, see README)")
+	}
+	vectors, err := conformance.Vectors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bodies [][]byte
+	for _, v := range vectors {
+		if v.Preset == "" && v.Error == "" {
+			b, err := v.Body()
+			if err != nil {
+				t.Fatal(err)
+			}
+			bodies = append(bodies, b)
+		}
+	}
+	for _, b := range []string{
+		`{"id":"evt_1","account":"acct_123"}`,
+		`{"id":"evt_1","account":42}`,
+		`{"id":"evt_1","account":""}`,
+		`{"id":"evt_1","account":"a\u0000b"}`,
+		`{"id":"evt_1","data":{"account":"acct_nested"}}`,
+		`{"account":"acct_first","account":"acct_last","id":"evt_2"}`,
+		`{"account":"acct_no_id"}`,
+		"\xEF\xBB\xBF{\"id\":\"evt_bom\",\"account\":\"acct_bom\"}",
+	} {
+		bodies = append(bodies, []byte(b))
+	}
+	dir := t.TempDir()
+	const fallback = "shop-eu"
+	kept := []string{"Stripe-Signature", "Content-Type"}
+	src, err := templates.ReceiptScript("stripe", "", fallback, kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "receipt.js")
+	if err := os.WriteFile(script, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	headers := map[string]string{"stripe-signature": "t=1,v1=ab", "content-type": "application/json", "x-other": "dropped"}
+	cases := make([]harnessCase, len(bodies))
+	for i, b := range bodies {
+		cases[i] = harnessCase{Script: script, Body: base64.StdEncoding.EncodeToString(b), Headers: headers}
+	}
+	results := runHarness(t, node, dir, cases)
+	for i, b := range bodies {
+		r := results[i]
+		k, _ := eventkey.Derive(b)
+		account, ok := eventkey.Member(b, "account")
+		if !ok {
+			account = fallback
+		}
+		if r.Key != k.Value || r.Account != account || r.Body != cases[i].Body {
+			t.Errorf("body %q: script gave key %q account %q, Go gives %q %q (body kept: %v)", b, r.Key, r.Account, k.Value, account, r.Body == cases[i].Body)
+		}
+		if len(r.Headers) != 2 || r.Headers["stripe-signature"] != "t=1,v1=ab" || r.Headers["content-type"] != "application/json" {
+			t.Errorf("body %q: kept headers %v, want stripe-signature and content-type only", b, r.Headers)
+		}
 	}
 }

@@ -53,6 +53,27 @@ const (
 	scopeLine  = "const SCOPE = '';"
 )
 
+// ReceiptScript returns the key script in receipt mode, for the inbox
+// pattern's receiver: it also outputs the account (the body's "account", else
+// defaultAccount), the raw body in base64 and the named headers.
+func ReceiptScript(preset, scope, defaultAccount string, headers []string) (string, error) {
+	script, err := KeyScript(preset, scope)
+	if err != nil {
+		return "", err
+	}
+	lower := make([]string, len(headers))
+	for i, h := range headers {
+		lower[i] = strings.ToLower(h)
+	}
+	a, _ := json.Marshal(defaultAccount)
+	h, _ := json.Marshal(lower)
+	return setLines(script, map[string]string{
+		"const RECEIPT = false;":             "const RECEIPT = true;",
+		"const DEFAULT_ACCOUNT = 'default';": "const DEFAULT_ACCOUNT = " + string(a) + ";",
+		"const RECEIPT_HEADERS = [];":        "const RECEIPT_HEADERS = " + string(h) + ";",
+	})
+}
+
 // KeyScript returns CodeNodeScript with its PRESET and SCOPE constants set.
 // The values are written as JSON string literals, which JavaScript reads
 // back exactly. Validating them is the caller's job (eventkey.ParsePreset,

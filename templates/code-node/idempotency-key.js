@@ -21,6 +21,14 @@ const crypto = require('crypto');
 const PRESET = '';
 const SCOPE = '';
 
+// Inbox pattern (`idemhook generate --pattern inbox`): the receipt also
+// carries the account (the body's top-level "account" string, as Stripe
+// Connect sends it, else DEFAULT_ACCOUNT), the raw body in base64 and the
+// request headers named in RECEIPT_HEADERS (lower case).
+const RECEIPT = false;
+const DEFAULT_ACCOUNT = 'default';
+const RECEIPT_HEADERS = [];
+
 const MAX_DEPTH = 1000;
 const MAX_ID_BYTES = 255;
 
@@ -364,6 +372,16 @@ for (let i = 0; i < items.length; i++) {
   const k = deriveFor(PRESET, items[i].json.headers, buf, SCOPE);
   const json = { key: k.key, source: k.source, eventType: eventType(buf, k.source) };
   if (k.error) json.error = k.error;
+  if (RECEIPT) {
+    const account = buf.length > 0 ? bodyMember(buf, 'account') : null;
+    json.account = account !== null ? account : DEFAULT_ACCOUNT;
+    json.body = buf.toString('base64');
+    json.headers = {};
+    for (const h of RECEIPT_HEADERS) {
+      const v = headerValue(items[i].json.headers, h);
+      if (v !== '') json.headers[h] = v;
+    }
+  }
   out.push({ json: json, pairedItem: { item: i } });
 }
 return out;

@@ -34,7 +34,8 @@ async function main() {
     try {
       const out = await run.call({ helpers }, $input, require);
       if (!Array.isArray(out) || out.length !== 1) throw new Error('expected one output item, got ' + JSON.stringify(out));
-      results.push({ key: out[0].json.key, source: out[0].json.source, error: out[0].json.error || '' });
+      const j = out[0].json;
+      results.push({ key: j.key, source: j.source, error: j.error || '', account: j.account, body: j.body, headers: j.headers });
     } catch (e) {
       results.push({ error: 'threw: ' + String(e && e.message) });
     }

@@ -20,13 +20,8 @@ func main() {
 			fail(err)
 		}
 		dir := filepath.Join(root, generator.TemplatesDir, tpl.Name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if _, err := generator.WriteFiles(dir, files); err != nil {
 			fail(err)
-		}
-		for name, b := range files {
-			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-				fail(err)
-			}
 		}
 		fmt.Println("wrote", dir)
 	}

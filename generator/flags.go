@@ -1,0 +1,225 @@
+package generator
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Flag is one option of `idemhook generate`, spelled the same way wherever
+// it is offered: the CLI registers its flags from Flags and the planner page
+// builds its form from them, so both read a value identically and the page's
+// files equal the CLI's.
+type Flag struct {
+	// Name is the flag without dashes: "path".
+	Name string
+	// Option is the name an *OptionError gives this option: "webhook path".
+	Option string
+	// Usage is the help text; a `QUOTED` word names the value.
+	Usage string
+	// Default is the value used when none is given, as text ("" when the
+	// default depends on other options; Usage says which).
+	Default string
+	// Choices lists the accepted values of an enumeration.
+	Choices []string
+	// Pattern is PatternInbox for options of the inbox pattern only, ""
+	// otherwise.
+	Pattern Pattern
+	set     func(o *Options, v string) error
+}
+
+// Set parses v into o.
+func (f Flag) Set(o *Options, v string) error { return f.set(o, v) }
+
+func text(field func(*Options) *string) func(*Options, string) error {
+	return func(o *Options, v string) error { *field(o) = v; return nil }
+}
+
+func duration(field func(*Options) *time.Duration) func(*Options, string) error {
+	return func(o *Options, v string) error {
+		d, err := ParseDuration(v)
+		*field(o) = d
+		return err
+	}
+}
+
+func integer(field func(*Options) *int) func(*Options, string) error {
+	return func(o *Options, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return errors.New("want a whole number")
+		}
+		*field(o) = n
+		return nil
+	}
+}
+
+// ParseDuration parses a Go duration ("90s", "720h") or a whole number of
+// days ("30d").
+func ParseDuration(s string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil || days <= 0 {
+			return 0, errors.New("want a positive number of days such as 30d")
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, errors.New("want a duration such as 30d, 720h or 90s")
+	}
+	return d, nil
+}
+
+// Flags lists every option of `idemhook generate`, in the order help shows.
+var Flags = []Flag{
+	{Name: "pattern", Option: "pattern", Default: string(PatternReserve), Choices: []string{string(PatternReserve), string(PatternInbox)},
+		Usage: "what the files do with a delivery, a `PATTERN`: reserve (workflow.json) or inbox (receiver, worker, recoverer and outbox workflows)",
+		set:   func(o *Options, v string) error { o.Pattern = Pattern(v); return nil }},
+	{Name: "path", Option: "webhook path",
+		Usage: "webhook path: the production URL is /webhook/`PATH` (default " + DefaultWebhookPath + "; " + DefaultInboxWebhookPath + " with --pattern inbox)",
+		set:   text(func(o *Options) *string { return &o.WebhookPath })},
+	{Name: "name", Option: "workflow name",
+		Usage: "workflow `name` shown in n8n (default \"" + DefaultWorkflowName + "\"; \"" + DefaultInboxWorkflowName + "\" with --pattern inbox)",
+		set:   text(func(o *Options) *string { return &o.WorkflowName })},
+	{Name: "credential", Option: "credential name", Default: DefaultCredentialName,
+		Usage: "`name` of the n8n Postgres credential the nodes use",
+		set:   text(func(o *Options) *string { return &o.CredentialName })},
+	{Name: "retention", Option: "retention", Default: "30d",
+		Usage: "how long cleanup keeps keys (or finished inbox work), a `DURATION` such as 30d or 720h",
+		set:   duration(func(o *Options) *time.Duration { return &o.Retention })},
+	{Name: "verify", Option: "verify provider",
+		Usage: "check this `PROVIDER`'s signature first: stripe, github, shopify, slack (standardwebhooks with --hashing keysvc); none to skip (the inbox pattern verifies stripe by default)",
+		set:   text(func(o *Options) *string { return &o.Verify })},
+	{Name: "verify-credential", Option: "verify credential", Default: DefaultVerifyCredential,
+		Usage: "`name` of the n8n Crypto credential whose HMAC secret is the signing secret",
+		set:   text(func(o *Options) *string { return &o.VerifyCredential })},
+	{Name: "tolerance", Option: "tolerance", Default: "5m",
+		Usage: "how far a signed timestamp may be from now, both ways, a `DURATION`",
+		set:   duration(func(o *Options) *time.Duration { return &o.Tolerance })},
+	{Name: "preset", Option: "preset",
+		Usage: "where the event id is read, a `PROVIDER` preset (default: the --verify provider)",
+		set:   text(func(o *Options) *string { return &o.Preset })},
+	{Name: "scope", Option: "scope",
+		Usage: "`scope` that prefixes a preset's key (letters, digits, '.', '_', '-')",
+		set:   text(func(o *Options) *string { return &o.Scope })},
+	{Name: "hashing", Option: "hashing mode", Default: string(HashingCodeNode), Choices: []string{string(HashingCodeNode), string(HashingCryptoNode), string(HashingKeysvc)},
+		Usage: "how the workflow builds the key, a `MODE`: code-node, crypto-node or keysvc",
+		set:   func(o *Options, v string) error { o.Hashing = Hashing(v); return nil }},
+	{Name: "guard", Option: "guard mode", Default: string(GuardReserve), Choices: []string{string(GuardReserve), string(GuardLease), string(GuardTransactional)},
+		Usage: "how the key is held while the business step runs, a `MODE`: reserve, lease, or transactional (one SQL statement reserves and writes)",
+		set:   func(o *Options, v string) error { o.Guard = Guard(v); return nil }},
+	{Name: "lease", Option: "lease", Default: "5m",
+		Usage: "in lease mode, how long an attempt holds the key, a `DURATION` such as 90s or 5m",
+		set:   duration(func(o *Options) *time.Duration { return &o.Lease })},
+	{Name: "events-table", Option: "events table", Default: DefaultEventsTable,
+		Usage: "`table` of reserved keys (table or schema.table)",
+		set:   text(func(o *Options) *string { return &o.EventsTable })},
+	{Name: "business-table", Option: "business table", Default: DefaultBusinessTable,
+		Usage: "`table` of the example business step",
+		set:   text(func(o *Options) *string { return &o.BusinessTable })},
+	{Name: "keysvc-url", Option: "keysvc URL", Default: DefaultKeysvcURL,
+		Usage: "keysvc's base `URL` as n8n reaches it (--hashing keysvc)",
+		set:   text(func(o *Options) *string { return &o.KeysvcURL })},
+	{Name: "keysvc-credential", Option: "keysvc credential",
+		Usage: "`name` of an n8n Bearer Auth credential holding keysvc's token (--hashing keysvc)",
+		set:   text(func(o *Options) *string { return &o.KeysvcCredential })},
+
+	{Name: "receiver", Option: "receiver", Default: string(ReceiverN8N), Choices: []string{string(ReceiverN8N), string(ReceiverKeysvc)}, Pattern: PatternInbox,
+		Usage: "inbox: who saves the provider's deliveries, a `RECEIVER`: n8n (receiver-workflow.json) or keysvc (its durable inbox forwards to target-workflow.json)",
+		set:   func(o *Options, v string) error { o.Receiver = Receiver(v); return nil }},
+	{Name: "account", Option: "account", Default: DefaultAccount, Pattern: PatternInbox,
+		Usage: "inbox: the receipt's `account` when the event names none (Stripe Connect events carry \"account\")",
+		set:   text(func(o *Options) *string { return &o.Account })},
+	{Name: "events", Option: "events", Default: strings.Join(DefaultEvents, ","), Pattern: PatternInbox,
+		Usage: "inbox: the allowlist of event `TYPES` the worker acts on, comma-separated",
+		set:   func(o *Options, v string) error { o.Events = strings.Split(v, ","); return nil }},
+	{Name: "defer-limit", Option: "defer limit", Default: "24h", Pattern: PatternInbox,
+		Usage: "inbox: how long an event whose transition is not allowed yet is retried before it is failed, a `DURATION`",
+		set:   duration(func(o *Options) *time.Duration { return &o.DeferLimit })},
+	{Name: "claim-lease", Option: "claim lease", Default: "2m", Pattern: PatternInbox,
+		Usage: "inbox: how long a worker holds an event before the recoverer may re-offer it, a `DURATION`",
+		set:   duration(func(o *Options) *time.Duration { return &o.ClaimLease })},
+	{Name: "max-attempts", Option: "max attempts", Default: strconv.Itoa(DefaultMaxAttempts), Pattern: PatternInbox,
+		Usage: "inbox: claims of an event whose worker never finishes before it is failed, a `NUMBER`",
+		set:   integer(func(o *Options) *int { return &o.MaxAttempts })},
+	{Name: "db-schema", Option: "database schema", Pattern: PatternInbox,
+		Usage: "inbox: PostgreSQL `schema` of the tables and functions (default: the search_path, public)",
+		set:   text(func(o *Options) *string { return &o.DBSchema })},
+	{Name: "sweep-every", Option: "sweep interval", Default: "1m", Pattern: PatternInbox,
+		Usage: "inbox: schedule of the recoverer and the outbox dispatcher, a `DURATION`: 1m-59m, 1h-23h or 24h",
+		set:   duration(func(o *Options) *time.Duration { return &o.SweepEvery })},
+	{Name: "outbox-url", Option: "outbox URL", Default: DefaultOutboxURL, Pattern: PatternInbox,
+		Usage: "inbox: the external API's `URL`: POST URL with Idempotency-Key, GET URL/{operation_key} to reconcile",
+		set:   text(func(o *Options) *string { return &o.OutboxURL })},
+	{Name: "outbox-credential", Option: "outbox credential", Pattern: PatternInbox,
+		Usage: "inbox: `name` of an n8n Bearer Auth credential for the outbox API",
+		set:   text(func(o *Options) *string { return &o.OutboxCredential })},
+	{Name: "outbox-max-attempts", Option: "outbox max attempts", Default: strconv.Itoa(DefaultOutboxMaxAttempts), Pattern: PatternInbox,
+		Usage: "inbox: sends of a task before it is failed, a `NUMBER`",
+		set:   integer(func(o *Options) *int { return &o.OutboxMaxAttempts })},
+	{Name: "outbox-backoff", Option: "outbox backoff", Default: "10s", Pattern: PatternInbox,
+		Usage: "inbox: first retry delay of a task, doubled per attempt with jitter, a `DURATION`",
+		set:   duration(func(o *Options) *time.Duration { return &o.OutboxBackoff })},
+	{Name: "outbox-timeout", Option: "outbox timeout", Default: "10s", Pattern: PatternInbox,
+		Usage: "inbox: how long a call may take before its result is ambiguous, a `DURATION`",
+		set:   duration(func(o *Options) *time.Duration { return &o.OutboxTimeout })},
+	{Name: "outbox-batch", Option: "outbox batch", Default: strconv.Itoa(DefaultOutboxBatch), Pattern: PatternInbox,
+		Usage: "inbox: tasks one dispatcher run claims, a `NUMBER`",
+		set:   integer(func(o *Options) *int { return &o.OutboxBatch })},
+}
+
+// FlagError is a value a flag could not parse.
+type FlagError struct {
+	Flag   string
+	Value  string
+	Reason string
+}
+
+func (e *FlagError) Error() string {
+	return fmt.Sprintf("invalid value %q for --%s: %s", e.Value, e.Flag, e.Reason)
+}
+
+// OptionsFromFlags reads options from flag values by flag name, as the CLI
+// would from --name=value: a parse failure is a *FlagError, an unknown name
+// too. The options are not validated (Files does that).
+func OptionsFromFlags(values map[string]string) (Options, error) {
+	var o Options
+	for _, f := range Flags {
+		v, ok := values[f.Name]
+		if !ok {
+			continue
+		}
+		if err := f.Set(&o, v); err != nil {
+			return Options{}, &FlagError{Flag: f.Name, Value: v, Reason: err.Error()}
+		}
+	}
+	for name := range values {
+		if FlagFor(name) == nil {
+			return Options{}, &FlagError{Flag: name, Reason: "no such option"}
+		}
+	}
+	return o, nil
+}
+
+// FlagFor returns the flag called name, or nil.
+func FlagFor(name string) *Flag {
+	for i := range Flags {
+		if Flags[i].Name == name {
+			return &Flags[i]
+		}
+	}
+	return nil
+}
+
+// FlagOf returns the flag of the option an *OptionError names, or nil.
+func FlagOf(option string) *Flag {
+	for i := range Flags {
+		if Flags[i].Option == option {
+			return &Flags[i]
+		}
+	}
+	return nil
+}

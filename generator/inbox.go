@@ -1,0 +1,432 @@
+package generator
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/idemhook/idemhook/eventkey"
+	"github.com/idemhook/idemhook/signature"
+	"github.com/idemhook/idemhook/templates"
+	"github.com/tidwall/pretty"
+)
+
+// Node names of the inbox pattern.
+const (
+	NodeBuildReceipt   = "Build Receipt Key"
+	NodeSaveReceipt    = "Save Receipt"
+	NodeRespondReceipt = "Respond 200 receipt"
+	NodeRespond503Save = "Respond 503 not saved"
+	NodeNewReceipt     = "New Receipt?"
+	NodeHandOff        = "Hand Off to Worker"
+
+	NodeWorkerStart  = "Offered Event"
+	NodeClaimEvent   = "Claim Event"
+	NodeClaimed      = "Claimed?"
+	NodeApplyEvent   = "Apply Event"
+	NodeRecordError  = "Record Error"
+	NodeTasksQueued  = "Tasks Queued?"
+	NodeWakeOutbox   = "Wake Outbox"
+	NodeSweepTimer   = "Every Sweep"
+	NodeSweepOnCall  = "On Demand"
+	NodeFindDue      = "Find Due Events"
+	NodeAnyDue       = "Any Due?"
+	NodeReoffer      = "Re-offer to Worker"
+	NodeCountStuck   = "Count Stuck Work"
+	NodeClaimTasks   = "Claim Tasks"
+	NodeTaskClaimed  = "Task Claimed?"
+	NodeLookupFirst  = "Look Up First?"
+	NodeLookup       = "Look Up Operation"
+	NodeRecordLookup = "Record Lookup"
+	NodeResend       = "Resend?"
+	NodeCallAPI      = "Call API"
+	NodeRecordSend   = "Record Send"
+	NodeDeleteDone   = "Delete Finished Work"
+)
+
+// Files of the inbox pattern, in the order they are deployed: a workflow is
+// published before the workflows that call it.
+const (
+	FileOutbox    = "outbox-workflow.json"
+	FileWorker    = "worker-workflow.json"
+	FileRecoverer = "recoverer-workflow.json"
+	FileReceiver  = "receiver-workflow.json"
+	FileTarget    = "target-workflow.json"
+	// FileEndpoints configures keysvc's inbox for the target workflow.
+	FileEndpoints = "keysvc-endpoints.example.json"
+	FileCleanup   = "cleanup-workflow.json"
+	FileWorkflow  = "workflow.json"
+)
+
+// WorkflowFile is one generated workflow: its file name, its id and, for a
+// workflow that serves a webhook, the path.
+type WorkflowFile struct {
+	File        string
+	ID          string
+	WebhookPath string
+}
+
+// WorkflowFiles lists the workflows Files writes for o, in deploy order.
+// Ids depend only on the webhook path and the file, so re-importing after
+// any other change updates the same workflows.
+func WorkflowFiles(o Options) ([]WorkflowFile, error) {
+	r, err := o.resolve()
+	if err != nil {
+		return nil, err
+	}
+	id := func(kind string) string { return workflowID(kind + "/" + r.WebhookPath) }
+	if r.Pattern == PatternInbox {
+		entry := WorkflowFile{File: FileReceiver, ID: id("receiver"), WebhookPath: r.WebhookPath}
+		if r.Receiver == ReceiverKeysvc {
+			entry = WorkflowFile{File: FileTarget, ID: id("target"), WebhookPath: r.WebhookPath}
+		}
+		return []WorkflowFile{
+			{File: FileOutbox, ID: id("outbox")},
+			{File: FileWorker, ID: id("worker")},
+			{File: FileRecoverer, ID: id("recoverer")},
+			entry,
+			{File: FileCleanup, ID: id("cleanup")},
+		}, nil
+	}
+	return []WorkflowFile{
+		{File: FileWorkflow, ID: id("main"), WebhookPath: r.WebhookPath},
+		{File: FileCleanup, ID: id("cleanup")},
+	}, nil
+}
+
+// inboxWorkflows renders the inbox pattern's workflows by file name.
+func inboxWorkflows(r resolved) (map[string][]byte, error) {
+	ids := map[string]string{}
+	files, _ := WorkflowFiles(r.Options)
+	for _, f := range files {
+		ids[f.File] = f.ID
+	}
+	builders := []struct {
+		file, name string
+		build      func(*graph, resolved, map[string]string) error
+	}{
+		{FileReceiver, r.WorkflowName + " – receiver", receiverGraph},
+		{FileTarget, r.WorkflowName + " – target", targetGraph},
+		{FileWorker, r.WorkflowName + " – worker", workerGraph},
+		{FileRecoverer, r.WorkflowName + " – recoverer", recovererGraph},
+		{FileOutbox, r.WorkflowName + " – outbox", outboxGraph},
+		{FileCleanup, r.WorkflowName + " – cleanup", inboxCleanupGraph},
+	}
+	out := map[string][]byte{}
+	for _, b := range builders {
+		if ids[b.file] == "" {
+			continue // the receiver or the target, whichever this receiver does not use
+		}
+		g := newGraph(ids[b.file])
+		if err := b.build(g, r, ids); err != nil {
+			return nil, err
+		}
+		raw, err := g.render(ids[b.file], b.name)
+		if err != nil {
+			return nil, err
+		}
+		out[b.file] = raw
+	}
+	return out, nil
+}
+
+// at places a node on the canvas: columns 220 px apart, rows 180 px apart.
+func at(col, row int) [2]int { return [2]int{col * 220, 300 + row*180} }
+
+// jsString is s as a JavaScript string literal, for n8n expressions.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// receiverGraph: verify the signature, build the receipt key, save the
+// receipt, answer 200 only once the row is committed, then hand a new row to
+// the worker. A duplicate is answered with the stored state and changes
+// nothing.
+func receiverGraph(g *graph, r resolved, ids map[string]string) error {
+	g.add(node{Name: NodeWebhook, Type: typeWebhook, Position: at(0, 0), WebhookID: uuidFrom("webhook/" + r.WebhookPath),
+		Parameters: map[string]any{
+			"httpMethod":   "POST",
+			"path":         r.WebhookPath,
+			"responseMode": "responseNode",
+			"options":      map[string]any{"rawBody": true},
+		}})
+	from := NodeWebhook
+	if r.Verify != "" {
+		valid, err := addVerifyNodes(g, r)
+		if err != nil {
+			return err
+		}
+		from = valid
+	}
+	script, err := templates.ReceiptScript(r.Preset, r.Scope, r.Account, receiptHeaders(r))
+	if err != nil {
+		return err
+	}
+	g.add(node{Name: NodeBuildReceipt, Type: typeCode, Position: at(1, 0), Parameters: map[string]any{
+		"mode": "runOnceForAllItems", "language": "javaScript", "jsCode": script,
+	}})
+	g.connect(from, 0, NodeBuildReceipt)
+	g.add(ifNode(g, NodeKeyBuilt, at(2, 0), "={{ $json.key }}", opStringNotEmpty, ""))
+	g.connect(NodeBuildReceipt, 0, NodeKeyBuilt)
+	g.add(respondNode(NodeRespond400, at(3, 2), 400,
+		`{"status":"rejected","error":"empty body: there is nothing to derive an idempotency key from"}`))
+	g.connect(NodeKeyBuilt, 1, NodeRespond400)
+
+	save := postgresNode(NodeSaveReceipt, at(3, 0), r.inbox.Receive(),
+		"={{ [ $json.account, $json.key, $json.eventType, $json.body, JSON.stringify($json.headers) ] }}", r.CredentialName)
+	save.OnError = "continueErrorOutput"
+	save.AlwaysOutputData = true
+	g.add(save)
+	g.connect(NodeKeyBuilt, 0, NodeSaveReceipt)
+	// Nothing was saved: the provider must retry.
+	g.add(respondNode(NodeRespond503Save, at(4, 1), 503,
+		`{"status":"unavailable","error":"the event could not be saved; retry later"}`, [2]string{"Retry-After", "5"}))
+	g.connect(NodeSaveReceipt, 1, NodeRespond503Save)
+
+	// A concurrent duplicate may return no row (see pgsql.Inbox.Receive):
+	// the node then outputs an empty item, answered as a duplicate.
+	g.add(respondNode(NodeRespondReceipt, at(4, 0), 200,
+		"={{ JSON.stringify({ status: $json.new === true ? 'received' : 'duplicate', state: $json.state ?? null, inbox_id: $json.id ?? null, key: $('"+NodeBuildReceipt+"').item.json.key }) }}"))
+	g.connect(NodeSaveReceipt, 0, NodeRespondReceipt)
+	g.add(ifNode(g, NodeNewReceipt, at(5, 0), "={{ $('"+NodeSaveReceipt+"').item.json.new }}", opBooleanTrue, ""))
+	g.connect(NodeRespondReceipt, 0, NodeNewReceipt)
+	// The provider has its answer; the worker runs in its own execution.
+	g.add(executeWorkflowNode(NodeHandOff, at(6, 0), ids[FileWorker], "each", false))
+	g.connect(NodeNewReceipt, 0, NodeHandOff)
+	return nil
+}
+
+// Node names of the target workflow (--receiver keysvc).
+const (
+	NodeInboxEntry    = "Inbox Entry"
+	NodeRunWorker     = "Run Worker"
+	NodeRespondTarget = "Respond 200 accepted"
+)
+
+// targetGraph is what keysvc's inbox forwards each saved event to: the
+// worker runs at once on the row keysvc names in X-Idemhook-Inbox-Id. The
+// answer only tells keysvc the delivery arrived; a failed decision stays on
+// the row for the recoverer, and an error here (a 5xx) makes keysvc
+// redeliver. Posting an id here can only process an event keysvc already
+// verified and saved.
+func targetGraph(g *graph, r resolved, ids map[string]string) error {
+	g.add(node{Name: NodeWebhook, Type: typeWebhook, Position: at(0, 0), WebhookID: uuidFrom("webhook/" + r.WebhookPath),
+		Parameters: map[string]any{
+			"httpMethod":   "POST",
+			"path":         r.WebhookPath,
+			"responseMode": "responseNode",
+			"options":      map[string]any{},
+		}})
+	g.add(node{Name: NodeInboxEntry, Type: typeSet, Position: at(1, 0), Parameters: map[string]any{
+		"mode": "manual",
+		"assignments": map[string]any{"assignments": []any{
+			map[string]any{"id": uuidFrom(g.seed + "/set/id"), "name": "id", "type": "string", "value": "={{ $json.headers['x-idemhook-inbox-id'] }}"},
+		}},
+		"options": map[string]any{},
+	}})
+	g.connect(NodeWebhook, 0, NodeInboxEntry)
+	g.add(executeWorkflowNode(NodeRunWorker, at(2, 0), ids[FileWorker], "once", true))
+	g.connect(NodeInboxEntry, 0, NodeRunWorker)
+	g.add(respondNode(NodeRespondTarget, at(3, 0), 200,
+		"={{ JSON.stringify({ status: 'accepted', inbox_id: $('"+NodeInboxEntry+"').first().json.id }) }}"))
+	g.connect(NodeRunWorker, 0, NodeRespondTarget)
+	return nil
+}
+
+// endpointsExample is keysvc's --endpoints file for the target workflow.
+func endpointsExample(r resolved) ([]byte, error) {
+	endpoint := map[string]any{
+		"name":         r.WebhookPath,
+		"account":      r.Account,
+		"target":       "http://n8n:5678/webhook/" + r.WebhookPath,
+		"events":       r.Events,
+		"max_attempts": 25,
+	}
+	if r.Verify != "" {
+		endpoint["provider"] = r.Verify
+	}
+	raw, err := marshal(map[string]any{"endpoints": []any{endpoint}})
+	if err != nil {
+		return nil, err
+	}
+	return pretty.PrettyOptions(raw, &pretty.Options{Width: 100, Indent: "  "}), nil
+}
+
+// receiptHeaders lists the request headers kept with a receipt: the content
+// type and whatever the provider's signature and id are read from, so the
+// event can be verified again or forwarded later.
+func receiptHeaders(r resolved) []string {
+	headers := []string{"Content-Type"}
+	if r.Verify != "" {
+		headers = append(headers, signature.Provider(r.Verify).Headers()...)
+	}
+	headers = append(headers, eventkey.Preset(r.Preset).Headers()...)
+	return headers
+}
+
+// workerGraph: claim one offered row, decide its effect in one statement,
+// record an error for a retry, and wake the outbox when tasks were queued.
+func workerGraph(g *graph, r resolved, ids map[string]string) error {
+	g.add(node{Name: NodeWorkerStart, Type: typeExecTrig, Position: at(0, 0), Parameters: map[string]any{"inputSource": "passthrough"}})
+	g.add(postgresNode(NodeClaimEvent, at(1, 0), r.inbox.ClaimEvent(r.ClaimLease, r.MaxAttempts), "={{ [ $json.id ] }}", r.CredentialName))
+	g.connect(NodeWorkerStart, 0, NodeClaimEvent)
+	// Another worker holds the row, or it is finished: nothing to do.
+	g.add(ifNode(g, NodeClaimed, at(2, 0), "={{ $json.state }}", opStringEq, "processing"))
+	g.connect(NodeClaimEvent, 0, NodeClaimed)
+	apply := postgresNode(NodeApplyEvent, at(3, 0), r.inbox.ApplyEventCall(r.DeferLimit),
+		"={{ [ $json.id, $json.attempts, "+jsString(strings.Join(r.Events, ","))+" ] }}", r.CredentialName)
+	apply.OnError = "continueErrorOutput"
+	g.add(apply)
+	g.connect(NodeClaimed, 0, NodeApplyEvent)
+	claim := "$('" + NodeClaimEvent + "').item.json"
+	g.add(postgresNode(NodeRecordError, at(4, 1), r.inbox.RecordEventError(),
+		"={{ [ "+claim+".id, "+claim+".attempts, String($json.message || ($json.error && $json.error.message) || 'the decision failed') ] }}", r.CredentialName))
+	g.connect(NodeApplyEvent, 1, NodeRecordError)
+	g.add(ifNode(g, NodeTasksQueued, at(4, 0), "={{ $json.tasks }}", opNumberGt, 0))
+	g.connect(NodeApplyEvent, 0, NodeTasksQueued)
+	g.add(executeWorkflowNode(NodeWakeOutbox, at(5, 0), ids[FileOutbox], "once", false))
+	g.connect(NodeTasksQueued, 0, NodeWakeOutbox)
+	return nil
+}
+
+// recovererGraph re-offers unfinished rows to the worker on a schedule (or
+// on demand) and reports what is stuck.
+func recovererGraph(g *graph, r resolved, ids map[string]string) error {
+	addSweepTriggers(g, r)
+	find := postgresNode(NodeFindDue, at(1, 0), r.inbox.DueEvents(r.ClaimLease, DefaultRecoverBatch), "", r.CredentialName)
+	find.ExecuteOnce = true
+	find.AlwaysOutputData = true
+	g.add(find)
+	g.connect(NodeSweepTimer, 0, NodeFindDue)
+	g.connect(NodeSweepOnCall, 0, NodeFindDue)
+	g.add(ifNode(g, NodeAnyDue, at(2, 0), "={{ $json.id }}", opStringExist, ""))
+	g.connect(NodeFindDue, 0, NodeAnyDue)
+	g.add(executeWorkflowNode(NodeReoffer, at(3, 0), ids[FileWorker], "once", true))
+	g.connect(NodeAnyDue, 0, NodeReoffer)
+	count := postgresNode(NodeCountStuck, at(4, 1), r.inbox.StuckWork(), "", r.CredentialName)
+	count.ExecuteOnce = true
+	g.add(count)
+	g.connect(NodeReoffer, 0, NodeCountStuck)
+	g.connect(NodeAnyDue, 1, NodeCountStuck)
+	return nil
+}
+
+// outboxGraph claims due tasks and calls the API with each task's stable
+// operation key. An uncertain task (ambiguous, or sending when its
+// dispatcher died) is looked up first and resent, with the same key, only
+// when the API says it never happened.
+func outboxGraph(g *graph, r resolved, _ map[string]string) error {
+	addSweepTriggers(g, r)
+	// Size the claim for the worst run: every task of the batch timing out
+	// on a lookup and on a resend, and a margin of two calls.
+	lease := time.Duration(2*r.OutboxBatch+2) * r.OutboxTimeout
+	claim := postgresNode(NodeClaimTasks, at(1, 0), r.inbox.ClaimTasks(lease, r.OutboxBatch), "", r.CredentialName)
+	claim.ExecuteOnce = true
+	g.add(claim)
+	g.connect(NodeSweepTimer, 0, NodeClaimTasks)
+	g.connect(NodeSweepOnCall, 0, NodeClaimTasks)
+	g.add(ifNode(g, NodeTaskClaimed, at(2, 0), "={{ $json.id }}", opStringExist, ""))
+	g.connect(NodeClaimTasks, 0, NodeTaskClaimed)
+	g.add(ifNode(g, NodeLookupFirst, at(3, 0), "={{ $json.mode }}", opStringEq, "lookup"))
+	g.connect(NodeTaskClaimed, 0, NodeLookupFirst)
+
+	task := "$('" + NodeClaimTasks + "').item.json"
+	lookup := outboxHTTPNode(r, NodeLookup, at(4, -1), "GET", "={{ "+jsString(r.OutboxURL+"/")+" + encodeURIComponent("+task+".operation_key) }}")
+	g.add(lookup)
+	g.connect(NodeLookupFirst, 0, NodeLookup)
+	g.add(postgresNode(NodeRecordLookup, at(5, -1), r.inbox.OutboxResultCall(r.OutboxMaxAttempts, r.OutboxBackoff), outboxAnswer(task, "lookup"), r.CredentialName))
+	g.connect(NodeLookup, 0, NodeRecordLookup)
+	g.connect(NodeLookup, 1, NodeRecordLookup)
+	g.add(ifNode(g, NodeResend, at(6, -1), "={{ $json.resend }}", opBooleanTrue, ""))
+	g.connect(NodeRecordLookup, 0, NodeResend)
+
+	call := outboxHTTPNode(r, NodeCallAPI, at(7, 0), "POST", "="+r.OutboxURL)
+	call.Parameters["sendHeaders"] = true
+	call.Parameters["specifyHeaders"] = "keypair"
+	call.Parameters["headerParameters"] = map[string]any{"parameters": []map[string]string{
+		{"name": "Idempotency-Key", "value": "={{ " + task + ".operation_key }}"},
+	}}
+	call.Parameters["sendBody"] = true
+	call.Parameters["specifyBody"] = "json"
+	call.Parameters["jsonBody"] = "={{ JSON.stringify(" + task + ".payload) }}"
+	g.add(call)
+	g.connect(NodeLookupFirst, 1, NodeCallAPI)
+	g.connect(NodeResend, 0, NodeCallAPI)
+	g.add(postgresNode(NodeRecordSend, at(8, 0), r.inbox.OutboxResultCall(r.OutboxMaxAttempts, r.OutboxBackoff), outboxAnswer(task, "send"), r.CredentialName))
+	g.connect(NodeCallAPI, 0, NodeRecordSend)
+	g.connect(NodeCallAPI, 1, NodeRecordSend)
+	return nil
+}
+
+// outboxAnswer is the parameter list of OutboxResultCall for the answer of an
+// HTTP node: its status and body (text, in "data"), or the transport error
+// code when no answer came.
+func outboxAnswer(task, phase string) string {
+	return "={{ [ " + task + ".id, " + task + ".attempts, '" + phase + "', String($json.statusCode ?? ''), " +
+		"$json.error ? String($json.error.code || $json.error.message || $json.error) : '', " +
+		"String($json.data ?? '') ] }}"
+}
+
+// outboxHTTPNode calls the outbox API. Every answer (status, headers, body
+// as text, so no body can fail to parse) comes back; a call that got no
+// answer leaves by the error output.
+func outboxHTTPNode(r resolved, name string, pos [2]int, method, url string) node {
+	n := httpNode(name, pos, method, url, r.OutboxCredential)
+	n.Parameters["options"] = map[string]any{
+		"timeout": r.OutboxTimeout.Milliseconds(),
+		"response": map[string]any{"response": map[string]any{
+			"fullResponse": true, "neverError": true, "responseFormat": "text",
+		}},
+	}
+	n.OnError = "continueErrorOutput"
+	return n
+}
+
+func inboxCleanupGraph(g *graph, r resolved, _ map[string]string) error {
+	g.add(node{Name: NodeCleanupSchedule, Type: typeSchedule, Position: at(0, 0), Parameters: map[string]any{
+		"rule": map[string]any{"interval": []any{map[string]any{"field": "days", "daysInterval": 1, "triggerAtHour": 3}}},
+	}})
+	g.add(node{Name: NodeCleanupOnDemand, Type: typeExecTrig, Position: at(0, 1), Parameters: map[string]any{"inputSource": "passthrough"}})
+	del := postgresNode(NodeDeleteDone, at(1, 0), r.inbox.Cleanup(r.Retention), "", r.CredentialName)
+	del.ExecuteOnce = true
+	g.add(del)
+	g.connect(NodeCleanupSchedule, 0, NodeDeleteDone)
+	g.connect(NodeCleanupOnDemand, 0, NodeDeleteDone)
+	return nil
+}
+
+// addSweepTriggers adds the schedule and the on-demand trigger of the
+// recoverer and the outbox dispatcher.
+func addSweepTriggers(g *graph, r resolved) {
+	interval := map[string]any{"field": "minutes", "minutesInterval": int(r.SweepEvery / time.Minute)}
+	switch {
+	case r.SweepEvery == 24*time.Hour:
+		interval = map[string]any{"field": "days", "daysInterval": 1}
+	case r.SweepEvery >= time.Hour:
+		interval = map[string]any{"field": "hours", "hoursInterval": int(r.SweepEvery / time.Hour)}
+	}
+	g.add(node{Name: NodeSweepTimer, Type: typeSchedule, Position: at(0, 0), Parameters: map[string]any{
+		"rule": map[string]any{"interval": []any{interval}},
+	}})
+	// The worker wakes the outbox through this trigger; tests and operators
+	// run either workflow now through it.
+	g.add(node{Name: NodeSweepOnCall, Type: typeExecTrig, Position: at(0, 1), Parameters: map[string]any{"inputSource": "passthrough"}})
+}
+
+// executeWorkflowNode runs the published workflow id, once per item or once
+// for all items, waiting for it or not.
+func executeWorkflowNode(name string, pos [2]int, id, mode string, wait bool) node {
+	return node{Name: name, Type: typeExecWorkflow, Position: pos, Parameters: map[string]any{
+		"source":     "database",
+		"workflowId": map[string]any{"__rl": true, "value": id, "mode": "id"},
+		"mode":       mode,
+		"options":    map[string]any{"waitForSubWorkflow": wait},
+	}}
+}
+
+// inboxSchema is the schema.sql of the inbox pattern.
+func inboxSchema(r resolved) string {
+	return fmt.Sprintf("-- idemhook schema (pattern: inbox). Safe to run more than once.\n%s", r.inbox.DDL())
+}

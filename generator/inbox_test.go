@@ -1,0 +1,150 @@
+package generator_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/idemhook/idemhook/generator"
+	"github.com/tidwall/gjson"
+)
+
+func inboxFiles(t *testing.T, o generator.Options) (map[string][]byte, []generator.WorkflowFile) {
+	t.Helper()
+	o.Pattern = generator.PatternInbox
+	files, err := generator.Files(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wfs, err := generator.WorkflowFiles(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files, wfs
+}
+
+// The inbox pattern writes its workflows, schema and credentials; each
+// workflow is well formed, and the ones it calls are deployed before it.
+func TestInboxFiles(t *testing.T) {
+	files, wfs := inboxFiles(t, generator.Options{})
+	var names []string
+	for name := range files {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	want := []string{"cleanup-workflow.json", "credentials.example.json", "outbox-workflow.json", "receiver-workflow.json",
+		"recoverer-workflow.json", "schema.sql", "worker-workflow.json"}
+	if !slices.Equal(names, want) {
+		t.Errorf("files %v, want %v", names, want)
+	}
+	deployed := map[string]bool{}
+	for _, f := range wfs {
+		w := parse(t, files[f.File])
+		checkCommon(t, w, generator.DefaultCredentialName)
+		if w.doc.Get("id").String() != f.ID {
+			t.Errorf("%s has id %s, WorkflowFiles says %s", f.File, w.doc.Get("id").String(), f.ID)
+		}
+		// Every sub-workflow it calls is published before it.
+		for _, n := range w.doc.Get(`nodes.#(type=="n8n-nodes-base.executeWorkflow")#`).Array() {
+			callee := n.Get("parameters.workflowId.value").String()
+			if !deployed[callee] {
+				t.Errorf("%s calls %s, which is not deployed before it", f.File, callee)
+			}
+		}
+		deployed[f.ID] = true
+	}
+	if wfs[len(wfs)-2].File != generator.FileReceiver || wfs[len(wfs)-2].WebhookPath != generator.DefaultInboxWebhookPath {
+		t.Errorf("the receiver serves %+v", wfs[len(wfs)-2])
+	}
+}
+
+// The receiver verifies, then saves, then answers, and only then hands the
+// new row to the worker: the provider's 200 follows the commit, and nothing
+// reaches the save without a valid signature.
+func TestInboxReceiverOrder(t *testing.T) {
+	files, _ := inboxFiles(t, generator.Options{})
+	w := parse(t, files[generator.FileReceiver])
+	checkEveryPathAnswers(t, w)
+	w.wantEdge(generator.NodeWebhook, 0, generator.NodePrepareSignature)
+	w.wantEdge(generator.NodeSignatureValid, 0, generator.NodeBuildReceipt)
+	w.wantEdge(generator.NodeSignatureValid, 1, generator.NodeRespond401)
+	w.wantEdge(generator.NodeKeyBuilt, 0, generator.NodeSaveReceipt)
+	w.wantEdge(generator.NodeSaveReceipt, 0, generator.NodeRespondReceipt)
+	w.wantEdge(generator.NodeSaveReceipt, 1, generator.NodeRespond503Save)
+	w.wantEdge(generator.NodeRespondReceipt, 0, generator.NodeNewReceipt)
+	w.wantEdge(generator.NodeNewReceipt, 0, generator.NodeHandOff)
+	if got := w.node(generator.NodeHandOff).Get("parameters.options.waitForSubWorkflow"); got.Type != gjson.False {
+		t.Errorf("the hand-off waits for the worker (%s); the receipt is already answered", got.Raw)
+	}
+	save := w.node(generator.NodeSaveReceipt).Get("parameters.query").String()
+	if !strings.Contains(save, "ON CONFLICT (account, event_id) DO NOTHING") {
+		t.Errorf("the receipt is not saved once per (account, event_id): %s", save)
+	}
+	script := w.node(generator.NodeBuildReceipt).Get("parameters.jsCode").String()
+	for _, line := range []string{"const RECEIPT = true;", `const PRESET = "stripe";`, `"stripe-signature"`, `"content-type"`} {
+		if !strings.Contains(script, line) {
+			t.Errorf("the receipt script lacks %s", line)
+		}
+	}
+	// --verify none: no signature nodes, the receipt straight after the webhook.
+	files, _ = inboxFiles(t, generator.Options{Verify: "none", Account: "acct_shop"})
+	w = parse(t, files[generator.FileReceiver])
+	w.wantEdge(generator.NodeWebhook, 0, generator.NodeBuildReceipt)
+	if !strings.Contains(w.node(generator.NodeBuildReceipt).Get("parameters.jsCode").String(), `const DEFAULT_ACCOUNT = "acct_shop";`) {
+		t.Error("--account did not reach the receipt script")
+	}
+}
+
+// The worker claims before it applies, records a failed decision, and wakes
+// the outbox only when tasks were queued; the allowlist is a bound parameter.
+func TestInboxWorkerAndOutbox(t *testing.T) {
+	files, _ := inboxFiles(t, generator.Options{Events: []string{"payment_intent.succeeded", "invoice.paid"}, DBSchema: "pay"})
+	w := parse(t, files[generator.FileWorker])
+	w.wantEdge(generator.NodeWorkerStart, 0, generator.NodeClaimEvent)
+	w.wantEdge(generator.NodeClaimEvent, 0, generator.NodeClaimed)
+	w.wantEdge(generator.NodeClaimed, 0, generator.NodeApplyEvent)
+	w.wantEdge(generator.NodeApplyEvent, 1, generator.NodeRecordError)
+	w.wantEdge(generator.NodeTasksQueued, 0, generator.NodeWakeOutbox)
+	apply := w.node(generator.NodeApplyEvent)
+	if !strings.Contains(apply.Get("parameters.options.queryReplacement").String(), `"payment_intent.succeeded,invoice.paid"`) {
+		t.Errorf("the allowlist is not a parameter of Apply Event: %s", apply.Get("parameters.options.queryReplacement").String())
+	}
+	if !strings.Contains(apply.Get("parameters.query").String(), "pay.idemhook_apply_event(") {
+		t.Errorf("Apply Event does not call the function in --db-schema: %s", apply.Get("parameters.query").String())
+	}
+
+	o := parse(t, files[generator.FileOutbox])
+	o.wantEdge(generator.NodeLookupFirst, 0, generator.NodeLookup)
+	o.wantEdge(generator.NodeLookupFirst, 1, generator.NodeCallAPI)
+	o.wantEdge(generator.NodeResend, 0, generator.NodeCallAPI)
+	for _, n := range []string{generator.NodeLookup, generator.NodeCallAPI} {
+		// No answer at all (timeout, reset) must reach the record node too.
+		o.wantEdge(n, 1, o.targets(n, 0)[0])
+		if o.node(n).Get("parameters.options.response.response.responseFormat").String() != "text" {
+			t.Errorf("%s parses the answer: a non-JSON 2xx would look like a failed call", n)
+		}
+	}
+	call := o.node(generator.NodeCallAPI).Get("parameters")
+	if call.Get("headerParameters.parameters.0.name").String() != "Idempotency-Key" ||
+		!strings.Contains(call.Get("headerParameters.parameters.0.value").String(), "operation_key") {
+		t.Errorf("Call API does not send the operation key as Idempotency-Key: %s", call.Get("headerParameters").Raw)
+	}
+	if !strings.Contains(o.node(generator.NodeClaimTasks).Get("parameters.query").String(), "FOR UPDATE SKIP LOCKED") {
+		t.Error("the dispatcher's claim does not skip locked tasks")
+	}
+}
+
+func TestInboxSchema(t *testing.T) {
+	files, _ := inboxFiles(t, generator.Options{DBSchema: "pay"})
+	sql := string(files["schema.sql"])
+	for _, want := range []string{"CREATE SCHEMA IF NOT EXISTS pay;", "CREATE TABLE IF NOT EXISTS pay.inbox_events", "UNIQUE (account, event_id)",
+		"CREATE TABLE IF NOT EXISTS pay.effects", "effect_key text PRIMARY KEY", "CREATE TABLE IF NOT EXISTS pay.orders",
+		"operation_key text NOT NULL UNIQUE", "CREATE OR REPLACE FUNCTION pay.idemhook_apply_event("} {
+		if !strings.Contains(sql, want) {
+			t.Errorf("schema.sql lacks %q", want)
+		}
+	}
+	if strings.Contains(sql, "DROP ") || strings.Contains(sql, "ALTER TABLE") {
+		t.Error("schema.sql drops or alters: it must only create what is missing")
+	}
+}
