@@ -1,0 +1,139 @@
+//go:build js && wasm
+
+// Command planner-wasm is the planner page's WebAssembly module: the Go key
+// spec and generator, unchanged, for the page's script. It defines
+// globalThis.idemhook with three functions and then waits forever:
+//
+//	explain(body Uint8Array, headers string, preset string, scope string) → {rule, fallback, sentence, key, source, error}
+//	options() → [{name, option, usage, default, choices, pattern}]
+//	generate(flags {name: value}) → {files: {name: text}, zip: Uint8Array} | {error, flag}
+//
+// The page computes the key's SHA-256 itself with crypto.subtle.digest; key
+// here is the Go derivation it is checked against. Nothing leaves the page.
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"errors"
+	"net/textproto"
+	"slices"
+	"strings"
+	"syscall/js"
+
+	"github.com/idemhook/idemhook/eventkey"
+	"github.com/idemhook/idemhook/generator"
+)
+
+func main() {
+	js.Global().Set("idemhook", js.ValueOf(map[string]any{
+		"explain":  js.FuncOf(explain),
+		"options":  js.FuncOf(options),
+		"generate": js.FuncOf(generate),
+	}))
+	select {}
+}
+
+// headers parses "Name: value" lines; names are matched case-insensitively.
+type headers map[string]string
+
+func (h headers) Get(name string) string { return h[textproto.CanonicalMIMEHeaderKey(name)] }
+
+func parseHeaders(text string) headers {
+	h := headers{}
+	for _, line := range strings.Split(text, "\n") {
+		name, value, ok := strings.Cut(strings.TrimRight(line, "\r"), ":")
+		if ok && strings.TrimSpace(name) != "" {
+			h[textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name))] = strings.TrimSpace(value)
+		}
+	}
+	return h
+}
+
+func explain(_ js.Value, args []js.Value) any {
+	if len(args) != 4 {
+		return map[string]any{"error": "explain(body, headers, preset, scope)"}
+	}
+	body := make([]byte, args[0].Get("length").Int())
+	js.CopyBytesToGo(body, args[0])
+	e, err := eventkey.ExplainFor(eventkey.Preset(args[2].String()), parseHeaders(args[1].String()), body, args[3].String())
+	if err != nil {
+		return map[string]any{"error": err.Error(), "rule": "invalid_preset_or_scope"}
+	}
+	return map[string]any{
+		"rule": string(e.Rule), "fallback": string(e.Fallback), "sentence": e.Sentence,
+		"key": e.Key.Value, "source": string(e.Key.Source),
+	}
+}
+
+func options(js.Value, []js.Value) any {
+	out := make([]any, 0, len(generator.Flags))
+	for _, f := range generator.Flags {
+		choices := make([]any, len(f.Choices))
+		for i, c := range f.Choices {
+			choices[i] = c
+		}
+		out = append(out, map[string]any{
+			"name": f.Name, "option": f.Option, "usage": strings.ReplaceAll(f.Usage, "`", ""),
+			"default": f.Default, "choices": choices, "pattern": string(f.Pattern),
+		})
+	}
+	return out
+}
+
+func generate(_ js.Value, args []js.Value) any {
+	if len(args) != 1 {
+		return map[string]any{"error": "generate({flag: value})"}
+	}
+	values := map[string]string{}
+	keys := js.Global().Get("Object").Call("keys", args[0])
+	for i := range keys.Length() {
+		name := keys.Index(i).String()
+		values[name] = args[0].Get(name).String()
+	}
+	opts, err := generator.OptionsFromFlags(values)
+	var fe *generator.FlagError
+	if errors.As(err, &fe) {
+		return map[string]any{"error": err.Error(), "flag": fe.Flag}
+	}
+	files, err := generator.Files(opts)
+	var oe *generator.OptionError
+	if errors.As(err, &oe) {
+		flag := ""
+		if f := generator.FlagOf(oe.Option); f != nil {
+			flag = f.Name
+		}
+		return map[string]any{"error": err.Error(), "flag": flag}
+	}
+	if err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	names := make([]string, 0, len(files))
+	out := map[string]any{}
+	for name, b := range files {
+		names = append(names, name)
+		out[name] = string(b)
+	}
+	slices.Sort(names)
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, name := range names {
+		w, err := zw.Create(name)
+		if err == nil {
+			_, err = w.Write(files[name])
+		}
+		if err != nil {
+			return map[string]any{"error": err.Error()}
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	zipBytes := js.Global().Get("Uint8Array").New(buf.Len())
+	js.CopyBytesToJS(zipBytes, buf.Bytes())
+	nameList := make([]any, len(names))
+	for i, n := range names {
+		nameList[i] = n
+	}
+	return map[string]any{"files": out, "names": nameList, "zip": zipBytes}
+}
