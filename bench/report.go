@@ -1,0 +1,133 @@
+package bench
+
+import (
+	"fmt"
+	"html"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Markdown renders the report as the README shows it: a table per part, the
+// ratios in bold.
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Measured %s on %d CPUs (%s), PostgreSQL %s with fsync and synchronous_commit on",
+		r.Date.Format("2006-01-02"), r.CPUs, r.GoVersion, r.PostgreSQL)
+	if r.N8N != "" {
+		fmt.Fprintf(&b, ", n8n %s", r.N8N)
+	}
+	b.WriteString(". Ratios are stable across machines; absolute numbers are not.\n")
+	parts := []struct{ part, title, ratio string }{
+		{"reservations", "Reservations (one new key each)", "× baseline throughput"},
+		{"derivation", "Key derivation (one client)", "× SHA-256 throughput"},
+		{"n8n", "n8n, sequential deliveries of new events", "p50 ÷ p50 without guard"},
+	}
+	for _, p := range parts {
+		rows := r.part(p.part)
+		if len(rows) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n**%s**\n\n| series | clients | throughput | p50 | p99 | ratio (%s) | peak RSS |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n", p.title, p.ratio)
+		for _, x := range rows {
+			ratio := ""
+			if x.Baseline != "" && x.Ratio > 0 {
+				ratio = fmt.Sprintf("**%.2f**", x.Ratio)
+			}
+			rss := ""
+			if x.MaxRSS > 0 {
+				rss = fmt.Sprintf("%.0f MiB", float64(x.MaxRSS)/(1<<20))
+			}
+			fmt.Fprintf(&b, "| %s | %d | %.0f %s | %s | %s | %s | %s |\n", x.Name, x.Concurrency, x.Throughput, x.Unit, ms(x.P50), ms(x.P99), ratio, rss)
+		}
+	}
+	return b.String()
+}
+
+func (r *Report) part(name string) []Result {
+	var out []Result
+	for _, x := range r.Results {
+		if x.Part == name {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func ms(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+}
+
+// SVG draws two charts: reservations per second by concurrency for each
+// series, and the latency distribution of each n8n workflow (p10 to p90 as a
+// box, the median as a line, p99 as a whisker).
+func (r *Report) SVG() []byte {
+	const width, left = 900, 330
+	var b strings.Builder
+	y := 40
+	var body strings.Builder
+
+	// Chart 1: throughput bars.
+	res := r.part("reservations")
+	if len(res) > 0 {
+		fmt.Fprintf(&body, `<text x="10" y="%d" class="title">Reservations per second (higher is better), durable PostgreSQL</text>`+"\n", y)
+		y += 16
+		peak := 0.0
+		for _, x := range res {
+			peak = math.Max(peak, x.Throughput)
+		}
+		for _, x := range res {
+			w := int(float64(width-left-80) * x.Throughput / peak)
+			fmt.Fprintf(&body, `<text x="%d" y="%d" class="label" text-anchor="end">%s, %d clients</text>`, left-8, y+12, html.EscapeString(x.Name), x.Concurrency)
+			fmt.Fprintf(&body, `<rect x="%d" y="%d" width="%d" height="14" class="%s"/>`, left, y+1, max(w, 1), seriesClass(x.Name))
+			fmt.Fprintf(&body, `<text x="%d" y="%d" class="value">%.0f/s</text>`+"\n", left+w+6, y+12, x.Throughput)
+			y += 20
+		}
+		y += 24
+	}
+
+	// Chart 2: n8n latency distributions.
+	n := r.part("n8n")
+	if len(n) > 0 {
+		fmt.Fprintf(&body, `<text x="10" y="%d" class="title">n8n: latency of a delivery (ms, lower is better): box p10-p90, line p50, whisker p99</text>`+"\n", y)
+		y += 16
+		hi := 0.0
+		for _, x := range n {
+			hi = math.Max(hi, float64(x.P99)/float64(time.Millisecond))
+		}
+		scale := func(v time.Duration) int {
+			return left + int(float64(width-left-80)*float64(v)/float64(time.Millisecond)/hi)
+		}
+		for _, x := range n {
+			lat := slices.Clone(x.Latencies)
+			slices.Sort(lat)
+			at := func(p int) time.Duration { return lat[min(len(lat)-1, len(lat)*p/100)] }
+			fmt.Fprintf(&body, `<text x="%d" y="%d" class="label" text-anchor="end">%s</text>`, left-8, y+12, html.EscapeString(x.Name))
+			fmt.Fprintf(&body, `<line x1="%d" y1="%d" x2="%d" y2="%d" class="whisker"/>`, scale(at(10)), y+8, scale(x.P99), y+8)
+			fmt.Fprintf(&body, `<rect x="%d" y="%d" width="%d" height="14" class="box"/>`, scale(at(10)), y+1, max(scale(at(90))-scale(at(10)), 1))
+			fmt.Fprintf(&body, `<line x1="%d" y1="%d" x2="%d" y2="%d" class="median"/>`, scale(x.P50), y, scale(x.P50), y+16)
+			fmt.Fprintf(&body, `<text x="%d" y="%d" class="value">%s</text>`+"\n", scale(x.P99)+6, y+12, ms(x.P50))
+			y += 20
+		}
+		y += 10
+	}
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, y+20, width, y+20)
+	b.WriteString(`<style>.title{font-weight:bold;font-size:13px}.label{fill:#333}.value{fill:#555}.baseline{fill:#9aa5b1}.keysvc{fill:#0b5cad}` +
+		`.box{fill:#cfe0f5;stroke:#0b5cad}.median{stroke:#0b5cad;stroke-width:2}.whisker{stroke:#888}</style>` + "\n")
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="10" y="20" class="label">%s</text>`+"\n",
+		html.EscapeString(fmt.Sprintf("idemhook bench, %s, %d CPUs", r.Date.Format("2006-01-02"), r.CPUs)))
+	b.WriteString(body.String())
+	b.WriteString("</svg>\n")
+	return []byte(b.String())
+}
+
+func seriesClass(name string) string {
+	if strings.HasPrefix(name, "keysvc") {
+		return "keysvc"
+	}
+	return "baseline"
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemhook/idemhook/bench"
+)
+
+func runBench(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("bench", "idemhook bench [options]\n\nStarts PostgreSQL 16 (durable: fsync and synchronous_commit on) and n8n from the e2e stack's\ncache, and measures side by side: pgbench and a pgx loop against keysvc (PostgreSQL and embedded\nstore) at each concurrency, key derivation against SHA-256, and every guard in n8n against the same\nworkflow without one. Prints a table and writes bench.md and bench.svg.", stderr)
+	out := fs.String("out", ".", "`directory` for bench.md and bench.svg")
+	concurrency := fs.String("concurrency", "8,32", "`LIST` of concurrent clients for the throughput runs")
+	duration := fs.Duration("duration", 10*time.Second, "length of each throughput run")
+	deliveries := fs.Int("deliveries", 50, "sequential deliveries per n8n workflow")
+	skipN8N := fs.Bool("skip-n8n", false, "leave out the n8n part")
+	keysvcBin := fs.String("keysvc", "", "keysvc `binary` to measure as its own process (default: built from this module when it can be, else run in process)")
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	opts := bench.Options{Duration: *duration, Deliveries: *deliveries, SkipN8N: *skipN8N, KeysvcBinary: *keysvcBin, Progress: stderr}
+	for _, c := range strings.Split(*concurrency, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 || n > 1000 {
+			fmt.Fprintf(stderr, "idemhook bench: --concurrency %q: give numbers of clients such as 8,32\n", *concurrency)
+			return exitUsage
+		}
+		opts.Concurrency = append(opts.Concurrency, n)
+	}
+	if *duration < time.Second || *deliveries < 1 {
+		fmt.Fprintln(stderr, "idemhook bench: --duration must be at least 1s and --deliveries at least 1")
+		return exitUsage
+	}
+	if opts.KeysvcBinary == "" {
+		opts.KeysvcBinary = buildKeysvc(stderr)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep, err := bench.Run(ctx, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemhook bench: %v\n", err)
+		return exitFail
+	}
+	md := rep.Markdown()
+	fmt.Fprint(stdout, md)
+	if err := writeFiles(*out, map[string][]byte{"bench.md": []byte(md), "bench.svg": rep.SVG()}, stdout); err != nil {
+		fmt.Fprintf(stderr, "idemhook bench: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// buildKeysvc builds cmd/keysvc so that it runs as its own process and its
+// memory can be read; "" (keysvc in process) when no Go toolchain or source
+// is at hand.
+func buildKeysvc(stderr io.Writer) string {
+	dir, err := os.MkdirTemp("", "idemhook-bench-keysvc-")
+	if err != nil {
+		return ""
+	}
+	bin := filepath.Join(dir, "keysvc")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/idemhook/idemhook/cmd/keysvc").CombinedOutput(); err != nil {
+		fmt.Fprintf(stderr, "bench: keysvc runs in this process (building it failed: %v %s); its memory is not measured\n", err, strings.TrimSpace(string(out)))
+		return ""
+	}
+	return bin
+}
