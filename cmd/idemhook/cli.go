@@ -1,19 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/planner"
 )
 
 // Exit codes: 1 when the work failed, 2 when the command line or the input
@@ -32,9 +30,30 @@ const usage = `idemhook makes n8n webhook receivers safe to retry.
 Usage:
   idemhook generate --out DIR [options]  write workflow.json, cleanup-workflow.json,
                                          schema.sql and credentials.example.json
+                                         (--pattern inbox: the receiver, worker,
+                                         recoverer, outbox and cleanup workflows)
   idemhook schema [options]              print the SQL schema
   idemhook key [FILE]                    print the idempotency key of a body
                                          (reads stdin when FILE is absent)
+  idemhook planner --out DIR             write the planner page (key and workflow in
+                                         the browser) for a static host or to open
+                                         from disk
+  idemhook deploy --n8n-url URL --api-key-file FILE [options]
+                                         create or update the workflows in a running
+                                         n8n through its API, publish them, prove
+                                         them live
+  idemhook check --n8n-url URL --api-key-file FILE [options]
+                                         the same proof, changing nothing
+  idemhook cleanup --now --n8n-url URL --api-key-file FILE
+                                         run the cleanup workflow now, inside n8n
+  idemhook up [options]                  a local lab: PostgreSQL, n8n and keysvc with
+                                         the workflows live; Ctrl-C stops it all
+  idemhook verify --workflow FILE        prove that your own (edited, exported)
+                                         workflow still guards, in a scratch n8n;
+                                         for CI (--report junit.xml)
+  idemhook bench [--out DIR]             measure keysvc against pgbench and each
+                                         guard against your workflow without one,
+                                         on a durable PostgreSQL and real n8n
 
 Run 'idemhook COMMAND --help' for the options of a command.
 `
@@ -51,6 +70,20 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runSchema(args[1:], stdout, stderr)
 	case "key":
 		return runKey(args[1:], stdin, stdout, stderr)
+	case "planner":
+		return runPlanner(args[1:], stdout, stderr)
+	case "bench":
+		return runBench(args[1:], stdout, stderr)
+	case "deploy":
+		return runDeploy(args[1:], stdout, stderr)
+	case "check":
+		return runCheck(args[1:], stdout, stderr)
+	case "cleanup":
+		return runCleanup(args[1:], stdout, stderr)
+	case "up":
+		return runUp(args[1:], stdout, stderr)
+	case "verify":
+		return runVerify(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -60,77 +93,51 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 }
 
-// optionFlags registers the generator options on fs.
+// optionFlags registers the generator options on fs, from the one table
+// the planner page uses too.
 func optionFlags(fs *flag.FlagSet, o *generator.Options) {
-	fs.StringVar(&o.WebhookPath, "path", generator.DefaultWebhookPath, "webhook path: the production URL is /webhook/`PATH`")
-	fs.StringVar(&o.WorkflowName, "name", generator.DefaultWorkflowName, "workflow `name` shown in n8n")
-	fs.StringVar(&o.EventsTable, "events-table", generator.DefaultEventsTable, "`table` of reserved keys (table or schema.table)")
-	fs.StringVar(&o.BusinessTable, "business-table", generator.DefaultBusinessTable, "`table` of the example business step")
-	fs.StringVar(&o.CredentialName, "credential", generator.DefaultCredentialName, "`name` of the n8n Postgres credential the nodes use")
-	fs.Func("retention", "how long cleanup keeps keys, a `DURATION` such as 30d or 720h (default 30d)", func(s string) error {
-		d, err := parseDays(s)
-		o.Retention = d
-		return err
-	})
-	fs.Func("hashing", "how the workflow builds the key, a `MODE`: code-node (default), crypto-node or keysvc", func(s string) error {
-		o.Hashing = generator.Hashing(s)
-		return nil
-	})
-	fs.Func("guard", "how the key is held while the business step runs, a `MODE`: reserve (default) or lease", func(s string) error {
-		o.Guard = generator.Guard(s)
-		return nil
-	})
-	fs.StringVar(&o.KeysvcURL, "keysvc-url", generator.DefaultKeysvcURL, "keysvc's base `URL` as n8n reaches it (--hashing keysvc)")
-	fs.StringVar(&o.KeysvcCredential, "keysvc-credential", "", "`name` of an n8n Bearer Auth credential holding keysvc's token (--hashing keysvc)")
-	fs.StringVar(&o.Verify, "verify", "", "check this `PROVIDER`'s signature before reserving: stripe, github, shopify, slack (standardwebhooks with --hashing keysvc)")
-	fs.StringVar(&o.VerifyCredential, "verify-credential", generator.DefaultVerifyCredential, "`name` of the n8n Crypto credential whose HMAC secret is the signing secret")
-	fs.DurationVar(&o.Tolerance, "tolerance", generator.DefaultTolerance, "how far a signed timestamp may be from now, both ways")
-	fs.StringVar(&o.Preset, "preset", "", "where the event id is read, a `PROVIDER` preset (default: the --verify provider)")
-	fs.StringVar(&o.Scope, "scope", "", "`scope` that prefixes a preset's key (letters, digits, '.', '_', '-')")
-	fs.Func("lease", "in lease mode, how long an attempt holds the key, a `DURATION` such as 90s or 5m (default 5m)", func(s string) error {
-		d, err := parseDays(s)
-		o.Lease = d
-		return err
-	})
-}
-
-// parseDays parses a Go duration, plus a whole number of days as "30d".
-func parseDays(s string) (time.Duration, error) {
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		days, err := strconv.Atoi(n)
-		if err != nil || days <= 0 {
-			return 0, errors.New("want a positive number of days such as 30d")
+	for _, f := range generator.Flags {
+		usage := f.Usage
+		if f.Default != "" {
+			usage += " (default " + f.Default + ")"
 		}
-		return time.Duration(days) * 24 * time.Hour, nil
+		fs.Func(f.Name, usage, func(v string) error { return f.Set(o, v) })
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, errors.New("want a duration such as 30d, 720h or 90s")
-	}
-	return d, nil
 }
 
 func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: %s\n\nOptions:\n", synopsis)
-		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "Usage: %s\n", synopsis)
+		hasFlags := false
+		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+		if hasFlags {
+			fmt.Fprint(fs.Output(), "\nOptions:\n")
+			fs.PrintDefaults()
+		}
 	}
 	return fs
 }
 
 // parse parses args and maps the outcome to an exit code; ok is false when
-// the command must stop with that code.
+// the command must stop with that code. --help prints the usage once, on
+// stdout; a mistake prints the flag package's reason and the usage on stderr.
 func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, ok bool) {
+	stderr := fs.Output()
+	var msg bytes.Buffer
+	fs.SetOutput(&msg)
 	err := fs.Parse(args)
+	fs.SetOutput(stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		fs.SetOutput(stdout)
 		fs.Usage()
+		fs.SetOutput(stderr)
 		return exitOK, false
 	}
 	if err != nil {
-		return exitUsage, false // the flag package has printed the reason
+		io.Copy(stderr, &msg)
+		return exitUsage, false
 	}
 	return exitOK, true
 }
@@ -156,22 +163,9 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemhook generate: %v\n", err)
 		return exitUsage
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	if err := writeFiles(*out, files, stdout); err != nil {
 		fmt.Fprintf(stderr, "idemhook generate: %v\n", err)
 		return exitFail
-	}
-	names := make([]string, 0, len(files))
-	for name := range files {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		path := filepath.Join(*out, name)
-		if err := os.WriteFile(path, files[name], 0o644); err != nil {
-			fmt.Fprintf(stderr, "idemhook generate: %v\n", err)
-			return exitFail
-		}
-		fmt.Fprintln(stdout, "wrote", path)
 	}
 	return exitOK
 }
@@ -231,4 +225,41 @@ func runKey(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, k.Value)
 	return exitOK
+}
+
+func runPlanner(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("planner", "idemhook planner --out DIR\n\nWrites the planner page: paste a delivery, see its key, download the workflow; all in the browser.", stderr)
+	out := fs.String("out", "", "`directory` to write the page into (created if missing; required)")
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "idemhook planner: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *out == "" {
+		fmt.Fprintln(stderr, "idemhook planner: --out DIR is required")
+		return exitUsage
+	}
+	files, err := planner.Files()
+	if err != nil {
+		fmt.Fprintf(stderr, "idemhook planner: %v\n", err)
+		return exitFail
+	}
+	if err := writeFiles(*out, files, stdout); err != nil {
+		fmt.Fprintf(stderr, "idemhook planner: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintf(stdout, "open %s in a browser, or serve the folder from any static host\n", filepath.Join(*out, "index.html"))
+	return exitOK
+}
+
+// writeFiles writes files into dir (created if missing), in name order,
+// naming each on stdout.
+func writeFiles(dir string, files map[string][]byte, stdout io.Writer) error {
+	paths, err := generator.WriteFiles(dir, files)
+	for _, p := range paths {
+		fmt.Fprintln(stdout, "wrote", p)
+	}
+	return err
 }

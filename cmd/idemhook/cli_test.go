@@ -37,6 +37,37 @@ func TestGenerateWritesTheFourFiles(t *testing.T) {
 	}
 }
 
+func TestGenerateInbox(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runCLI("", "generate", "--out", dir, "--pattern", "inbox", "--events", "payment_intent.succeeded,charge.refunded",
+		"--db-schema", "payments", "--outbox-url", "https://fulfil.example/v1/operations", "--defer-limit", "2d", "--sweep-every", "5m")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, name := range []string{"receiver-workflow.json", "worker-workflow.json", "recoverer-workflow.json", "outbox-workflow.json",
+		"cleanup-workflow.json", "schema.sql", "credentials.example.json"} {
+		if !strings.Contains(stdout, name) {
+			t.Errorf("output does not mention %s: %q", name, stdout)
+		}
+	}
+	receiver, _ := os.ReadFile(filepath.Join(dir, "receiver-workflow.json"))
+	worker, _ := os.ReadFile(filepath.Join(dir, "worker-workflow.json"))
+	outbox, _ := os.ReadFile(filepath.Join(dir, "outbox-workflow.json"))
+	for what, ok := range map[string]bool{
+		"the inbox webhook path": strings.Contains(string(receiver), `"path": "webhook-inbox"`),
+		"--events":               strings.Contains(string(worker), `payment_intent.succeeded,charge.refunded`),
+		"--defer-limit":          strings.Contains(string(worker), "interval '172800 seconds'"),
+		"--db-schema":            strings.Contains(string(worker), "payments.idemhook_apply_event"),
+		"--outbox-url":           strings.Contains(string(outbox), "https://fulfil.example/v1/operations"),
+		"--sweep-every":          strings.Contains(string(outbox), `"minutesInterval": 5`),
+		"stripe verification":    strings.Contains(string(receiver), "Compute Signature"),
+	} {
+		if !ok {
+			t.Errorf("%s did not reach the generated files", what)
+		}
+	}
+}
+
 func TestUsageErrorsExitTwo(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -50,6 +81,9 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"bad table", []string{"generate", "--out", "x", "--events-table", "a;b"}, "invalid events table"},
 		{"bad retention", []string{"schema", "--retention", "soon"}, "want a duration"},
 		{"bad guard", []string{"schema", "--guard", "mutex"}, "invalid guard mode"},
+		{"bad pattern", []string{"schema", "--pattern", "saga"}, "invalid pattern"},
+		{"inbox with crypto-node", []string{"generate", "--out", "x", "--pattern", "inbox", "--hashing", "crypto-node"}, "invalid hashing mode"},
+		{"bad sweep", []string{"schema", "--pattern", "inbox", "--sweep-every", "90m"}, "invalid sweep interval"},
 		{"stray argument", []string{"schema", "extra"}, "unexpected argument"},
 		{"two files", []string{"key", "a", "b"}, "at most one FILE"},
 		{"missing file", []string{"key", "/nonexistent/body.json"}, "no such file"},
@@ -64,11 +98,16 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 }
 
 func TestHelpExitsZero(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"generate", "--help"}, {"schema", "-h"}, {"key", "--help"}} {
-		code, stdout, _ := runCLI("", args...)
-		if code != 0 || !strings.Contains(stdout, "Usage") {
-			t.Errorf("%v: exit %d, stdout %q", args, code, stdout)
+	for _, args := range [][]string{{"--help"}, {"generate", "--help"}, {"schema", "-h"}, {"key", "--help"}, {"planner", "--help"}, {"bench", "--help"}} {
+		code, stdout, stderr := runCLI("", args...)
+		// Once, on stdout (issue 12: it was printed on both).
+		if code != 0 || strings.Count(stdout, "Usage") != 1 || stderr != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
 		}
+	}
+	// A command without options shows no empty "Options:" section.
+	if _, stdout, _ := runCLI("", "key", "--help"); strings.Contains(stdout, "Options:") {
+		t.Errorf("key --help shows an options section: %q", stdout)
 	}
 }
 
@@ -94,5 +133,24 @@ func TestSchemaPrintsSQL(t *testing.T) {
 	code, stdout, _ := runCLI("", "schema", "--events-table", "hooks.events")
 	if code != 0 || !strings.Contains(stdout, "CREATE TABLE IF NOT EXISTS hooks.events (") {
 		t.Errorf("exit %d, %q", code, stdout)
+	}
+}
+
+func TestPlannerWritesThePage(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runCLI("", "planner", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, name := range []string{"index.html", "planner.js", "planner.css", "wasm_exec.js", "idemhook.wasm.js"} {
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || len(b) == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if !strings.Contains(stdout, "index.html") {
+		t.Errorf("output does not say what to open: %q", stdout)
+	}
+	if code, _, stderr := runCLI("", "planner"); code != 2 || !strings.Contains(stderr, "--out DIR is required") {
+		t.Errorf("planner without --out: exit %d, %q", code, stderr)
 	}
 }

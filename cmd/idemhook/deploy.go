@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+
+	"github.com/idemhook/idemhook/deploy"
+	"github.com/idemhook/idemhook/eventkey"
+	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/n8napi"
+	"github.com/idemhook/idemhook/verify"
+)
+
+// remote holds the flags of the commands that talk to a running n8n
+// through its public API.
+type remote struct {
+	n8nURL, apiKeyFile, webhookURL, from string
+	opts                                 generator.Options
+	probe                                bool
+}
+
+func (r *remote) flags(fs *flag.FlagSet) {
+	fs.StringVar(&r.n8nURL, "n8n-url", os.Getenv("N8N_URL"), "n8n's `URL`, e.g. https://n8n.example.com (default $N8N_URL)")
+	fs.StringVar(&r.apiKeyFile, "api-key-file", "", "`file` holding an n8n API key (Settings → n8n API); default $N8N_API_KEY")
+	fs.StringVar(&r.webhookURL, "webhook-url", "", "base `URL` deliveries reach n8n's webhooks at, when not n8n's URL (WEBHOOK_URL, queue-mode webhook processes)")
+	fs.StringVar(&r.from, "from", "", "`directory` written by idemhook generate (instead of the generate options)")
+	optionFlags(fs, &r.opts)
+}
+
+func (r *remote) probeFlag(fs *flag.FlagSet) {
+	fs.BoolVar(&r.probe, "probe", false, "then send one probe delivery (id "+verify.ProbePrefix+"…, its key reserved first, so the business step skips it) and check from n8n's execution that it went through the reservation")
+}
+
+// probeRefusal says why --probe cannot run with these options, or "".
+func (r *remote) probeRefusal() string {
+	switch {
+	case r.from != "":
+		return "--probe needs the generate options (the probe's key depends on them), not --from"
+	case r.opts.Pattern == generator.PatternInbox:
+		return "--probe checks the reserve pattern; the inbox pattern's receiver verifies signatures (send a signed test event)"
+	case r.opts.Verify != "":
+		return "--probe cannot sign its delivery: the workflow checks " + r.opts.Verify + " signatures"
+	case r.opts.Hashing == generator.HashingKeysvc:
+		return "--probe reserves its key in PostgreSQL; this workflow reserves through keysvc"
+	}
+	return ""
+}
+
+// runProbe probes the deployed webhook workflow of ws.
+func (r *remote) runProbe(ctx context.Context, c *n8napi.Client, ws []deploy.Workflow, credIDs []string, opts deploy.Options) (string, error) {
+	bound, err := deploy.Bind(ctx, c, ws, credIDs)
+	if err != nil {
+		return "", err
+	}
+	t := verify.ProbeTarget{Preset: eventkey.Preset(r.opts.Preset), Scope: r.opts.Scope}
+	for ref, id := range bound {
+		if ref.Type == "postgres" {
+			t.Credential = id
+		}
+	}
+	existing, err := c.Workflows(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, w := range ws {
+		if w.WebhookPath == "" {
+			continue
+		}
+		for _, e := range existing {
+			if e.Name == w.Doc.Name && !e.IsArchived {
+				t.WorkflowID = e.ID
+			}
+		}
+		t.URL = opts.ProductionURL(c, w.WebhookPath)
+	}
+	if t.WorkflowID == "" || t.Credential == "" {
+		return "", errors.New("--probe: the webhook workflow or its Postgres credential is not in n8n")
+	}
+	return verify.Probe(ctx, c, t, opts)
+}
+
+// setup returns the API client and the workflows, or an exit code and a
+// message when the command line is wrong.
+func (r *remote) setup(cmd string, fs *flag.FlagSet, stderr io.Writer) (*n8napi.Client, []deploy.Workflow, bool) {
+	fail := func(format string, args ...any) (*n8napi.Client, []deploy.Workflow, bool) {
+		fmt.Fprintf(stderr, "idemhook %s: "+format+"\n", append([]any{cmd}, args...)...)
+		return nil, nil, false
+	}
+	if fs.NArg() > 0 {
+		return fail("unexpected argument %q", fs.Arg(0))
+	}
+	if r.n8nURL == "" {
+		return fail("--n8n-url is required (or set N8N_URL)")
+	}
+	key := os.Getenv("N8N_API_KEY")
+	if r.apiKeyFile != "" {
+		b, err := os.ReadFile(r.apiKeyFile)
+		if err != nil {
+			return fail("--api-key-file: %v", err)
+		}
+		key = string(b)
+	}
+	if strings.TrimSpace(key) == "" {
+		return fail("an n8n API key is required: --api-key-file FILE or N8N_API_KEY (create one in n8n: Settings → n8n API)")
+	}
+	client, err := n8napi.New(r.n8nURL, key)
+	if err != nil {
+		return fail("%v", err)
+	}
+	files := map[string][]byte{}
+	if r.from != "" {
+		entries, err := os.ReadDir(r.from)
+		if err != nil {
+			return fail("--from: %v", err)
+		}
+		for _, e := range entries {
+			if e.Type().IsRegular() && filepath.Ext(e.Name()) == ".json" {
+				if files[e.Name()], err = os.ReadFile(filepath.Join(r.from, e.Name())); err != nil {
+					return fail("--from: %v", err)
+				}
+			}
+		}
+	} else if files, err = generator.Files(r.opts); err != nil {
+		return fail("%v", err)
+	}
+	if why := r.probeRefusal(); r.probe && why != "" {
+		return fail("%s", why)
+	}
+	ws, err := deploy.Load(files)
+	if err != nil {
+		return fail("%v", err)
+	}
+	return client, ws, true
+}
+
+func (r *remote) deployOptions(stderr io.Writer) deploy.Options {
+	return deploy.Options{WebhookURL: r.webhookURL, Progress: stderr}
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func runDeploy(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("deploy", "idemhook deploy --n8n-url URL --api-key-file FILE [--from DIR | options]\n\n"+
+		"Creates or updates (by name) the workflows in n8n through its public API, binds their credentials by\n"+
+		"id, publishes them and waits until each webhook is live. Safe to run again.", stderr)
+	var r remote
+	r.flags(fs)
+	var credIDs multiFlag
+	fs.Var(&credIDs, "credential-id", "`ID` of the credential to bind when several share its name (repeatable)")
+	r.probeFlag(fs)
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	client, ws, ok := r.setup("deploy", fs, stderr)
+	if !ok {
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	opts := r.deployOptions(stderr)
+	opts.CredentialIDs = credIDs
+	deployed, err := deploy.Deploy(ctx, client, ws, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemhook deploy: %v\n", err)
+		return deployExit(err)
+	}
+	for _, d := range deployed {
+		fmt.Fprintf(stdout, "%-24s %s  %q\n", d.File, d.ID, d.Name)
+	}
+	if r.probe {
+		seen, err := r.runProbe(ctx, client, ws, credIDs, opts)
+		if err != nil {
+			fmt.Fprintf(stderr, "idemhook deploy: deployed, but %v\n", err)
+			return exitFail
+		}
+		fmt.Fprintln(stdout, seen)
+	}
+	for _, d := range deployed {
+		if d.URL != "" {
+			fmt.Fprintf(stdout, "\nlive; give the provider this URL:\n  %s\n", d.URL)
+		}
+	}
+	fmt.Fprintln(stdout, "\nThe workflows need their schema in the database the credential points at: idemhook schema [same options] | psql …")
+	return exitOK
+}
+
+// deployExit: the user's n8n or options need a change (2), or the
+// work failed (1).
+func deployExit(err error) int {
+	var missing *deploy.MissingCredentialError
+	var ambiguous *deploy.AmbiguousCredentialError
+	var ambiguousWF *deploy.AmbiguousWorkflowError
+	var taken *deploy.PathTakenError
+	if errors.As(err, &missing) || errors.As(err, &ambiguous) || errors.As(err, &ambiguousWF) || errors.As(err, &taken) {
+		return exitUsage
+	}
+	return exitFail
+}
+
+func runCheck(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("check", "idemhook check --n8n-url URL --api-key-file FILE [--from DIR | options]\n\n"+
+		"Checks, without changing anything, that the workflows are in n8n, bound to credentials that exist\n"+
+		"and are not ambiguous, published, and live. Exits 0 only when all is well.", stderr)
+	var r remote
+	r.flags(fs)
+	r.probeFlag(fs)
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	client, ws, ok := r.setup("check", fs, stderr)
+	if !ok {
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	problems, err := deploy.Check(ctx, client, ws, r.deployOptions(nil))
+	if err != nil {
+		fmt.Fprintf(stderr, "idemhook check: %v\n", err)
+		return exitFail
+	}
+	if len(problems) == 0 && r.probe {
+		seen, err := r.runProbe(ctx, client, ws, nil, r.deployOptions(nil))
+		if err != nil {
+			problems = append(problems, deploy.Problem{What: err.Error(), Fix: "A missing table: apply idemhook schema in the database the credential points at. A Code node that cannot require('crypto'): start n8n with NODE_FUNCTION_ALLOW_BUILTIN=crypto"})
+		} else {
+			fmt.Fprintln(stdout, seen)
+		}
+	}
+	if len(problems) == 0 {
+		fmt.Fprintf(stdout, "ok: %d workflows in n8n, bound, published and live\n", len(ws))
+		return exitOK
+	}
+	for _, p := range problems {
+		fmt.Fprintln(stdout, "problem:", p)
+	}
+	return exitFail
+}
+
+func runCleanup(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("cleanup", "idemhook cleanup --now --n8n-url URL --api-key-file FILE [--from DIR | options]\n\n"+
+		"Runs the deployed cleanup workflow once, now, inside n8n (through a temporary workflow, deleted after).", stderr)
+	var r remote
+	r.flags(fs)
+	now := fs.Bool("now", false, "run it now (required: the schedule runs it otherwise)")
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	if !*now {
+		fmt.Fprintln(stderr, "idemhook cleanup: --now is required (the deployed workflow's schedule runs it otherwise)")
+		return exitUsage
+	}
+	client, ws, ok := r.setup("cleanup", fs, stderr)
+	if !ok {
+		return exitUsage
+	}
+	name := ""
+	for _, w := range ws {
+		if w.File == generator.FileCleanup {
+			name = w.Doc.Name
+		}
+	}
+	if name == "" {
+		fmt.Fprintln(stderr, "idemhook cleanup: no cleanup workflow among the files")
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := deploy.CleanupNow(ctx, client, name, r.deployOptions(stderr)); err != nil {
+		fmt.Fprintf(stderr, "idemhook cleanup: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintf(stdout, "ran %q\n", name)
+	return exitOK
+}

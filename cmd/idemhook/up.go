@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/lab"
+)
+
+func runUp(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("up", "idemhook up [options]\n\n"+
+		"Starts a local lab: PostgreSQL 16, n8n and keysvc on free local ports, an n8n owner account and API key,\n"+
+		"the workflows for the options deployed and live. Prints how to log in and a delivery to try.\n"+
+		"Ctrl-C stops everything; nothing keeps running. The first run provisions Node, n8n and PostgreSQL\n"+
+		"into the cache (a few minutes).", stderr)
+	var o generator.Options
+	optionFlags(fs, &o)
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "idemhook up: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if _, err := generator.Files(o); err != nil {
+		fmt.Fprintf(stderr, "idemhook up: %v\n", err)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	l, err := lab.Start(ctx, o, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemhook up: %v\n", err)
+		return exitFail
+	}
+	defer func() {
+		fmt.Fprintln(stderr, "idemhook up: stopping keysvc, n8n and PostgreSQL")
+		if err := l.Close(); err != nil {
+			fmt.Fprintf(stderr, "idemhook up: %v\n", err)
+		}
+	}()
+	printLab(stdout, l)
+	<-ctx.Done()
+	return exitOK
+}
+
+func printLab(w io.Writer, l *lab.Lab) {
+	fmt.Fprintf(w, "n8n editor:  %s  (log in as %s, password %s)\n", l.EditorURL, l.Email, l.Password)
+	fmt.Fprintf(w, "n8n API key: %s\n", l.APIKey)
+	fmt.Fprintf(w, "keysvc:      %s  (Authorization: Bearer %s)\n", l.KeysvcURL, l.KeysvcToken)
+	fmt.Fprintf(w, "database:    %s\n", l.DatabaseURL)
+	if l.SigningSecret != "" && l.Options.Verify != "" || l.Options.Pattern == generator.PatternInbox {
+		fmt.Fprintf(w, "signing secret of the workflows' signature check: %s\n", l.SigningSecret)
+	}
+	for _, d := range l.Deployed {
+		fmt.Fprintf(w, "workflow:    %-24s %s  %q\n", d.File, d.ID, d.Name)
+	}
+	for _, d := range l.Deployed {
+		if d.URL == "" {
+			continue
+		}
+		fmt.Fprintf(w, "webhook:     %s\n\nTry it (run it twice: the second answer is a duplicate):\n", d.URL)
+		body := `{"id":"evt_try_1","type":"payment_intent.succeeded"}`
+		header := ""
+		if l.Options.Pattern == generator.PatternInbox || l.Options.Verify == "stripe" {
+			body = `{"id":"evt_try_1","object":"event","type":"payment_intent.succeeded","data":{"object":{"id":"pi_try_1","object":"payment_intent","amount":100,"amount_received":100,"currency":"eur","status":"succeeded","metadata":{"order_id":"try-1"}}}}`
+			header = fmt.Sprintf(" -H 'Stripe-Signature: %s'", stripeHeader(l.SigningSecret, body, time.Now()))
+			if l.Options.Pattern == generator.PatternInbox {
+				fmt.Fprintf(w, "  psql '%s' -c \"INSERT INTO %sorders (id, amount, currency) VALUES ('try-1', 100, 'eur')\"\n", l.DatabaseURL, schemaPrefix(l.Options.DBSchema))
+			}
+			fmt.Fprintln(w, "  (the signature is valid for 5 minutes)")
+		}
+		fmt.Fprintf(w, "  curl -s -X POST %s -H 'Content-Type: application/json'%s -d '%s'\n", d.URL, header, body)
+	}
+	fmt.Fprintf(w, "\nidemhook check --n8n-url %s --api-key-file <file holding the API key> [the same options]\n", l.EditorURL)
+	fmt.Fprintln(w, "Ctrl-C stops the lab.")
+}
+
+func schemaPrefix(schema string) string {
+	if schema == "" {
+		return ""
+	}
+	return schema + "."
+}
+
+// stripeHeader signs body as Stripe does: t=<unix time>,v1=HMAC-SHA256 of
+// "<t>.<body>".
+func stripeHeader(secret, body string, now time.Time) string {
+	t := strconv.FormatInt(now.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(t + "." + body))
+	return "t=" + t + ",v1=" + hex.EncodeToString(mac.Sum(nil))
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/lab"
+	"github.com/idemhook/idemhook/n8napi"
+	"github.com/idemhook/idemhook/verify"
+)
+
+func runVerify(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("verify", "idemhook verify --workflow FILE [options]\n\n"+
+		"Proves that your own workflow (exported from n8n, edited as you like) still guards: starts PostgreSQL 16\n"+
+		"and n8n 2.41.1 on this machine, applies the schema, deploys the workflow with scratch credentials,\n"+
+		"and checks from n8n's execution data that a replay, a body without id, simultaneous deliveries and a\n"+
+		"failing business step behave. HTTP calls in your business branch go where the workflow sends them:\n"+
+		"point them at test endpoints (--env lets the workflow read where). Exit 0 when every check holds.", stderr)
+	file := fs.String("workflow", "", "the workflow `file` (an n8n export: one workflow, or an array holding one)")
+	var schemas multiFlag
+	fs.Var(&schemas, "schema", "SQL `file` applied after the events table's schema (your business tables); repeatable")
+	deliveries := fs.Int("deliveries", 10, "distinct events sent in the distinct-events check")
+	concurrency := fs.Int("concurrency", 20, "simultaneous deliveries of one event")
+	report := fs.String("report", "", "write the checks as JUnit XML to `file`")
+	var env multiFlag
+	fs.Var(&env, "env", "`KEY=VALUE` added to n8n's environment (your test endpoints); repeatable")
+	keep := fs.Bool("keep", false, "keep n8n and PostgreSQL running after the checks, until Ctrl-C")
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(stderr, "idemhook verify: "+format+"\n", args...)
+		return exitUsage
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fail("unexpected argument %q", fs.Arg(0))
+	case *file == "":
+		return fail("--workflow FILE is required")
+	case *deliveries < 1 || *deliveries > 1000:
+		return fail("--deliveries %d: want 1 to 1000", *deliveries)
+	case *concurrency < 2 || *concurrency > 200:
+		return fail("--concurrency %d: want 2 to 200", *concurrency)
+	}
+	n8nEnv := map[string]string{}
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fail("--env %q: want KEY=VALUE", kv)
+		}
+		n8nEnv[k] = v
+	}
+	if _, set := n8nEnv["N8N_BLOCK_ENV_ACCESS_IN_NODE"]; len(n8nEnv) > 0 && !set {
+		// n8n 2.x blocks $env in expressions by default; --env is there to
+		// be read.
+		n8nEnv["N8N_BLOCK_ENV_ACCESS_IN_NODE"] = "false"
+	}
+	w, err := readWorkflow(*file)
+	if err != nil {
+		return fail("%v", err)
+	}
+	guard, err := verify.Find(w)
+	if err != nil {
+		return fail("%s: %v", *file, err)
+	}
+	var schema string
+	switch {
+	case guard.Keysvc: // keysvc creates its own table
+	case guard.PlainEvents:
+		if schema, err = eventsSchema(guard); err != nil {
+			return fail("%v", err)
+		}
+	case len(schemas) == 0:
+		return fail("%q reserves into %s, which is not a table idemhook schema creates: pass its schema with --schema FILE (for the inbox pattern, the schema.sql idemhook generate wrote)", guard.Reserve, guard.EventsTable)
+	}
+	var extra []string
+	for _, f := range schemas {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fail("--schema: %v", err)
+		}
+		extra = append(extra, string(b))
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	l, err := lab.StartEmpty(ctx, "", n8nEnv, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemhook verify: %v\n", err)
+		return exitFail
+	}
+	defer l.Close()
+	for i, sql := range append([]string{schema}, extra...) {
+		if sql == "" {
+			continue
+		}
+		if err := l.Exec(ctx, sql); err != nil {
+			name := "the events table's schema"
+			if i > 0 {
+				name = schemas[i-1]
+			}
+			fmt.Fprintf(stderr, "idemhook verify: %s: %v\n", name, err)
+			return exitUsage
+		}
+	}
+	target := verify.Target{API: l.API, WebhookURL: l.WebhookURL, SigningSecret: l.SigningSecret, Credentials: map[string]n8napi.Credential{}}
+	for _, typ := range []string{"postgres", "crypto"} {
+		c, err := l.CreateCredential(ctx, typ, "idemhook verify "+typ)
+		if err != nil {
+			fmt.Fprintf(stderr, "idemhook verify: %v\n", err)
+			return exitFail
+		}
+		target.Credentials[typ] = c
+	}
+	if guard.Keysvc {
+		// A scratch keysvc on loopback without tokens: it accepts the
+		// workflow's calls with or without its bearer credential.
+		l.KeysvcToken = ""
+		err := l.StartKeysvc(ctx)
+		if err == nil {
+			target.KeysvcURL = l.KeysvcURL
+			target.Credentials["httpBearerAuth"], err = l.API.CreateCredential(ctx, "idemhook verify keysvc", "httpBearerAuth", map[string]any{"token": "scratch-keysvc-accepts-any"})
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "idemhook verify: keysvc: %v\n", err)
+			return exitFail
+		}
+	}
+	res, err := verify.Run(ctx, target, w, verify.Options{Concurrency: *concurrency, Deliveries: *deliveries, Keep: *keep, Progress: stderr})
+	if res != nil {
+		res.WriteTable(stdout)
+		if *report != "" {
+			var b bytes.Buffer
+			werr := res.WriteJUnit(&b)
+			if werr == nil {
+				werr = os.WriteFile(*report, b.Bytes(), 0o644)
+			}
+			if werr != nil {
+				fmt.Fprintf(stderr, "idemhook verify: --report: %v\n", werr)
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemhook verify: %v (n8n and PostgreSQL logs: %s)\n", err, l.LogDir)
+		var unsupported *verify.UnsupportedError
+		if errors.As(err, &unsupported) {
+			return exitUsage
+		}
+		return exitFail
+	}
+	if *keep {
+		fmt.Fprintf(stderr, "idemhook verify: n8n at %s (log in as %s, password %s); Ctrl-C stops it\n", l.EditorURL, l.Email, l.Password)
+		<-ctx.Done()
+	}
+	if !res.OK() {
+		fmt.Fprintf(stderr, "idemhook verify: the workflow does not guard as it should (n8n and PostgreSQL logs: %s)\n", l.LogDir)
+		return exitFail
+	}
+	return exitOK
+}
+
+// readWorkflow reads an n8n workflow file: one workflow object, or the
+// array n8n's export:workflow writes, holding one.
+func readWorkflow(file string) (n8napi.Workflow, error) {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return n8napi.Workflow{}, err
+	}
+	raw = bytes.TrimSpace(raw)
+	if bytes.HasPrefix(raw, []byte("[")) {
+		var list []json.RawMessage
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return n8napi.Workflow{}, fmt.Errorf("%s: %v", file, err)
+		}
+		if len(list) != 1 {
+			return n8napi.Workflow{}, fmt.Errorf("%s holds %d workflows: export the one to verify", file, len(list))
+		}
+		raw = list[0]
+	}
+	var w n8napi.Workflow
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return w, fmt.Errorf("%s: not an n8n workflow: %v", file, err)
+	}
+	if w.Nodes == nil || w.Connections == nil {
+		return w, fmt.Errorf("%s: not an n8n workflow (no nodes or connections)", file)
+	}
+	if w.Name == "" {
+		w.Name = file
+	}
+	return w, nil
+}
+
+// eventsSchema is `idemhook schema` for the guard's events table.
+func eventsSchema(g verify.Guard) (string, error) {
+	o := generator.Options{EventsTable: strings.Trim(g.EventsTable, `"`)}
+	if schema, table, ok := strings.Cut(g.EventsTable, "."); ok {
+		o.DBSchema, o.EventsTable = strings.Trim(schema, `"`), strings.Trim(table, `"`)
+	}
+	if g.Lease {
+		o.Guard = generator.GuardLease
+	}
+	files, err := generator.Files(o)
+	if err != nil {
+		return "", fmt.Errorf("the events table %s: %v; create it with --schema FILE", g.EventsTable, err)
+	}
+	return string(files["schema.sql"]), nil
+}

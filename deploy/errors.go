@@ -1,0 +1,59 @@
+package deploy
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// MissingCredentialError: the workflows use a credential that n8n does not
+// have (none of that name and type).
+type MissingCredentialError struct{ Type, Name string }
+
+func (e *MissingCredentialError) Error() string {
+	return fmt.Sprintf("n8n has no %s credential named %q: create it in n8n (Credentials → Add credential, type %s, name %q), or name one n8n has with the generate option for it (--credential, --verify-credential, --keysvc-credential, --outbox-credential)",
+		e.Type, e.Name, e.Type, e.Name)
+}
+
+// AmbiguousCredentialError: several credentials share the name and type,
+// and no --credential-id picked one. n8n's own import leaves such a node
+// unbound and every delivery is then refused; deploy refuses instead.
+type AmbiguousCredentialError struct {
+	Type, Name string
+	IDs        []string
+}
+
+func (e *AmbiguousCredentialError) Error() string {
+	return fmt.Sprintf("n8n has %d %s credentials named %q (ids %s): pick one with --credential-id ID, or rename the others",
+		len(e.IDs), e.Type, e.Name, strings.Join(e.IDs, ", "))
+}
+
+// AmbiguousWorkflowError: several workflows in n8n have the name of one
+// being deployed, so deploy cannot tell which to update.
+type AmbiguousWorkflowError struct {
+	Name string
+	IDs  []string
+}
+
+func (e *AmbiguousWorkflowError) Error() string {
+	return fmt.Sprintf("n8n has %d workflows named %q (ids %s): archive or rename all but one, or generate with another --name",
+		len(e.IDs), e.Name, strings.Join(e.IDs, ", "))
+}
+
+// PathTakenError: another published workflow serves the webhook path.
+type PathTakenError struct {
+	Path                     string
+	WorkflowID, WorkflowName string // the workflow that holds it, when found
+}
+
+func (e *PathTakenError) Error() string {
+	by := "another workflow"
+	if e.WorkflowID != "" {
+		by = fmt.Sprintf("workflow %q (id %s)", e.WorkflowName, e.WorkflowID)
+	}
+	return fmt.Sprintf("webhook path %q is already served by %s: unpublish it, or generate with another --path", e.Path, by)
+}
+
+// ErrNotLive: a workflow was published but its production URL does not
+// answer as a registered webhook.
+var ErrNotLive = errors.New("published, but its production URL does not answer as a registered webhook")

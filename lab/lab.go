@@ -1,0 +1,195 @@
+// Package lab runs idemhook on one machine for trying it out: PostgreSQL
+// 16 and n8n from the e2e stack's provisioning, keysvc in process, an n8n
+// owner account and API key, the credentials the workflows use, their
+// schema, and the workflows deployed through n8n's public API.
+package lab
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/idemhook/idemhook/deploy"
+	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/keysvc"
+	"github.com/idemhook/idemhook/n8napi"
+)
+
+// Lab is a running lab. Close stops all of it.
+type Lab struct {
+	// EditorURL is n8n's editor; Email and Password log in to it.
+	EditorURL, Email, Password string
+	// APIKey is the n8n API key deploy used (for idemhook check).
+	APIKey string
+	// KeysvcURL and KeysvcToken reach keysvc (reservations, inbox reads).
+	KeysvcURL, KeysvcToken string
+	// SigningSecret is the secret of the workflows' signature check, when
+	// they verify one (--verify, or the inbox pattern).
+	SigningSecret string
+	// API is n8n's public API with APIKey.
+	API *n8napi.Client
+	// WebhookURL is the base of the production webhook URLs.
+	WebhookURL string
+	// DatabaseURL is the business database (schema, events, orders).
+	DatabaseURL string
+	Deployed    []deploy.Deployed
+	Options     generator.Options
+	LogDir      string
+
+	st     *stack.Stack
+	keysvc *http.Server
+}
+
+// Start starts the lab for the generate options o (the workflows that
+// would be generated for them are deployed). It removes what it started
+// when it fails.
+func Start(ctx context.Context, o generator.Options, progress io.Writer) (l *Lab, err error) {
+	if o.Pattern == generator.PatternInbox && o.Receiver == generator.ReceiverKeysvc {
+		return nil, errors.New("the lab runs the inbox pattern with n8n as the receiver; keysvc's inbox in front of n8n needs an endpoints file (see the README)")
+	}
+	l, err = StartEmpty(ctx, "local", nil, progress) // keysvc in this process must be reachable from n8n
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			l.Close()
+		}
+	}()
+	if err := l.StartKeysvc(ctx); err != nil {
+		return l, err
+	}
+	if o.KeysvcURL == "" {
+		o.KeysvcURL = l.KeysvcURL
+	}
+	l.Options = o
+	files, err := generator.Files(o)
+	if err != nil {
+		return l, err
+	}
+	ws, err := deploy.Load(files)
+	if err != nil {
+		return l, err
+	}
+	if _, err := l.st.Business.Exec(ctx, string(files["schema.sql"])); err != nil {
+		return l, fmt.Errorf("schema: %w", err)
+	}
+	for _, ref := range deploy.Credentials(ws) {
+		if _, err := l.CreateCredential(ctx, ref.Type, ref.Name); err != nil {
+			return l, err
+		}
+	}
+	if l.Deployed, err = deploy.Deploy(ctx, l.API, ws, deploy.Options{Progress: progress}); err != nil {
+		return l, err
+	}
+	return l, nil
+}
+
+// StartEmpty starts PostgreSQL and n8n on runtime ("local", "docker", or
+// "" to choose as the e2e stack does), with n8nEnv added to n8n's
+// environment, creates n8n's owner account and an API key, and deploys
+// nothing: `idemhook verify` deploys the user's workflow itself.
+func StartEmpty(ctx context.Context, runtime string, n8nEnv map[string]string, progress io.Writer) (l *Lab, err error) {
+	st, err := stack.Start(ctx, stack.Options{Durable: true, Runtime: runtime, Progress: progress, N8NEnv: n8nEnv})
+	if err != nil {
+		return nil, err
+	}
+	l = &Lab{st: st, EditorURL: st.N8NURL, WebhookURL: st.WebhookURL, DatabaseURL: st.BusinessDSN, LogDir: st.LogDir, Email: "lab@idemhook.local"}
+	defer func() {
+		if err != nil {
+			l.Close()
+		}
+	}()
+	l.KeysvcToken, l.Password, l.SigningSecret = secret(), "Lab-"+secret()[:16], "whsec_"+secret()
+	fmt.Fprintln(progress, "lab: creating n8n's owner account and an API key")
+	if l.APIKey, err = n8napi.SetupOwner(ctx, st.N8NURL, l.Email, l.Password); err != nil {
+		return l, err
+	}
+	if l.API, err = n8napi.New(st.N8NURL, l.APIKey); err != nil {
+		return l, err
+	}
+	return l, nil
+}
+
+// Exec runs sql (a schema file) on the business database.
+func (l *Lab) Exec(ctx context.Context, sql string) error {
+	_, err := l.st.Business.Exec(ctx, sql)
+	return err
+}
+
+// CreateCredential creates a credential of type typ named name, filled for
+// the lab: the business database for postgres, the signing secret for
+// crypto, keysvc's token for httpBearerAuth.
+func (l *Lab) CreateCredential(ctx context.Context, typ, name string) (n8napi.Credential, error) {
+	data, err := l.credentialData(typ)
+	if err != nil {
+		return n8napi.Credential{}, err
+	}
+	c, err := l.API.CreateCredential(ctx, name, typ, data)
+	if err != nil {
+		return c, fmt.Errorf("create credential %q: %w", name, err)
+	}
+	return c, nil
+}
+
+// credentialData fills a credential of type typ for the lab.
+func (l *Lab) credentialData(typ string) (map[string]any, error) {
+	switch typ {
+	case "postgres":
+		return l.st.PostgresCredentialData(), nil
+	case "crypto":
+		return map[string]any{"hmacSecret": l.SigningSecret}, nil
+	case "httpBearerAuth":
+		return map[string]any{"token": l.KeysvcToken}, nil
+	}
+	return nil, fmt.Errorf("the lab cannot fill a credential of type %q", typ)
+}
+
+// StartKeysvc serves keysvc on a free loopback port, on the business
+// database, with the lab's token (none when KeysvcToken is empty).
+func (l *Lab) StartKeysvc(ctx context.Context) error {
+	store, err := keysvc.OpenPG(ctx, l.st.BusinessDSN, keysvc.PGOptions{CreateSchema: true})
+	if err != nil {
+		return fmt.Errorf("keysvc: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		store.Close()
+		return err
+	}
+	l.KeysvcURL = "http://" + ln.Addr().String()
+	l.keysvc = &http.Server{
+		Handler:           keysvc.New(keysvc.Config{Store: store, Token: l.KeysvcToken, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	l.keysvc.RegisterOnShutdown(func() { store.Close() })
+	go l.keysvc.Serve(ln)
+	return nil
+}
+
+// Close stops keysvc, n8n and PostgreSQL; nothing of the lab keeps
+// running. The logs stay in LogDir.
+func (l *Lab) Close() error {
+	var errs []error
+	if l.keysvc != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, l.keysvc.Shutdown(ctx))
+		cancel()
+	}
+	errs = append(errs, l.st.Close())
+	return errors.Join(errs...)
+}
+
+func secret() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

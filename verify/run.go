@@ -1,0 +1,346 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemhook/idemhook/deploy"
+	"github.com/idemhook/idemhook/n8napi"
+)
+
+// Target is the scratch n8n the workflow runs in.
+type Target struct {
+	API *n8napi.Client
+	// WebhookURL is the base of production webhook URLs.
+	WebhookURL string
+	// Credentials fill the workflow's credentials by type, whatever names
+	// the workflow gives them ("postgres", and "crypto" for a signature
+	// check).
+	Credentials map[string]n8napi.Credential
+	// KeysvcURL is a keysvc for workflows that reserve through one: their
+	// HTTP Request nodes are pointed at it.
+	KeysvcURL string
+	// SigningSecret signs every delivery the way Stripe does
+	// (Stripe-Signature), so that a workflow checking signatures with the
+	// crypto credential accepts them.
+	SigningSecret string
+}
+
+// Options tune Run.
+type Options struct {
+	// Concurrency is the number of simultaneous deliveries of one event
+	// (20 by default); Deliveries the number of distinct events (10).
+	Concurrency, Deliveries int
+	// Keep leaves the workflow in n8n after the run.
+	Keep bool
+	// Progress receives a line per step; nil discards them.
+	Progress io.Writer
+}
+
+// Status is a check's outcome.
+type Status string
+
+const (
+	Pass Status = "pass"
+	Fail Status = "FAIL"
+	Skip Status = "skip"
+)
+
+// Check is one verified property and what was seen.
+type Check struct {
+	Name   string
+	Status Status
+	// Seen says what happened, with execution ids and the nodes that ran.
+	Seen     string
+	Duration time.Duration
+}
+
+// Report is the outcome of Run.
+type Report struct {
+	Workflow string
+	Guard    Guard
+	Checks   []Check
+}
+
+// OK tells whether no check failed (a skipped check is a weakness the
+// table names, not a failure).
+func (r *Report) OK() bool {
+	return !slices.ContainsFunc(r.Checks, func(c Check) bool { return c.Status == Fail })
+}
+
+// Run deploys w into the target (under the name "idemhook verify: " +
+// its own), sends the scenarios' deliveries and checks, from n8n's
+// execution data, which nodes ran for each. The error is for what stopped
+// the run (no guard found, n8n refusing the workflow); what the workflow
+// did wrong is in the report's checks.
+func Run(ctx context.Context, t Target, w n8napi.Workflow, opts Options) (*Report, error) {
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 20
+	}
+	if opts.Deliveries <= 0 {
+		opts.Deliveries = 10
+	}
+	gd, err := Find(w)
+	if err != nil {
+		return nil, err
+	}
+	if gd.Method != http.MethodPost {
+		return nil, &UnsupportedError{fmt.Sprintf("Webhook node %q answers %s; providers deliver with POST", gd.Webhook, gd.Method)}
+	}
+	if gd.Keysvc && (t.KeysvcURL == "" || gd.KeysvcBase == "") {
+		return nil, &UnsupportedError{fmt.Sprintf("node %q reserves through keysvc at a URL an expression builds; verify points a literal keysvc URL at its own keysvc", gd.Reserve)}
+	}
+	r := &runner{t: t, opts: opts, guard: gd, nonce: nonce(), path: gd.Path}
+	doc, err := r.bindCredentials(w)
+	if err != nil {
+		return nil, err
+	}
+	doc.Name = "idemhook verify: " + w.Name
+	r.original = doc
+	if err := r.deploy(ctx, doc); err != nil {
+		return nil, err
+	}
+	if !opts.Keep {
+		defer func() {
+			if err := t.API.DeleteWorkflow(context.WithoutCancel(ctx), r.id); err != nil {
+				r.progress("could not delete workflow %s: %v", r.id, err)
+			}
+		}()
+	}
+	report := &Report{Workflow: w.Name, Guard: gd}
+	for _, c := range []struct {
+		name string
+		run  func(context.Context) (Status, string, error)
+	}{
+		{"replay: A, A with another signature, B", r.replay},
+		{"body without id, twice", r.withoutID},
+		{fmt.Sprintf("%d simultaneous deliveries of one event", opts.Concurrency), r.concurrent},
+		{fmt.Sprintf("%d distinct events", opts.Deliveries), r.distinct},
+		{"business step fails: key released, retry runs it once", r.failure},
+	} {
+		r.progress("check: %s", c.name)
+		start := time.Now()
+		status, seen, err := c.run(ctx)
+		if err != nil {
+			return report, fmt.Errorf("%s: %w", c.name, err)
+		}
+		report.Checks = append(report.Checks, Check{Name: c.name, Status: status, Seen: seen, Duration: time.Since(start)})
+		report.Guard = r.guard
+	}
+	return report, nil
+}
+
+type runner struct {
+	t     Target
+	opts  Options
+	guard Guard
+	nonce string
+	// id and path are the workflow deliveries go to, seen its executions
+	// accounted for: the deployed workflow, or for a while its failing copy.
+	id, path string
+	seen     int
+	original n8napi.Workflow
+	sig      atomic.Int64 // makes each delivery's signature header differ
+}
+
+func (r *runner) progress(format string, args ...any) {
+	if r.opts.Progress != nil {
+		fmt.Fprintf(r.opts.Progress, "verify: "+format+"\n", args...)
+	}
+}
+
+// bindCredentials points every node's credentials at the target's, by
+// type, whatever the names in the file, and keysvc calls at the target's
+// keysvc.
+func (r *runner) bindCredentials(w n8napi.Workflow) (n8napi.Workflow, error) {
+	doc, err := w.Clone()
+	if err != nil {
+		return w, err
+	}
+	for i, n := range doc.Nodes {
+		if n["type"] == typeExecuteWorkflow {
+			// A stand-in: the called workflow is not deployed here.
+			doc.Nodes[i] = map[string]any{"name": n["name"], "id": n["id"], "type": "n8n-nodes-base.noOp", "typeVersion": 1, "position": n["position"], "parameters": map[string]any{}}
+			continue
+		}
+		if params, _ := n["parameters"].(map[string]any); r.guard.KeysvcBase != "" && n["type"] == typeHTTP {
+			if url, ok := params["url"].(string); ok {
+				params["url"] = strings.ReplaceAll(url, r.guard.KeysvcBase, strings.TrimSuffix(r.t.KeysvcURL, "/"))
+			}
+		}
+		creds, _ := n["credentials"].(map[string]any)
+		for typ := range creds {
+			c, ok := r.t.Credentials[typ]
+			if !ok {
+				return w, &UnsupportedError{fmt.Sprintf("node %q uses a %s credential; verify fills postgres, crypto and httpBearerAuth (keysvc) credentials", n["name"], typ)}
+			}
+			creds[typ] = map[string]any{"id": c.ID, "name": c.Name}
+		}
+	}
+	doc.ID, doc.Active = "", false
+	return doc, nil
+}
+
+func (r *runner) deploy(ctx context.Context, doc n8napi.Workflow) error {
+	ws := []deploy.Workflow{{File: "workflow.json", Doc: doc, WebhookPath: r.path}}
+	got, err := deploy.Deploy(ctx, r.t.API, ws, deploy.Options{WebhookURL: r.t.WebhookURL, LiveTimeout: 60 * time.Second})
+	if err != nil {
+		return err
+	}
+	r.id = got[0].ID
+	return nil
+}
+
+// answer is the HTTP answer to one delivery.
+type answer struct {
+	status int
+	body   string
+}
+
+func (a answer) String() string {
+	if a.status == 0 {
+		return "no answer: " + a.body
+	}
+	return strconv.Itoa(a.status)
+}
+
+// send delivers body, signed with a timestamp of its own.
+func (r *runner) send(ctx context.Context, body []byte) answer {
+	ts := strconv.FormatInt(time.Now().Unix()-r.sig.Add(1)%60, 10)
+	mac := hmac.New(sha256.New, []byte(r.t.SigningSecret))
+	mac.Write([]byte(ts + "." + string(body)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(r.t.WebhookURL, "/")+"/webhook/"+r.path, bytes.NewReader(body))
+	if err != nil {
+		return answer{body: err.Error()}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Stripe-Signature", "t="+ts+",v1="+hex.EncodeToString(mac.Sum(nil)))
+	resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
+	if err != nil {
+		return answer{body: err.Error()}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return answer{status: resp.StatusCode, body: string(b)}
+}
+
+// sendAll delivers every body, at most limit at a time, and returns the
+// answers in order.
+func (r *runner) sendAll(ctx context.Context, bodies [][]byte, limit int) []answer {
+	out := make([]answer, len(bodies))
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i, b := range bodies {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			out[i] = r.send(ctx, b)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// runs waits for n more finished executions than already accounted for
+// and returns them, oldest first, with their data.
+func (r *runner) runs(ctx context.Context, n int) ([]n8napi.Run, error) {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		execs, err := r.t.API.Executions(ctx, r.id)
+		if err != nil {
+			return nil, err
+		}
+		finished := slices.DeleteFunc(execs, func(e n8napi.Execution) bool {
+			return e.Status == "new" || e.Status == "running" || e.Status == "waiting"
+		})
+		if len(finished) >= r.seen+n {
+			slices.SortFunc(finished, func(a, b n8napi.Execution) int { return executionOrder(a.ID) - executionOrder(b.ID) })
+			fresh := finished[r.seen : r.seen+n]
+			r.seen += n
+			out := make([]n8napi.Run, 0, n)
+			for _, e := range fresh {
+				run, err := r.t.API.ExecutionRun(ctx, e.ID)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, run)
+			}
+			return out, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("n8n recorded %d finished executions after 60 s, want %d", len(finished)-r.seen, n)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func executionOrder(id n8napi.ID) int {
+	n, _ := strconv.Atoi(string(id))
+	return n
+}
+
+// ranBusiness tells whether run took the business branch; it settles the
+// guard's new output from the first new event when the graph did not.
+func (r *runner) ranBusiness(run n8napi.Run) bool {
+	if r.guard.Transactional {
+		return run.First[r.guard.Reserve]["new"] == true
+	}
+	if r.guard.NewOutput < 0 {
+		for i, n := range run.Outputs[r.guard.Decision] {
+			if n > 0 {
+				r.guard.NewOutput = i
+				break
+			}
+		}
+	}
+	return slices.ContainsFunc(r.guard.Business(), run.Ran)
+}
+
+// describe lists what an execution ran: its id, status and the nodes past
+// the reservation.
+func (r *runner) describe(run n8napi.Run, a answer) string {
+	past := r.guard.g.reach(r.guard.g.outs(r.guard.Reserve, true), true)
+	var ran []string
+	for _, n := range past {
+		if run.Ran(n) {
+			ran = append(ran, n)
+		}
+	}
+	s := fmt.Sprintf("execution %s (%s, answered %s): %s", run.ID, run.Status, a, strings.Join(ran, " → "))
+	if r.guard.Transactional {
+		s += fmt.Sprintf(" (%s reported new=%v)", r.guard.Reserve, run.First[r.guard.Reserve]["new"])
+	}
+	for n, msg := range run.Errors {
+		s += fmt.Sprintf(" [%s failed: %s]", n, msg)
+	}
+	return s
+}
+
+func event(id, nonce string) []byte {
+	return fmt.Appendf(nil, `{"id":%q,"object":"event","type":"checkout.session.completed","data":{"object":{"id":"cs_%s"}}}`, id, nonce)
+}
+
+func nonce() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
