@@ -27,6 +27,26 @@ var (
 // stack's PostgreSQL, reserving into table. Its log is kept beside n8n's.
 func startKeysvc(t *testing.T, table string, env ...string) string {
 	t.Helper()
+	return launchKeysvc(t, table, []string{"--table", table, "--create-schema"}, env).url
+}
+
+// keysvcProc is keysvc running as its own process, which a test may kill
+// and start again on the same address.
+type keysvcProc struct {
+	t       *testing.T
+	url     string
+	addr    string
+	args    []string
+	env     []string
+	logFile *os.File
+	cmd     *exec.Cmd
+}
+
+// launchKeysvc builds cmd/keysvc once and starts it with args (plus --addr
+// on a free port) and env, on the stack's PostgreSQL (DATABASE_URL); it
+// waits until keysvc is ready and stops it when the test ends.
+func launchKeysvc(t *testing.T, name string, args, env []string) *keysvcProc {
+	t.Helper()
 	buildKeysvc.Do(func() {
 		dir, err := os.MkdirTemp("", "idemhook-keysvc-bin-")
 		if err != nil {
@@ -48,41 +68,58 @@ func startKeysvc(t *testing.T, table string, env ...string) string {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	logPath := filepath.Join(st.LogDir, "keysvc-"+table+".log")
+	logPath := filepath.Join(st.LogDir, "keysvc-"+name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(keysvcBin, "--addr", addr, "--table", table, "--create-schema")
-	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+st.BusinessDSN), env...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	k := &keysvcProc{t: t, url: "http://" + addr, addr: addr, args: args, env: env, logFile: logFile}
+	k.start()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
+		if k.cmd != nil {
+			_ = k.cmd.Process.Signal(syscall.SIGTERM)
+			_ = k.cmd.Wait()
+		}
 		logFile.Close()
 		if t.Failed() {
 			t.Logf("keysvc log: %s", logPath)
 		}
 	})
-	url := "http://" + addr
+	return k
+}
+
+// start runs keysvc on its address and waits until /readyz answers.
+func (k *keysvcProc) start() {
+	k.t.Helper()
+	cmd := exec.Command(keysvcBin, append([]string{"--addr", k.addr}, k.args...)...)
+	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+st.BusinessDSN), k.env...)
+	cmd.Stdout, cmd.Stderr = k.logFile, k.logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		k.t.Fatal(err)
+	}
+	k.cmd = cmd
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		resp, err := http.Get(url + "/readyz")
+		resp, err := http.Get(k.url + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return url
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("keysvc did not become ready at %s: see %s", url, logPath)
+			k.t.Fatalf("keysvc did not become ready at %s: see %s", k.url, k.logFile.Name())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// kill stops keysvc with SIGKILL: no drain, requests in flight cut.
+func (k *keysvcProc) kill() {
+	_ = k.cmd.Process.Kill()
+	_ = k.cmd.Wait()
+	k.cmd = nil
 }
 
 func keysvcOptions(t *testing.T, prefix string) generator.Options {

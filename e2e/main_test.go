@@ -12,16 +12,25 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/idemhook/idemhook/e2e/stack"
+	idemdeploy "github.com/idemhook/idemhook/deploy"
 	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/n8napi"
 	"github.com/jackc/pgx/v5"
 )
 
-var st *stack.Stack
+var (
+	st *stack.Stack
+	// api is n8n's public API on st, with apiKey; deploy uses it as
+	// `idemhook deploy` does.
+	api    *n8napi.Client
+	apiKey string
+)
 
 const credentialName = "Postgres (idemhook e2e)"
 
@@ -61,7 +70,29 @@ func setupAndRun(ctx context.Context, m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: import the Postgres credential:", err)
 		return 1
 	}
+	if err := deployRunner(ctx, dir); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: deploy the runner workflow:", err)
+		return 1
+	}
+	if err := connectAPI(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	return m.Run()
+}
+
+// connectAPI creates st's n8n owner account and an API key.
+func connectAPI(ctx context.Context) error {
+	key, err := n8napi.SetupOwner(ctx, st.N8NURL, "e2e@idemhook.local", "E2e-password-1")
+	if err != nil {
+		return err
+	}
+	c, err := n8napi.New(st.N8NURL, key)
+	if err != nil {
+		return err
+	}
+	api, apiKey = c, key
+	return nil
 }
 
 func needStack(t *testing.T) {
@@ -71,52 +102,142 @@ func needStack(t *testing.T) {
 	}
 }
 
-// deployment is a generated workflow imported and published in n8n.
+// useStack starts a stack of its own for opts (queue mode, another
+// PostgreSQL), prepares it as TestMain prepares the main one, and points
+// the package's helpers at it until the test ends.
+func useStack(t *testing.T, opts stack.Options) *stack.Stack {
+	t.Helper()
+	ctx := context.Background()
+	s, err := stack.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	main, mainAPI, mainKey := st, api, apiKey
+	st = s
+	t.Cleanup(func() {
+		st, api, apiKey = main, mainAPI, mainKey
+		if t.Failed() {
+			t.Logf("this stack's logs are kept in %s", s.LogDir)
+		}
+		s.Close()
+	})
+	dir := t.TempDir()
+	file := filepath.Join(dir, "credentials.json")
+	if err := os.WriteFile(file, s.PostgresCredential("idemhookE2ECred1", credentialName), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ImportCredentials(ctx, file); err != nil {
+		t.Fatal(err)
+	}
+	importSecretCredential(t, inboxSecretCredential, stripeSecret)
+	if err := deployRunner(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := connectAPI(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// claimed maps each workflow name deployed on a stack to the test that
+// deployed it. Deploy updates a workflow of the same name in place, so two
+// tests sharing a name would read each other's executions and rows.
+var claimed = map[*stack.Stack]map[string]string{}
+
+func claimName(t *testing.T, name string) {
+	t.Helper()
+	if claimed[st] == nil {
+		claimed[st] = map[string]string{}
+	}
+	if by, ok := claimed[st][name]; ok && by != t.Name() && by != shared {
+		t.Fatalf("workflow %q is already deployed by %s: give this test its own prefix", name, by)
+	}
+	if claimed[st][name] != shared {
+		claimed[st][name] = t.Name()
+	}
+}
+
+const shared = "(shared)"
+
+// shareName lets several tests deploy workflows named name on the stack,
+// for a helper whose tests each use data of their own.
+func shareName(name string) {
+	if claimed[st] == nil {
+		claimed[st] = map[string]string{}
+	}
+	claimed[st][name] = shared
+}
+
+// deployment is a generated pattern deployed and published in n8n.
 type deployment struct {
-	opts       generator.Options
+	opts generator.Options
+	// workflowID is the workflow that serves the webhook (workflow.json, or
+	// the inbox pattern's receiver); ids has every workflow by file name.
 	workflowID string
 	cleanupID  string
+	ids        map[string]string
 	url        string
 	dir        string // the generated files
 }
 
 // deploy generates the files for opts exactly as `idemhook generate` does,
-// creates the schema, and imports and publishes the workflow through the
-// n8n CLI.
+// creates the schema, and deploys every workflow but the cleanup through
+// n8n's public API as `idemhook deploy` does (package deploy). d.ids and
+// d.workflowID are the ids n8n assigned.
 func deploy(t *testing.T, opts generator.Options) deployment {
 	t.Helper()
 	ctx := context.Background()
 	opts.CredentialName = credentialName
+	claimName(t, opts.WorkflowName)
 	files, err := generator.Files(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := writeFiles(dir, files); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := st.Business.Exec(ctx, string(files["schema.sql"])); err != nil {
 		t.Fatalf("schema: %v", err)
 	}
-	id, cleanupID, err := generator.WorkflowIDs(opts)
+	ws, err := idemdeploy.Load(files)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Deploy(ctx, filepath.Join(dir, "workflow.json")); err != nil {
+	d := deployment{opts: opts, ids: map[string]string{}, dir: dir}
+	ws = slices.DeleteFunc(ws, func(w idemdeploy.Workflow) bool {
+		if w.File == generator.FileCleanup {
+			d.cleanupID = w.GeneratedID
+			return true
+		}
+		return false
+	})
+	deployed, err := idemdeploy.Deploy(ctx, api, ws, idemdeploy.Options{WebhookURL: st.WebhookURL})
+	if err != nil {
 		t.Fatalf("deploy: %v", err)
 	}
-	d := deployment{opts: opts, workflowID: id, cleanupID: cleanupID, dir: dir,
-		url: st.N8NURL + "/webhook/" + opts.WebhookPath}
+	for _, w := range deployed {
+		d.ids[w.File] = w.ID
+		if w.URL != "" {
+			d.workflowID, d.url = w.ID, w.URL
+		}
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			execs, _ := st.Executions(context.Background(), id)
-			t.Logf("workflow %s executions: %v", id, execs)
+			for file, id := range d.ids {
+				execs, _ := st.Executions(context.Background(), id)
+				t.Logf("%s (%s) executions: %s", file, id, executionIDs(execs))
+			}
 			t.Logf("n8n and PostgreSQL logs: %s", strings.Join(st.Logs(), ", "))
 		}
 	})
 	return d
+}
+
+// writeFiles writes generated files into dir, as `idemhook generate` does.
+func writeFiles(dir string, files map[string][]byte) error {
+	_, err := generator.WriteFiles(dir, files)
+	return err
 }
 
 type response struct {
@@ -144,6 +265,10 @@ func postNoFatal(url, contentType string, body []byte) response {
 }
 
 func send(url, contentType string, body []byte, header map[string]string) (response, error) {
+	return sendWithTimeout(url, contentType, body, header, 60*time.Second)
+}
+
+func sendWithTimeout(url, contentType string, body []byte, header map[string]string, timeout time.Duration) (response, error) {
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return response{}, err
@@ -154,7 +279,7 @@ func send(url, contentType string, body []byte, header map[string]string) (respo
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	client := http.Client{Timeout: 60 * time.Second}
+	client := http.Client{Timeout: timeout}
 	resp, err := client.Do(req)
 	if err != nil {
 		return response{}, err

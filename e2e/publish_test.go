@@ -8,8 +8,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/idemhook/idemhook/e2e/stack"
 	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/stack"
 	"github.com/tidwall/sjson"
 )
 
