@@ -9,7 +9,6 @@ import (
 	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/signature"
 	"github.com/idemhook/idemhook/templates"
-	"github.com/tidwall/pretty"
 )
 
 // Node names of the inbox pattern.
@@ -131,9 +130,6 @@ func inboxWorkflows(r resolved) (map[string][]byte, error) {
 	return out, nil
 }
 
-// at places a node on the canvas: columns 220 px apart, rows 180 px apart.
-func at(col, row int) [2]int { return [2]int{col * 220, 300 + row*180} }
-
 // jsString is s as a JavaScript string literal, for n8n expressions.
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
@@ -145,7 +141,7 @@ func jsString(s string) string {
 // the worker. A duplicate is answered with the stored state and changes
 // nothing.
 func receiverGraph(g *graph, r resolved, ids map[string]string) error {
-	g.add(node{Name: NodeWebhook, Type: typeWebhook, Position: at(0, 0), WebhookID: uuidFrom("webhook/" + r.WebhookPath),
+	g.add(node{Name: NodeWebhook, Type: typeWebhook, Position: g.at(0, 0), WebhookID: uuidFrom("webhook/" + r.WebhookPath),
 		Parameters: map[string]any{
 			"httpMethod":   "POST",
 			"path":         r.WebhookPath,
@@ -164,36 +160,36 @@ func receiverGraph(g *graph, r resolved, ids map[string]string) error {
 	if err != nil {
 		return err
 	}
-	g.add(node{Name: NodeBuildReceipt, Type: typeCode, Position: at(1, 0), Parameters: map[string]any{
+	g.add(node{Name: NodeBuildReceipt, Type: typeCode, Position: g.at(1, 0), Parameters: map[string]any{
 		"mode": "runOnceForAllItems", "language": "javaScript", "jsCode": script,
 	}})
 	g.connect(from, 0, NodeBuildReceipt)
-	g.add(ifNode(g, NodeKeyBuilt, at(2, 0), "={{ $json.key }}", opStringNotEmpty, ""))
+	g.add(ifNode(g, NodeKeyBuilt, g.at(2, 0), "={{ $json.key }}", opStringNotEmpty, ""))
 	g.connect(NodeBuildReceipt, 0, NodeKeyBuilt)
-	g.add(respondNode(NodeRespond400, at(3, 2), 400,
+	g.add(respondNode(NodeRespond400, g.at(3, 2), 400,
 		`{"status":"rejected","error":"empty body: there is nothing to derive an idempotency key from"}`))
 	g.connect(NodeKeyBuilt, 1, NodeRespond400)
 
-	save := postgresNode(NodeSaveReceipt, at(3, 0), r.inbox.Receive(),
+	save := postgresNode(NodeSaveReceipt, g.at(3, 0), r.inbox.Receive(),
 		"={{ [ $json.account, $json.key, $json.eventType, $json.body, JSON.stringify($json.headers) ] }}", r.CredentialName)
 	save.OnError = "continueErrorOutput"
 	save.AlwaysOutputData = true
 	g.add(save)
 	g.connect(NodeKeyBuilt, 0, NodeSaveReceipt)
 	// Nothing was saved: the provider must retry.
-	g.add(respondNode(NodeRespond503Save, at(4, 1), 503,
+	g.add(respondNode(NodeRespond503Save, g.at(4, 1), 503,
 		`{"status":"unavailable","error":"the event could not be saved; retry later"}`, [2]string{"Retry-After", "5"}))
 	g.connect(NodeSaveReceipt, 1, NodeRespond503Save)
 
 	// A concurrent duplicate may return no row (see pgsql.Inbox.Receive):
 	// the node then outputs an empty item, answered as a duplicate.
-	g.add(respondNode(NodeRespondReceipt, at(4, 0), 200,
+	g.add(respondNode(NodeRespondReceipt, g.at(4, 0), 200,
 		"={{ JSON.stringify({ status: $json.new === true ? 'received' : 'duplicate', state: $json.state ?? null, inbox_id: $json.id ?? null, key: $('"+NodeBuildReceipt+"').item.json.key }) }}"))
 	g.connect(NodeSaveReceipt, 0, NodeRespondReceipt)
-	g.add(ifNode(g, NodeNewReceipt, at(5, 0), "={{ $('"+NodeSaveReceipt+"').item.json.new }}", opBooleanTrue, ""))
+	g.add(ifNode(g, NodeNewReceipt, g.at(5, 0), "={{ $('"+NodeSaveReceipt+"').item.json.new }}", opBooleanTrue, ""))
 	g.connect(NodeRespondReceipt, 0, NodeNewReceipt)
 	// The provider has its answer; the worker runs in its own execution.
-	g.add(executeWorkflowNode(NodeHandOff, at(6, 0), ids[FileWorker], "each", false))
+	g.add(executeWorkflowNode(NodeHandOff, g.at(6, 0), ids[FileWorker], "each", false))
 	g.connect(NodeNewReceipt, 0, NodeHandOff)
 	return nil
 }
@@ -212,14 +208,14 @@ const (
 // redeliver. Posting an id here can only process an event keysvc already
 // verified and saved.
 func targetGraph(g *graph, r resolved, ids map[string]string) error {
-	g.add(node{Name: NodeWebhook, Type: typeWebhook, Position: at(0, 0), WebhookID: uuidFrom("webhook/" + r.WebhookPath),
+	g.add(node{Name: NodeWebhook, Type: typeWebhook, Position: g.at(0, 0), WebhookID: uuidFrom("webhook/" + r.WebhookPath),
 		Parameters: map[string]any{
 			"httpMethod":   "POST",
 			"path":         r.WebhookPath,
 			"responseMode": "responseNode",
 			"options":      map[string]any{},
 		}})
-	g.add(node{Name: NodeInboxEntry, Type: typeSet, Position: at(1, 0), Parameters: map[string]any{
+	g.add(node{Name: NodeInboxEntry, Type: typeSet, Position: g.at(1, 0), Parameters: map[string]any{
 		"mode": "manual",
 		"assignments": map[string]any{"assignments": []any{
 			map[string]any{"id": uuidFrom(g.seed + "/set/id"), "name": "id", "type": "string", "value": "={{ $json.headers['x-idemhook-inbox-id'] }}"},
@@ -227,9 +223,9 @@ func targetGraph(g *graph, r resolved, ids map[string]string) error {
 		"options": map[string]any{},
 	}})
 	g.connect(NodeWebhook, 0, NodeInboxEntry)
-	g.add(executeWorkflowNode(NodeRunWorker, at(2, 0), ids[FileWorker], "once", true))
+	g.add(executeWorkflowNode(NodeRunWorker, g.at(2, 0), ids[FileWorker], "once", true))
 	g.connect(NodeInboxEntry, 0, NodeRunWorker)
-	g.add(respondNode(NodeRespondTarget, at(3, 0), 200,
+	g.add(respondNode(NodeRespondTarget, g.at(3, 0), 200,
 		"={{ JSON.stringify({ status: 'accepted', inbox_id: $('"+NodeInboxEntry+"').first().json.id }) }}"))
 	g.connect(NodeRunWorker, 0, NodeRespondTarget)
 	return nil
@@ -247,11 +243,7 @@ func endpointsExample(r resolved) ([]byte, error) {
 	if r.Verify != "" {
 		endpoint["provider"] = r.Verify
 	}
-	raw, err := marshal(map[string]any{"endpoints": []any{endpoint}})
-	if err != nil {
-		return nil, err
-	}
-	return pretty.PrettyOptions(raw, &pretty.Options{Width: 100, Indent: "  "}), nil
+	return marshal(map[string]any{"endpoints": []any{endpoint}})
 }
 
 // receiptHeaders lists the request headers kept with a receipt: the content
@@ -269,24 +261,24 @@ func receiptHeaders(r resolved) []string {
 // workerGraph: claim one offered row, decide its effect in one statement,
 // record an error for a retry, and wake the outbox when tasks were queued.
 func workerGraph(g *graph, r resolved, ids map[string]string) error {
-	g.add(node{Name: NodeWorkerStart, Type: typeExecTrig, Position: at(0, 0), Parameters: map[string]any{"inputSource": "passthrough"}})
-	g.add(postgresNode(NodeClaimEvent, at(1, 0), r.inbox.ClaimEvent(r.ClaimLease, r.MaxAttempts), "={{ [ $json.id ] }}", r.CredentialName))
+	g.add(node{Name: NodeWorkerStart, Type: typeExecTrig, Position: g.at(0, 0), Parameters: map[string]any{"inputSource": "passthrough"}})
+	g.add(postgresNode(NodeClaimEvent, g.at(1, 0), r.inbox.ClaimEvent(r.ClaimLease, r.MaxAttempts), "={{ [ $json.id ] }}", r.CredentialName))
 	g.connect(NodeWorkerStart, 0, NodeClaimEvent)
 	// Another worker holds the row, or it is finished: nothing to do.
-	g.add(ifNode(g, NodeClaimed, at(2, 0), "={{ $json.state }}", opStringEq, "processing"))
+	g.add(ifNode(g, NodeClaimed, g.at(2, 0), "={{ $json.state }}", opStringEq, "processing"))
 	g.connect(NodeClaimEvent, 0, NodeClaimed)
-	apply := postgresNode(NodeApplyEvent, at(3, 0), r.inbox.ApplyEventCall(r.DeferLimit),
+	apply := postgresNode(NodeApplyEvent, g.at(3, 0), r.inbox.ApplyEventCall(r.DeferLimit),
 		"={{ [ $json.id, $json.attempts, "+jsString(strings.Join(r.Events, ","))+" ] }}", r.CredentialName)
 	apply.OnError = "continueErrorOutput"
 	g.add(apply)
 	g.connect(NodeClaimed, 0, NodeApplyEvent)
 	claim := "$('" + NodeClaimEvent + "').item.json"
-	g.add(postgresNode(NodeRecordError, at(4, 1), r.inbox.RecordEventError(),
+	g.add(postgresNode(NodeRecordError, g.at(4, 1), r.inbox.RecordEventError(),
 		"={{ [ "+claim+".id, "+claim+".attempts, String($json.message || ($json.error && $json.error.message) || 'the decision failed') ] }}", r.CredentialName))
 	g.connect(NodeApplyEvent, 1, NodeRecordError)
-	g.add(ifNode(g, NodeTasksQueued, at(4, 0), "={{ $json.tasks }}", opNumberGt, 0))
+	g.add(ifNode(g, NodeTasksQueued, g.at(4, 0), "={{ $json.tasks }}", opNumberGt, 0))
 	g.connect(NodeApplyEvent, 0, NodeTasksQueued)
-	g.add(executeWorkflowNode(NodeWakeOutbox, at(5, 0), ids[FileOutbox], "once", false))
+	g.add(executeWorkflowNode(NodeWakeOutbox, g.at(5, 0), ids[FileOutbox], "once", false))
 	g.connect(NodeTasksQueued, 0, NodeWakeOutbox)
 	return nil
 }
@@ -295,17 +287,17 @@ func workerGraph(g *graph, r resolved, ids map[string]string) error {
 // on demand) and reports what is stuck.
 func recovererGraph(g *graph, r resolved, ids map[string]string) error {
 	addSweepTriggers(g, r)
-	find := postgresNode(NodeFindDue, at(1, 0), r.inbox.DueEvents(r.ClaimLease, DefaultRecoverBatch), "", r.CredentialName)
+	find := postgresNode(NodeFindDue, g.at(1, 0), r.inbox.DueEvents(r.ClaimLease, DefaultRecoverBatch), "", r.CredentialName)
 	find.ExecuteOnce = true
 	find.AlwaysOutputData = true
 	g.add(find)
 	g.connect(NodeSweepTimer, 0, NodeFindDue)
 	g.connect(NodeSweepOnCall, 0, NodeFindDue)
-	g.add(ifNode(g, NodeAnyDue, at(2, 0), "={{ $json.id }}", opStringExist, ""))
+	g.add(ifNode(g, NodeAnyDue, g.at(2, 0), "={{ $json.id }}", opStringExist, ""))
 	g.connect(NodeFindDue, 0, NodeAnyDue)
-	g.add(executeWorkflowNode(NodeReoffer, at(3, 0), ids[FileWorker], "once", true))
+	g.add(executeWorkflowNode(NodeReoffer, g.at(3, 0), ids[FileWorker], "once", true))
 	g.connect(NodeAnyDue, 0, NodeReoffer)
-	count := postgresNode(NodeCountStuck, at(4, 1), r.inbox.StuckWork(), "", r.CredentialName)
+	count := postgresNode(NodeCountStuck, g.at(4, 1), r.inbox.StuckWork(), "", r.CredentialName)
 	count.ExecuteOnce = true
 	g.add(count)
 	g.connect(NodeReoffer, 0, NodeCountStuck)
@@ -322,27 +314,27 @@ func outboxGraph(g *graph, r resolved, _ map[string]string) error {
 	// Size the claim for the worst run: every task of the batch timing out
 	// on a lookup and on a resend, and a margin of two calls.
 	lease := time.Duration(2*r.OutboxBatch+2) * r.OutboxTimeout
-	claim := postgresNode(NodeClaimTasks, at(1, 0), r.inbox.ClaimTasks(lease, r.OutboxBatch), "", r.CredentialName)
+	claim := postgresNode(NodeClaimTasks, g.at(1, 0), r.inbox.ClaimTasks(lease, r.OutboxBatch), "", r.CredentialName)
 	claim.ExecuteOnce = true
 	g.add(claim)
 	g.connect(NodeSweepTimer, 0, NodeClaimTasks)
 	g.connect(NodeSweepOnCall, 0, NodeClaimTasks)
-	g.add(ifNode(g, NodeTaskClaimed, at(2, 0), "={{ $json.id }}", opStringExist, ""))
+	g.add(ifNode(g, NodeTaskClaimed, g.at(2, 0), "={{ $json.id }}", opStringExist, ""))
 	g.connect(NodeClaimTasks, 0, NodeTaskClaimed)
-	g.add(ifNode(g, NodeLookupFirst, at(3, 0), "={{ $json.mode }}", opStringEq, "lookup"))
+	g.add(ifNode(g, NodeLookupFirst, g.at(3, 0), "={{ $json.mode }}", opStringEq, "lookup"))
 	g.connect(NodeTaskClaimed, 0, NodeLookupFirst)
 
 	task := "$('" + NodeClaimTasks + "').item.json"
-	lookup := outboxHTTPNode(r, NodeLookup, at(4, -1), "GET", "={{ "+jsString(r.OutboxURL+"/")+" + encodeURIComponent("+task+".operation_key) }}")
+	lookup := outboxHTTPNode(r, NodeLookup, g.at(4, -1), "GET", "={{ "+jsString(r.OutboxURL+"/")+" + encodeURIComponent("+task+".operation_key) }}")
 	g.add(lookup)
 	g.connect(NodeLookupFirst, 0, NodeLookup)
-	g.add(postgresNode(NodeRecordLookup, at(5, -1), r.inbox.OutboxResultCall(r.OutboxMaxAttempts, r.OutboxBackoff), outboxAnswer(task, "lookup"), r.CredentialName))
+	g.add(postgresNode(NodeRecordLookup, g.at(5, -1), r.inbox.OutboxResultCall(r.OutboxMaxAttempts, r.OutboxBackoff), outboxAnswer(task, "lookup"), r.CredentialName))
 	g.connect(NodeLookup, 0, NodeRecordLookup)
 	g.connect(NodeLookup, 1, NodeRecordLookup)
-	g.add(ifNode(g, NodeResend, at(6, -1), "={{ $json.resend }}", opBooleanTrue, ""))
+	g.add(ifNode(g, NodeResend, g.at(6, -1), "={{ $json.resend }}", opBooleanTrue, ""))
 	g.connect(NodeRecordLookup, 0, NodeResend)
 
-	call := outboxHTTPNode(r, NodeCallAPI, at(7, 0), "POST", "="+r.OutboxURL)
+	call := outboxHTTPNode(r, NodeCallAPI, g.at(7, 0), "POST", "="+r.OutboxURL)
 	call.Parameters["sendHeaders"] = true
 	call.Parameters["specifyHeaders"] = "keypair"
 	call.Parameters["headerParameters"] = map[string]any{"parameters": []map[string]string{
@@ -354,7 +346,7 @@ func outboxGraph(g *graph, r resolved, _ map[string]string) error {
 	g.add(call)
 	g.connect(NodeLookupFirst, 1, NodeCallAPI)
 	g.connect(NodeResend, 0, NodeCallAPI)
-	g.add(postgresNode(NodeRecordSend, at(8, 0), r.inbox.OutboxResultCall(r.OutboxMaxAttempts, r.OutboxBackoff), outboxAnswer(task, "send"), r.CredentialName))
+	g.add(postgresNode(NodeRecordSend, g.at(8, 0), r.inbox.OutboxResultCall(r.OutboxMaxAttempts, r.OutboxBackoff), outboxAnswer(task, "send"), r.CredentialName))
 	g.connect(NodeCallAPI, 0, NodeRecordSend)
 	g.connect(NodeCallAPI, 1, NodeRecordSend)
 	return nil
@@ -385,11 +377,11 @@ func outboxHTTPNode(r resolved, name string, pos [2]int, method, url string) nod
 }
 
 func inboxCleanupGraph(g *graph, r resolved, _ map[string]string) error {
-	g.add(node{Name: NodeCleanupSchedule, Type: typeSchedule, Position: at(0, 0), Parameters: map[string]any{
+	g.add(node{Name: NodeCleanupSchedule, Type: typeSchedule, Position: g.at(0, 0), Parameters: map[string]any{
 		"rule": map[string]any{"interval": []any{map[string]any{"field": "days", "daysInterval": 1, "triggerAtHour": 3}}},
 	}})
-	g.add(node{Name: NodeCleanupOnDemand, Type: typeExecTrig, Position: at(0, 1), Parameters: map[string]any{"inputSource": "passthrough"}})
-	del := postgresNode(NodeDeleteDone, at(1, 0), r.inbox.Cleanup(r.Retention), "", r.CredentialName)
+	g.add(node{Name: NodeCleanupOnDemand, Type: typeExecTrig, Position: g.at(0, 1), Parameters: map[string]any{"inputSource": "passthrough"}})
+	del := postgresNode(NodeDeleteDone, g.at(1, 0), r.inbox.Cleanup(r.Retention), "", r.CredentialName)
 	del.ExecuteOnce = true
 	g.add(del)
 	g.connect(NodeCleanupSchedule, 0, NodeDeleteDone)
@@ -407,12 +399,12 @@ func addSweepTriggers(g *graph, r resolved) {
 	case r.SweepEvery >= time.Hour:
 		interval = map[string]any{"field": "hours", "hoursInterval": int(r.SweepEvery / time.Hour)}
 	}
-	g.add(node{Name: NodeSweepTimer, Type: typeSchedule, Position: at(0, 0), Parameters: map[string]any{
+	g.add(node{Name: NodeSweepTimer, Type: typeSchedule, Position: g.at(0, 0), Parameters: map[string]any{
 		"rule": map[string]any{"interval": []any{interval}},
 	}})
 	// The worker wakes the outbox through this trigger; tests and operators
 	// run either workflow now through it.
-	g.add(node{Name: NodeSweepOnCall, Type: typeExecTrig, Position: at(0, 1), Parameters: map[string]any{"inputSource": "passthrough"}})
+	g.add(node{Name: NodeSweepOnCall, Type: typeExecTrig, Position: g.at(0, 1), Parameters: map[string]any{"inputSource": "passthrough"}})
 }
 
 // executeWorkflowNode runs the published workflow id, once per item or once

@@ -45,7 +45,7 @@ func addKeysvcFlow(g *graph, r resolved) {
 	if len(query) > 0 {
 		reserveURL += "?" + query.Encode()
 	}
-	reserve := httpNode(NodeKeysvcReserve, [2]int{220, 300}, "POST", reserveURL, r.KeysvcCredential)
+	reserve := httpNode(NodeKeysvcReserve, g.at(1, 0), "POST", reserveURL, r.KeysvcCredential)
 	if headers := forwardedHeaders(r); len(headers) > 0 {
 		var params []map[string]string
 		for _, h := range headers {
@@ -63,42 +63,42 @@ func addKeysvcFlow(g *graph, r resolved) {
 	reserve.OnError = "continueErrorOutput"
 	g.add(reserve)
 	g.connect(NodeWebhook, 0, NodeKeysvcReserve)
-	g.add(respondNode(NodeRespond503, [2]int{440, 600}, 503,
+	g.add(respondNode(NodeRespond503, g.at(2, 2), 503,
 		`{"status":"unavailable","error":"the key service could not be reached; retry later"}`, [2]string{"Retry-After", "5"}))
 	g.connect(NodeKeysvcReserve, 1, NodeRespond503)
 
 	status := "={{ $json.statusCode }}"
 	opNumberEq := map[string]any{"type": "number", "operation": "equals"}
-	g.add(ifNode(g, NodeReserved, [2]int{440, 300}, status, opNumberEq, 201))
+	g.add(ifNode(g, NodeReserved, g.at(2, 0), status, opNumberEq, 201))
 	g.connect(NodeKeysvcReserve, 0, NodeReserved)
-	g.add(ifNode(g, NodeDuplicate, [2]int{660, 460}, status, opNumberEq, 200))
+	g.add(ifNode(g, NodeDuplicate, g.at(3, 1), status, opNumberEq, 200))
 	g.connect(NodeReserved, 1, NodeDuplicate)
 	respond := func(status, extra string) string {
 		return "={{ JSON.stringify({ status: '" + status + "', key: " + keysvcKeyExpr + extra + " }) }}"
 	}
-	g.add(respondNode(NodeRespondDup, [2]int{880, 400}, 200, respond("duplicate", "")))
+	g.add(respondNode(NodeRespondDup, g.at(4, 1), 200, respond("duplicate", "")))
 	g.connect(NodeDuplicate, 0, NodeRespondDup)
-	g.add(respondNode(NodeRespondKeysvc, [2]int{880, 560}, "={{ $json.statusCode >= 400 && $json.statusCode < 500 ? $json.statusCode : 503 }}",
+	g.add(respondNode(NodeRespondKeysvc, g.at(4, 2), "={{ $json.statusCode >= 400 && $json.statusCode < 500 ? $json.statusCode : 503 }}",
 		"={{ JSON.stringify($json.body) }}", [2]string{"Retry-After", "={{ $json.headers['retry-after'] || '5' }}"}))
 	g.connect(NodeDuplicate, 1, NodeRespondKeysvc)
 
 	business := BusinessNodeName(r.BusinessTable)
-	g.add(businessStep(r, keysvcKeyExpr, "(() => { const b = $('"+NodeWebhook+"').item.json.body; return "+eventTypeOfBody+"; })()"))
+	g.add(businessStep(r, g.at(3, -1), keysvcKeyExpr, "(() => { const b = $('"+NodeWebhook+"').item.json.body; return "+eventTypeOfBody+"; })()"))
 	g.connect(NodeReserved, 0, business)
 
 	keyPath := "={{ '" + r.KeysvcURL + "/v1/reservations/' + encodeURIComponent(" + keysvcKeyExpr + ")"
 	if r.Guard == GuardLease {
-		g.add(httpNode(NodeMarkDone, [2]int{1540, 100}, "POST", keyPath+" + '/done' }}", r.KeysvcCredential))
+		g.add(httpNode(NodeMarkDone, g.at(4, -1), "POST", keyPath+" + '/done' }}", r.KeysvcCredential))
 		g.connect(business, 0, NodeMarkDone)
-		g.add(respondNode(NodeRespond200, [2]int{1760, 100}, 200, respond("processed", "")))
+		g.add(respondNode(NodeRespond200, g.at(5, -1), 200, respond("processed", "")))
 		g.connect(NodeMarkDone, 0, NodeRespond200)
 	} else {
-		g.add(respondNode(NodeRespond200, [2]int{1760, 100}, 200, respond("processed", "")))
+		g.add(respondNode(NodeRespond200, g.at(4, -1), 200, respond("processed", "")))
 		g.connect(business, 0, NodeRespond200)
 	}
-	g.add(httpNode(NodeRelease, [2]int{1540, 300}, "DELETE", keyPath+" }}", r.KeysvcCredential))
+	g.add(httpNode(NodeRelease, g.at(4, 0), "DELETE", keyPath+" }}", r.KeysvcCredential))
 	g.connect(business, 1, NodeRelease)
-	g.add(respondNode(NodeRespond500, [2]int{1760, 300}, 500, respond("failed", ", released: true")))
+	g.add(respondNode(NodeRespond500, g.at(5, 0), 500, respond("failed", ", released: true")))
 	g.connect(NodeRelease, 0, NodeRespond500)
 }
 

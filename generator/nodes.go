@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/tidwall/pretty"
-	"github.com/tidwall/sjson"
 )
 
 // Node types and the latest typeVersion of each in n8n 2.41 (verified against
@@ -79,8 +78,17 @@ type graph struct {
 	seed  string // makes node ids unique to one workflow
 	nodes []node
 	conns map[string][][]link
-	// offset shifts later nodes right, past the nodes inserted before them.
-	offset int
+	// col is the column a section of nodes starts after: the Webhook's,
+	// then the last column of the signature check or of the key nodes, so
+	// that each section lays itself out without knowing what came before.
+	col int
+}
+
+// at places a node on the canvas, col columns right of g.col: columns 220 px
+// apart, rows 180 px apart, row 0 the path of a new event, rows below it the
+// other answers.
+func (g *graph) at(col, row int) [2]int {
+	return [2]int{(g.col + col) * 220, 300 + row*180}
 }
 
 func newGraph(seed string) *graph {
@@ -89,7 +97,6 @@ func newGraph(seed string) *graph {
 
 func (g *graph) add(n node) {
 	n.ID = uuidFrom(g.seed + "/node/" + n.Name)
-	n.Position[0] += g.offset
 	n.TypeVersion = TypeVersions[n.Type]
 	g.nodes = append(g.nodes, n)
 }
@@ -104,6 +111,19 @@ func (g *graph) connect(from string, out int, to string) {
 	g.conns[from] = outs
 }
 
+// document is an importable n8n workflow, in the field order n8n exports.
+type document struct {
+	ID          string                         `json:"id"`
+	Name        string                         `json:"name"`
+	Nodes       []node                         `json:"nodes"`
+	Connections map[string]map[string][][]link `json:"connections"`
+	Active      bool                           `json:"active"`
+	Settings    map[string]string              `json:"settings"`
+	PinData     struct{}                       `json:"pinData"`
+	Meta        map[string]string              `json:"meta"`
+}
+
+// marshal writes v as JSON, laid out like n8n's exports.
 func marshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -111,43 +131,25 @@ func marshal(v any) ([]byte, error) {
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	return pretty.PrettyOptions(buf.Bytes(), &pretty.Options{Width: 100, Indent: "  "}), nil
 }
 
 // render assembles the importable workflow document.
 func (g *graph) render(id, name string) ([]byte, error) {
-	doc := []byte(`{}`)
-	var err error
-	set := func(path string, v any) {
-		if err == nil {
-			doc, err = sjson.SetBytes(doc, path, v)
-		}
+	doc := document{
+		ID: id, Name: name, Nodes: g.nodes,
+		Connections: map[string]map[string][][]link{},
+		Settings:    map[string]string{"executionOrder": "v1"},
+		Meta:        map[string]string{"generatedBy": "idemhook"},
 	}
-	setRaw := func(path string, v any) {
-		if err != nil {
-			return
-		}
-		var raw []byte
-		if raw, err = marshal(v); err == nil {
-			doc, err = sjson.SetRawBytes(doc, path, raw)
-		}
-	}
-	set("id", id)
-	set("name", name)
-	setRaw("nodes", g.nodes)
-	connections := map[string]map[string][][]link{}
 	for from, outs := range g.conns {
-		connections[from] = map[string][][]link{"main": outs}
+		doc.Connections[from] = map[string][][]link{"main": outs}
 	}
-	setRaw("connections", connections)
-	set("active", false)
-	setRaw("settings", map[string]any{"executionOrder": "v1"})
-	setRaw("pinData", map[string]any{})
-	setRaw("meta", map[string]any{"generatedBy": "idemhook"})
+	raw, err := marshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("render workflow %q: %w", name, err)
 	}
-	return pretty.PrettyOptions(doc, &pretty.Options{Width: 100, Indent: "  "}), nil
+	return raw, nil
 }
 
 func credentials(name string) map[string]credentialRef {

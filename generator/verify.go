@@ -25,14 +25,14 @@ func addVerifyNodes(g *graph, r resolved) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	g.add(node{Name: NodePrepareSignature, Type: typeCode, Position: [2]int{220, 300}, Parameters: map[string]any{
+	g.add(node{Name: NodePrepareSignature, Type: typeCode, Position: g.at(1, 0), Parameters: map[string]any{
 		"mode": "runOnceForAllItems", "language": "javaScript", "jsCode": prepare,
 	}})
 	encoding := "hex"
 	if r.Verify == string(signature.ProviderShopify) {
 		encoding = "base64"
 	}
-	g.add(node{Name: NodeComputeSignature, Type: typeCrypto, Position: [2]int{440, 300},
+	g.add(node{Name: NodeComputeSignature, Type: typeCrypto, Position: g.at(2, 0),
 		Credentials: map[string]credentialRef{"crypto": {Name: r.VerifyCredential}},
 		Parameters: map[string]any{
 			"action":           "hmac",
@@ -41,18 +41,18 @@ func addVerifyNodes(g *graph, r resolved) (string, error) {
 			"dataPropertyName": "expectedSignature",
 			"encoding":         encoding,
 		}})
-	g.add(node{Name: NodeCheckSignature, Type: typeCode, Position: [2]int{660, 300}, Parameters: map[string]any{
+	g.add(node{Name: NodeCheckSignature, Type: typeCode, Position: g.at(3, 0), Parameters: map[string]any{
 		"mode": "runOnceForAllItems", "language": "javaScript", "jsCode": templates.SignatureCheckScript,
 	}})
-	g.add(ifNode(g, NodeSignatureValid, [2]int{880, 300}, "={{ $json.signature.valid }}",
+	g.add(ifNode(g, NodeSignatureValid, g.at(4, 0), "={{ $json.signature.valid }}",
 		opBooleanTrue, ""))
-	g.add(respondNode(NodeRespond401, [2]int{1100, 560}, 401,
+	g.add(respondNode(NodeRespond401, g.at(5, 2), 401,
 		"={{ JSON.stringify({ status: 'rejected', code: $json.signature.code, error: $json.signature.reason }) }}"))
 	g.connect(NodeWebhook, 0, NodePrepareSignature)
 	g.connect(NodePrepareSignature, 0, NodeComputeSignature)
 	g.connect(NodeComputeSignature, 0, NodeCheckSignature)
 	g.connect(NodeCheckSignature, 0, NodeSignatureValid)
 	g.connect(NodeSignatureValid, 1, NodeRespond401)
-	g.offset = 880
+	g.col += 4
 	return NodeSignatureValid, nil
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/idemhook/idemhook/pgsql"
 	"github.com/idemhook/idemhook/templates"
-	"github.com/tidwall/pretty"
 )
 
 // Node names. Tests, the README and users' own nodes refer to them.
@@ -72,7 +71,7 @@ func Workflow(o Options) ([]byte, error) {
 	id := workflowID("main/" + r.WebhookPath)
 	g := newGraph(id)
 
-	g.add(node{Name: NodeWebhook, Type: typeWebhook, Position: [2]int{0, 300}, WebhookID: uuidFrom("webhook/" + r.WebhookPath),
+	g.add(node{Name: NodeWebhook, Type: typeWebhook, Position: g.at(0, 0), WebhookID: uuidFrom("webhook/" + r.WebhookPath),
 		Parameters: map[string]any{
 			"httpMethod":   "POST",
 			"path":         r.WebhookPath,
@@ -91,8 +90,8 @@ func Workflow(o Options) ([]byte, error) {
 // businessStep is the example business step: an insert into the business
 // table whose error output releases the key, so the provider's retry is
 // processed.
-func businessStep(r resolved, keyExpr, eventTypeExpr string) node {
-	n := postgresNode(BusinessNodeName(r.BusinessTable), [2]int{1320, 200},
+func businessStep(r resolved, pos [2]int, keyExpr, eventTypeExpr string) node {
+	n := postgresNode(BusinessNodeName(r.BusinessTable), pos,
 		fmt.Sprintf("INSERT INTO %s (event_key, event_type) VALUES ($1, NULLIF($2, ''))", r.business),
 		"={{ [ "+keyExpr+", "+eventTypeExpr+" ] }}", r.CredentialName)
 	n.OnError = "continueErrorOutput"
@@ -119,59 +118,59 @@ func addLocalFlow(g *graph, r resolved) error {
 		return nil
 	}
 	// An empty body has no key: answer 400 and reserve nothing.
-	g.add(ifNode(g, NodeKeyBuilt, [2]int{660, 300}, "={{ $json.key }}", opStringNotEmpty, ""))
+	g.add(ifNode(g, NodeKeyBuilt, g.at(1, 0), "={{ $json.key }}", opStringNotEmpty, ""))
 	g.connect(afterKey.last, 0, NodeKeyBuilt)
-	g.add(respondNode(NodeRespond400, [2]int{880, 560}, 400,
+	g.add(respondNode(NodeRespond400, g.at(2, 2), 400,
 		`{"status":"rejected","error":"empty body: there is nothing to derive an idempotency key from"}`))
 	g.connect(NodeKeyBuilt, 1, NodeRespond400)
 
 	business := BusinessNodeName(r.BusinessTable)
-	businessNode := businessStep(r, keyExpr, eventTypeExpr)
+	businessNode := businessStep(r, g.at(4, -1), keyExpr, eventTypeExpr)
 
 	respond := func(status, extra string) string {
 		return "={{ JSON.stringify({ status: '" + status + "', key: " + keyExpr + extra + " }) }}"
 	}
 	switch r.Guard {
 	case GuardReserve:
-		g.add(postgresNode(NodeReserve, [2]int{880, 300}, pgsql.Reserve(r.events), "={{ [ $json.key ] }}", r.CredentialName))
+		g.add(postgresNode(NodeReserve, g.at(2, 0), pgsql.Reserve(r.events), "={{ [ $json.key ] }}", r.CredentialName))
 		g.connect(NodeKeyBuilt, 0, NodeReserve)
 		// On a conflict the Postgres node outputs {"success": true} rather
 		// than no item, so test for the returned column.
-		g.add(ifNode(g, NodeRowReturned, [2]int{1100, 300}, "={{ $json.key }}", opStringExist, ""))
+		g.add(ifNode(g, NodeRowReturned, g.at(3, 0), "={{ $json.key }}", opStringExist, ""))
 		g.connect(NodeReserve, 0, NodeRowReturned)
 		g.add(businessNode)
 		g.connect(NodeRowReturned, 0, business)
-		g.add(respondNode(NodeRespond200, [2]int{1760, 100}, 200, respond("processed", "")))
+		g.add(respondNode(NodeRespond200, g.at(5, -1), 200, respond("processed", "")))
 		g.connect(business, 0, NodeRespond200)
-		g.add(respondNode(NodeRespondDup, [2]int{1320, 460}, 200, respond("duplicate", "")))
+		g.add(respondNode(NodeRespondDup, g.at(4, 1), 200, respond("duplicate", "")))
 		g.connect(NodeRowReturned, 1, NodeRespondDup)
-		g.add(postgresNode(NodeRelease, [2]int{1540, 300}, pgsql.Release(r.events), "={{ [ "+keyExpr+" ] }}", r.CredentialName))
+		g.add(postgresNode(NodeRelease, g.at(5, 0), pgsql.Release(r.events), "={{ [ "+keyExpr+" ] }}", r.CredentialName))
 		g.connect(business, 1, NodeRelease)
 
 	case GuardLease:
-		g.add(postgresNode(NodeAcquireLease, [2]int{880, 300}, pgsql.AcquireLease(r.events, r.Lease), "={{ [ $json.key ] }}", r.CredentialName))
+		g.add(postgresNode(NodeAcquireLease, g.at(2, 0), pgsql.AcquireLease(r.events, r.Lease), "={{ [ $json.key ] }}", r.CredentialName))
 		g.connect(NodeKeyBuilt, 0, NodeAcquireLease)
-		g.add(ifNode(g, NodeLeaseAcquired, [2]int{1100, 300}, "={{ $json.outcome }}", opStringEq, pgsql.OutcomeAcquired))
+		g.add(ifNode(g, NodeLeaseAcquired, g.at(3, 0), "={{ $json.outcome }}", opStringEq, pgsql.OutcomeAcquired))
 		g.connect(NodeAcquireLease, 0, NodeLeaseAcquired)
 		g.add(businessNode)
 		g.connect(NodeLeaseAcquired, 0, business)
-		g.add(postgresNode(NodeMarkDone, [2]int{1540, 100}, pgsql.MarkDone(r.events), "={{ [ "+keyExpr+" ] }}", r.CredentialName))
+		g.add(postgresNode(NodeMarkDone, g.at(5, -1), pgsql.MarkDone(r.events), "={{ [ "+keyExpr+" ] }}", r.CredentialName))
 		g.connect(business, 0, NodeMarkDone)
-		g.add(respondNode(NodeRespond200, [2]int{1760, 100}, 200, respond("processed", "")))
+		g.add(respondNode(NodeRespond200, g.at(6, -1), 200, respond("processed", "")))
 		g.connect(NodeMarkDone, 0, NodeRespond200)
-		g.add(ifNode(g, NodeAlreadyDone, [2]int{1320, 500}, "={{ $json.outcome }}", opStringEq, pgsql.OutcomeDone))
+		g.add(ifNode(g, NodeAlreadyDone, g.at(4, 1), "={{ $json.outcome }}", opStringEq, pgsql.OutcomeDone))
 		g.connect(NodeLeaseAcquired, 1, NodeAlreadyDone)
-		g.add(respondNode(NodeRespondDup, [2]int{1540, 460}, 200, respond("duplicate", "")))
+		g.add(respondNode(NodeRespondDup, g.at(5, 1), 200, respond("duplicate", "")))
 		g.connect(NodeAlreadyDone, 0, NodeRespondDup)
 		retryAfter := fmt.Sprint(int64(min(r.Lease, 300e9) / 1e9))
-		g.add(respondNode(NodeRespond409, [2]int{1540, 640}, 409, respond("in_progress", ""), [2]string{"Retry-After", retryAfter}))
+		g.add(respondNode(NodeRespond409, g.at(5, 2), 409, respond("in_progress", ""), [2]string{"Retry-After", retryAfter}))
 		g.connect(NodeAlreadyDone, 1, NodeRespond409)
-		g.add(postgresNode(NodeRelease, [2]int{1540, 300}, pgsql.ReleaseLease(r.events),
+		g.add(postgresNode(NodeRelease, g.at(5, 0), pgsql.ReleaseLease(r.events),
 			"={{ [ "+keyExpr+", $('"+NodeAcquireLease+"').item.json.attempt ] }}", r.CredentialName))
 		g.connect(business, 1, NodeRelease)
 	}
 	// A 5xx makes the provider retry; the key is free again by then.
-	g.add(respondNode(NodeRespond500, [2]int{1760, 300}, 500, respond("failed", ", released: true")))
+	g.add(respondNode(NodeRespond500, g.at(6, 0), 500, respond("failed", ", released: true")))
 	g.connect(NodeRelease, 0, NodeRespond500)
 	return nil
 }
@@ -188,15 +187,15 @@ const (
 // into the statement, which reserves nothing for it). A failed statement
 // rolled both back: answer 500, and the provider's retry runs it again.
 func addTransactional(g *graph, r resolved, after string) {
-	save := postgresNode(NodeReserveAndWrite, [2]int{660, 300}, pgsql.ReserveAndWrite(r.events, r.business),
+	save := postgresNode(NodeReserveAndWrite, g.at(1, 0), pgsql.ReserveAndWrite(r.events, r.business),
 		"={{ [ $json.key, $json.eventType ] }}", r.CredentialName)
 	save.OnError = "continueErrorOutput"
 	g.add(save)
 	g.connect(after, 0, NodeReserveAndWrite)
-	g.add(respondNode(NodeRespondResult, [2]int{880, 200}, "={{ $json.key === '' ? 400 : 200 }}",
+	g.add(respondNode(NodeRespondResult, g.at(2, 0), "={{ $json.key === '' ? 400 : 200 }}",
 		"={{ JSON.stringify($json.key === '' ? { status: 'rejected', error: 'empty body: there is nothing to derive an idempotency key from' } : { status: $json.new ? 'processed' : 'duplicate', key: $json.key }) }}"))
 	g.connect(NodeReserveAndWrite, 0, NodeRespondResult)
-	g.add(respondNode(NodeRespond500Txn, [2]int{880, 460}, 500,
+	g.add(respondNode(NodeRespond500Txn, g.at(2, 1), 500,
 		"={{ JSON.stringify({ status: 'failed', error: 'the reservation and the business write were rolled back; retry' }) }}"))
 	g.connect(NodeReserveAndWrite, 1, NodeRespond500Txn)
 }
@@ -208,7 +207,7 @@ type span struct{ first, last string }
 func addKeyNodes(g *graph, r resolved) (span, error) {
 	switch r.Hashing {
 	case HashingCryptoNode:
-		g.add(node{Name: NodeHashBody, Type: typeCrypto, Position: [2]int{220, 300}, Parameters: map[string]any{
+		g.add(node{Name: NodeHashBody, Type: typeCrypto, Position: g.at(1, 0), Parameters: map[string]any{
 			"action":             "hash",
 			"type":               "SHA256",
 			"binaryData":         true,
@@ -216,7 +215,7 @@ func addKeyNodes(g *graph, r resolved) (span, error) {
 			"encoding":           "hex",
 			"dataPropertyName":   "bodySha256",
 		}})
-		g.add(node{Name: NodeBuildKey, Type: typeSet, Position: [2]int{440, 300}, Parameters: map[string]any{
+		g.add(node{Name: NodeBuildKey, Type: typeSet, Position: g.at(2, 0), Parameters: map[string]any{
 			"mode": "manual",
 			"assignments": map[string]any{"assignments": []any{
 				map[string]any{"id": uuidFrom(g.seed + "/set/key"), "name": "key", "type": "string", "value": cryptoKeyExpr},
@@ -226,17 +225,19 @@ func addKeyNodes(g *graph, r resolved) (span, error) {
 			"options": map[string]any{},
 		}})
 		g.connect(NodeHashBody, 0, NodeBuildKey)
+		g.col += 2
 		return span{NodeHashBody, NodeBuildKey}, nil
 	default:
 		script, err := templates.KeyScript(r.Preset, r.Scope)
 		if err != nil {
 			return span{}, err
 		}
-		g.add(node{Name: NodeBuildKey, Type: typeCode, Position: [2]int{330, 300}, Parameters: map[string]any{
+		g.add(node{Name: NodeBuildKey, Type: typeCode, Position: g.at(1, 0), Parameters: map[string]any{
 			"mode":     "runOnceForAllItems",
 			"language": "javaScript",
 			"jsCode":   script,
 		}})
+		g.col++
 		return span{NodeBuildKey, NodeBuildKey}, nil
 	}
 }
@@ -249,29 +250,17 @@ const eventTypeOfBody = "b !== null && typeof b === 'object' && typeof b.type ==
 // of binary data, but the only body with this hash is the empty one.
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-// The crypto-node mode cannot read raw bytes as text, so it takes the id
-// from n8n's parsed body ($json.body, filled for application/json) and
-// applies the spec's id clauses to it: a string of 1-255 UTF-8 bytes with no
-// control character and no unpaired surrogate.
-const cryptoIDExpr = `(() => {
-  const b = $('` + NodeWebhook + `').item.json.body;
-  const id = b !== null && typeof b === 'object' && !Array.isArray(b) ? b.id : undefined;
-  if (typeof id !== 'string' || id.length === 0) return null;
-  if (/[\u0000-\u001f\u007f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(id)) return null;
-  if (encodeURIComponent(id).replace(/%[0-9A-F]{2}/g, '.').length > 255) return null;
-  return id;
-})()`
-
 var (
 	cryptoKeyExpr       = cryptoChoice("'evt:' + id", "'sha256:' + $json.bodySha256")
 	cryptoSourceExpr    = cryptoChoice("'event_id'", "'body_sha256'")
 	cryptoEventTypeExpr = "={{ (() => { const b = $('" + NodeWebhook + "').item.json.body; return " + eventTypeOfBody + "; })() }}"
 )
 
-// cryptoChoice is an expression that evaluates cryptoIDExpr once and gives
-// ” for an empty body, ifID when the body has a usable id, else ifHash.
+// cryptoChoice is an expression that evaluates the crypto-node mode's id
+// (templates.CryptoIDExpression) once and gives the empty string for an
+// empty body, ifID when the body has a usable id, else ifHash.
 func cryptoChoice(ifID, ifHash string) string {
-	return "={{ ((id) => $json.bodySha256 === '" + emptySHA256 + "' ? '' : id !== null ? " + ifID + " : " + ifHash + ")(" + cryptoIDExpr + ") }}"
+	return "={{ ((id) => $json.bodySha256 === '" + emptySHA256 + "' ? '' : id !== null ? " + ifID + " : " + ifHash + ")(" + templates.CryptoIDExpression + ") }}"
 }
 
 // CleanupWorkflow returns the scheduled workflow that deletes keys older
@@ -287,15 +276,15 @@ func CleanupWorkflow(o Options) ([]byte, error) {
 	}
 	id := workflowID("cleanup/" + r.WebhookPath)
 	g := newGraph(id)
-	g.add(node{Name: NodeCleanupSchedule, Type: typeSchedule, Position: [2]int{0, 300}, Parameters: map[string]any{
+	g.add(node{Name: NodeCleanupSchedule, Type: typeSchedule, Position: g.at(0, 0), Parameters: map[string]any{
 		"rule": map[string]any{"interval": []any{map[string]any{"field": "days", "daysInterval": 1, "triggerAtHour": 3}}},
 	}})
 	// The on-demand trigger lets `n8n execute --id=ID` or another workflow
 	// run the cleanup now.
-	g.add(node{Name: NodeCleanupOnDemand, Type: typeExecTrig, Position: [2]int{0, 500}, Parameters: map[string]any{
+	g.add(node{Name: NodeCleanupOnDemand, Type: typeExecTrig, Position: g.at(0, 1), Parameters: map[string]any{
 		"inputSource": "passthrough",
 	}})
-	g.add(postgresNode(NodeCleanupDelete, [2]int{220, 400}, pgsql.Cleanup(r.events, r.Retention), "", r.CredentialName))
+	g.add(postgresNode(NodeCleanupDelete, g.at(1, 0), pgsql.Cleanup(r.events, r.Retention), "", r.CredentialName))
 	g.connect(NodeCleanupSchedule, 0, NodeCleanupDelete)
 	g.connect(NodeCleanupOnDemand, 0, NodeCleanupDelete)
 	return g.render(id, r.WorkflowName+" – cleanup")
@@ -350,11 +339,7 @@ func CredentialsExample(o Options) ([]byte, error) {
 			"data": map[string]any{"hmacSecret": "CHANGE_ME"},
 		})
 	}
-	raw, err := marshal(creds)
-	if err != nil {
-		return nil, err
-	}
-	return pretty.PrettyOptions(raw, &pretty.Options{Width: 100, Indent: "  "}), nil
+	return marshal(creds)
 }
 
 // Files returns every file `idemhook generate` writes, by file name.

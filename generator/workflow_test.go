@@ -560,3 +560,48 @@ func TestTransactionalWorkflow(t *testing.T) {
 		t.Error("the transactional guard was accepted with keysvc, which reserves in its own statement")
 	}
 }
+
+// The crypto-node id expression lives under templates/ and names the Webhook
+// node by its name: renaming the node must not leave it reading nothing.
+func TestCryptoIDExpressionReadsTheWebhookNode(t *testing.T) {
+	if !strings.Contains(templates.CryptoIDExpression, "$('"+generator.NodeWebhook+"').item.json.body") {
+		t.Errorf("templates/expressions/crypto-id.js does not read $('%s').item.json.body", generator.NodeWebhook)
+	}
+}
+
+// No two nodes of a generated workflow sit on the same spot of the canvas,
+// whatever sections the options add (the signature check, two key nodes or
+// one, each guard, keysvc, the inbox pattern's workflows).
+func TestNodesDoNotOverlap(t *testing.T) {
+	options := []generator.Options{
+		{Verify: "stripe", Hashing: generator.HashingCryptoNode, Guard: generator.GuardLease},
+		{Verify: "github", Guard: generator.GuardTransactional},
+		{Hashing: generator.HashingKeysvc, Guard: generator.GuardLease},
+		{Pattern: generator.PatternInbox, Verify: "shopify"},
+		{Pattern: generator.PatternInbox, Receiver: generator.ReceiverKeysvc},
+	}
+	for _, tpl := range generator.Templates {
+		options = append(options, tpl.Options)
+	}
+	for _, o := range options {
+		files, err := generator.Files(o)
+		if err != nil {
+			t.Fatalf("%+v: %v", o, err)
+		}
+		for file, raw := range files {
+			nodes := gjson.GetBytes(raw, "nodes")
+			if !nodes.Exists() {
+				continue
+			}
+			at := map[string]string{}
+			nodes.ForEach(func(_, n gjson.Result) bool {
+				pos := n.Get("position").Raw
+				if other, taken := at[pos]; taken {
+					t.Errorf("%+v %s: %q and %q both at %s", o, file, other, n.Get("name").String(), pos)
+				}
+				at[pos] = n.Get("name").String()
+				return true
+			})
+		}
+	}
+}

@@ -16,6 +16,17 @@ import (
 //go:embed code-node/idempotency-key.js
 var CodeNodeScript string
 
+// CryptoIDExpression is the crypto-node mode's event id: that mode cannot
+// read the raw bytes as text, so this n8n expression takes the id from the
+// Webhook node's parsed body ($json.body, filled for application/json) and
+// applies the key spec's id clauses to it: a string of 1-255 UTF-8 bytes with
+// no control character and no unpaired surrogate. It gives null when the body
+// has no usable id. The Node harness runs it against the shared vectors.
+var CryptoIDExpression = strings.TrimSuffix(cryptoIDExpression, "\n")
+
+//go:embed expressions/crypto-id.js
+var cryptoIDExpression string
+
 // SignatureCheckScript is the third step of a signature check in a
 // workflow; see code-node/signature-check.js.
 //
