@@ -340,6 +340,17 @@ func TestVerifyCommandOnAnExport(t *testing.T) {
 	w["meta"] = map[string]any{"instanceId": "0123456789abcdef", "templateCredsSetupCompleted": true}
 	w["tags"] = []any{map[string]any{"id": "t1", "name": "payments"}}
 	w["active"] = true
+	// The user's business branch calls their CRM at a URL from n8n's
+	// environment: --env must reach the workflow's $env, or the call fails.
+	var crmCalls atomic.Int64
+	crm := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/orders" {
+			crmCalls.Add(1)
+		}
+		rw.WriteHeader(http.StatusNoContent)
+	}))
+	defer crm.Close()
+	insertEnvCall(t, w, "Row Returned?", "Release Key")
 	raw, _ = json.Marshal(list)
 	if err := os.WriteFile(exported, raw, 0o644); err != nil {
 		t.Fatal(err)
@@ -349,9 +360,13 @@ func TestVerifyCommandOnAnExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	report := filepath.Join(dir, "junit.xml")
-	r := runIdemhook(t, "verify", "--workflow", exported, "--schema", business, "--report", report, "--concurrency", "10", "--deliveries", "5")
+	r := runIdemhook(t, "verify", "--workflow", exported, "--schema", business, "--report", report, "--concurrency", "10", "--deliveries", "5",
+		"--env", "IDEMHOOK_TEST_CRM_URL="+crm.URL)
 	if r.code != 0 || !strings.Contains(r.stdout, "5 checks: 5 passed, 0 failed") {
 		t.Fatalf("verify on n8n's export: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if crmCalls.Load() == 0 {
+		t.Errorf("the workflow never called the CRM at $env.IDEMHOOK_TEST_CRM_URL: --env did not reach it")
 	}
 	junit, err := os.ReadFile(report)
 	if err != nil {
@@ -372,4 +387,21 @@ func TestVerifyCommandOnAnExport(t *testing.T) {
 	if r := runIdemhook(t, "verify", "--workflow", rf); r.code != 2 || !strings.Contains(r.stderr, "--schema FILE") {
 		t.Errorf("the inbox receiver without its schema: exit %d %s, want 2 asking for --schema", r.code, r.stderr)
 	}
+}
+
+// insertEnvCall puts an HTTP Request node to $env.IDEMHOOK_TEST_CRM_URL on
+// output 0 of after (n8n's export format), before what followed it; its
+// error output leads to release, as a user wires a step that may fail.
+func insertEnvCall(t *testing.T, w map[string]any, after, release string) {
+	t.Helper()
+	conns := w["connections"].(map[string]any)
+	outs := conns[after].(map[string]any)["main"].([]any)
+	next := outs[0]
+	outs[0] = link("Call CRM")
+	conns["Call CRM"] = map[string]any{"main": []any{next, link(release)}}
+	w["nodes"] = append(w["nodes"].([]any), map[string]any{
+		"id": "6f1d2c3b-0000-4000-8000-00000000e4e1", "name": "Call CRM", "type": "n8n-nodes-base.httpRequest", "typeVersion": 4.2,
+		"position": []any{1000, -100}, "onError": "continueErrorOutput",
+		"parameters": map[string]any{"method": "POST", "url": "={{ $env.IDEMHOOK_TEST_CRM_URL }}/orders", "options": map[string]any{}},
+	})
 }
