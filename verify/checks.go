@@ -16,7 +16,7 @@ func (r *runner) expect(runs []n8napi.Run, answers []answer, want []bool) (Statu
 	status := Pass
 	var lines []string
 	for i, run := range runs {
-		line := r.describe(run, answers[i])
+		line := r.describe(run, &answers[i])
 		switch got := r.ranBusiness(run); {
 		case !run.Ran(r.guard.Decides()):
 			status, line = Fail, line+fmt.Sprintf(" — never reached %q", r.guard.Decides())
@@ -71,16 +71,16 @@ func (r *runner) concurrent(ctx context.Context) (Status, string, error) {
 	}
 	business, reached := 0, 0
 	var lines []string
-	for i, run := range runs {
+	for _, run := range runs {
 		if run.Ran(r.guard.Decides()) {
 			reached++
 		}
 		if r.ranBusiness(run) {
 			business++
-			lines = append(lines, r.describe(run, answers[i]))
+			lines = append(lines, r.describe(run, nil))
 		}
 	}
-	seen := fmt.Sprintf("%d executions, %d reached %q, the business branch ran in %d", len(runs), reached, r.guard.Decides(), business)
+	seen := fmt.Sprintf("%d executions, %d reached %q, the business branch ran in %d; %s", len(runs), reached, r.guard.Decides(), business, tally(answers))
 	if len(lines) > 0 {
 		seen += ":\n" + strings.Join(lines, "\n")
 	}
@@ -102,12 +102,12 @@ func (r *runner) distinct(ctx context.Context) (Status, string, error) {
 		return Fail, err.Error(), nil
 	}
 	var missed []string
-	for i, run := range runs {
+	for _, run := range runs {
 		if !r.ranBusiness(run) {
-			missed = append(missed, r.describe(run, answers[i]))
+			missed = append(missed, r.describe(run, nil))
 		}
 	}
-	seen := fmt.Sprintf("%d events, the business branch ran for %d", len(runs), len(runs)-len(missed))
+	seen := fmt.Sprintf("%d events, the business branch ran for %d; %s", len(runs), len(runs)-len(missed), tally(answers))
 	if len(missed) > 0 {
 		return Fail, seen + ":\n" + strings.Join(missed, "\n"), nil
 	}
@@ -165,7 +165,7 @@ func (r *runner) failure(ctx context.Context) (Status, string, error) {
 	status := Pass
 	var lines []string
 	for i, run := range runs {
-		line := r.describe(run, answers[i])
+		line := r.describe(run, &answers[i])
 		failed := r.failed(run, first)
 		switch {
 		case i < 2 && !failed:

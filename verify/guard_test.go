@@ -157,3 +157,10 @@ func TestFindTheInboxReceiver(t *testing.T) {
 		t.Errorf("found reserve %q (plain events %v), decision %q, sub-workflow calls %v", g.Reserve, g.PlainEvents, g.Decision, g.SubWorkflowCalls)
 	}
 }
+
+func TestTally(t *testing.T) {
+	got := tally([]answer{{status: 200}, {status: 500}, {status: 200}, {body: "connection reset"}})
+	if want := "answers: 2 × 200, 1 × 500, 1 × no answer"; got != want {
+		t.Errorf("tally = %q, want %q", got, want)
+	}
+}

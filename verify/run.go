@@ -237,6 +237,29 @@ func (r *runner) send(ctx context.Context, body []byte) answer {
 	return answer{status: resp.StatusCode, body: string(b)}
 }
 
+// tally counts answers by status, for deliveries sent at the same time:
+// "answers: 9 × 200, 1 × 500".
+func tally(answers []answer) string {
+	counts := map[string]int{}
+	var keys []string
+	for _, a := range answers {
+		k := a.String()
+		if a.status == 0 {
+			k = "no answer"
+		}
+		if counts[k] == 0 {
+			keys = append(keys, k)
+		}
+		counts[k]++
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d × %s", counts[k], k)
+	}
+	return "answers: " + strings.Join(parts, ", ")
+}
+
 // sendAll delivers every body, at most limit at a time, and returns the
 // answers in order.
 func (r *runner) sendAll(ctx context.Context, bodies [][]byte, limit int) []answer {
@@ -315,9 +338,10 @@ func (r *runner) ranBusiness(run n8napi.Run) bool {
 	return slices.ContainsFunc(r.guard.Business(), run.Ran)
 }
 
-// describe lists what an execution ran: its id, status and the nodes past
-// the reservation.
-func (r *runner) describe(run n8napi.Run, a answer) string {
+// describe lists what an execution ran: its id, status, the answer to its
+// delivery when a is given (only deliveries sent one at a time can be paired
+// with their execution) and the nodes past the reservation.
+func (r *runner) describe(run n8napi.Run, a *answer) string {
 	past := r.guard.g.reach(r.guard.g.outs(r.guard.Reserve, true), true)
 	var ran []string
 	for _, n := range past {
@@ -325,7 +349,11 @@ func (r *runner) describe(run n8napi.Run, a answer) string {
 			ran = append(ran, n)
 		}
 	}
-	s := fmt.Sprintf("execution %s (%s, answered %s): %s", run.ID, run.Status, a, strings.Join(ran, " → "))
+	s := fmt.Sprintf("execution %s (%s", run.ID, run.Status)
+	if a != nil {
+		s += ", answered " + a.String()
+	}
+	s += "): " + strings.Join(ran, " → ")
 	if r.guard.Transactional {
 		s += fmt.Sprintf(" (%s reported new=%v)", r.guard.Reserve, run.First[r.guard.Reserve]["new"])
 	}
