@@ -325,8 +325,7 @@ func outboxGraph(g *graph, r resolved, _ map[string]string) error {
 	g.connect(NodeTaskClaimed, 0, NodeLookupFirst)
 
 	task := "$('" + NodeClaimTasks + "').item.json"
-	lookup := outboxHTTPNode(r, NodeLookup, g.at(4, -1), "GET", "={{ "+jsString(r.OutboxURL+"/")+" + encodeURIComponent("+task+".operation_key) }}")
-	g.add(lookup)
+	g.add(outboxCall(r, httpCall{Method: "GET", URL: "={{ " + jsString(r.OutboxURL+"/") + " + encodeURIComponent(" + task + ".operation_key) }}"}).node(NodeLookup, g.at(4, -1)))
 	g.connect(NodeLookupFirst, 0, NodeLookup)
 	g.add(postgresNode(NodeRecordLookup, g.at(5, -1), r.inbox.OutboxResultCall(r.OutboxMaxAttempts, r.OutboxBackoff), outboxAnswer(task, "lookup"), r.CredentialName))
 	g.connect(NodeLookup, 0, NodeRecordLookup)
@@ -334,16 +333,11 @@ func outboxGraph(g *graph, r resolved, _ map[string]string) error {
 	g.add(ifNode(g, NodeResend, g.at(6, -1), "={{ $json.resend }}", opBooleanTrue, ""))
 	g.connect(NodeRecordLookup, 0, NodeResend)
 
-	call := outboxHTTPNode(r, NodeCallAPI, g.at(7, 0), "POST", "="+r.OutboxURL)
-	call.Parameters["sendHeaders"] = true
-	call.Parameters["specifyHeaders"] = "keypair"
-	call.Parameters["headerParameters"] = map[string]any{"parameters": []map[string]string{
-		{"name": "Idempotency-Key", "value": "={{ " + task + ".operation_key }}"},
-	}}
-	call.Parameters["sendBody"] = true
-	call.Parameters["specifyBody"] = "json"
-	call.Parameters["jsonBody"] = "={{ JSON.stringify(" + task + ".payload) }}"
-	g.add(call)
+	g.add(outboxCall(r, httpCall{
+		Method: "POST", URL: "=" + r.OutboxURL,
+		Headers:  [][2]string{{"Idempotency-Key", "={{ " + task + ".operation_key }}"}},
+		JSONBody: "={{ JSON.stringify(" + task + ".payload) }}",
+	}).node(NodeCallAPI, g.at(7, 0)))
 	g.connect(NodeLookupFirst, 1, NodeCallAPI)
 	g.connect(NodeResend, 0, NodeCallAPI)
 	g.add(postgresNode(NodeRecordSend, g.at(8, 0), r.inbox.OutboxResultCall(r.OutboxMaxAttempts, r.OutboxBackoff), outboxAnswer(task, "send"), r.CredentialName))
@@ -361,19 +355,12 @@ func outboxAnswer(task, phase string) string {
 		"String($json.data ?? '') ] }}"
 }
 
-// outboxHTTPNode calls the outbox API. Every answer (status, headers, body
-// as text, so no body can fail to parse) comes back; a call that got no
-// answer leaves by the error output.
-func outboxHTTPNode(r resolved, name string, pos [2]int, method, url string) node {
-	n := httpNode(name, pos, method, url, r.OutboxCredential)
-	n.Parameters["options"] = map[string]any{
-		"timeout": r.OutboxTimeout.Milliseconds(),
-		"response": map[string]any{"response": map[string]any{
-			"fullResponse": true, "neverError": true, "responseFormat": "text",
-		}},
-	}
-	n.OnError = "continueErrorOutput"
-	return n
+// outboxCall completes a call to the outbox API: its credential and timeout,
+// the answer's body as text (so that no answer fails to parse), and a call
+// that got no answer leaving by the error output.
+func outboxCall(r resolved, c httpCall) httpCall {
+	c.Bearer, c.Timeout, c.TextResponse, c.ErrorOutput = r.OutboxCredential, r.OutboxTimeout, true, true
+	return c
 }
 
 func inboxCleanupGraph(g *graph, r resolved, _ map[string]string) error {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/signature"
@@ -45,23 +46,12 @@ func addKeysvcFlow(g *graph, r resolved) {
 	if len(query) > 0 {
 		reserveURL += "?" + query.Encode()
 	}
-	reserve := httpNode(NodeKeysvcReserve, g.at(1, 0), "POST", reserveURL, r.KeysvcCredential)
-	if headers := forwardedHeaders(r); len(headers) > 0 {
-		var params []map[string]string
-		for _, h := range headers {
-			lower := strings.ToLower(h)
-			params = append(params, map[string]string{"name": h, "value": "={{ $('" + NodeWebhook + "').item.json.headers['" + lower + "'] || '' }}"})
-		}
-		reserve.Parameters["sendHeaders"] = true
-		reserve.Parameters["specifyHeaders"] = "keypair"
-		reserve.Parameters["headerParameters"] = map[string]any{"parameters": params}
-	}
-	reserve.Parameters["sendBody"] = true
-	reserve.Parameters["contentType"] = "binaryData"
-	reserve.Parameters["inputDataFieldName"] = "data"
 	// Network failures still raise; the error output answers 503.
-	reserve.OnError = "continueErrorOutput"
-	g.add(reserve)
+	call := httpCall{Method: "POST", URL: reserveURL, Bearer: r.KeysvcCredential, BinaryBody: "data", ErrorOutput: true}
+	for _, h := range forwardedHeaders(r) {
+		call.Headers = append(call.Headers, [2]string{h, "={{ $('" + NodeWebhook + "').item.json.headers['" + strings.ToLower(h) + "'] || '' }}"})
+	}
+	g.add(call.node(NodeKeysvcReserve, g.at(1, 0)))
 	g.connect(NodeWebhook, 0, NodeKeysvcReserve)
 	g.add(respondNode(NodeRespond503, g.at(2, 2), 503,
 		`{"status":"unavailable","error":"the key service could not be reached; retry later"}`, [2]string{"Retry-After", "5"}))
@@ -88,7 +78,7 @@ func addKeysvcFlow(g *graph, r resolved) {
 
 	keyPath := "={{ '" + r.KeysvcURL + "/v1/reservations/' + encodeURIComponent(" + keysvcKeyExpr + ")"
 	if r.Guard == GuardLease {
-		g.add(httpNode(NodeMarkDone, g.at(4, -1), "POST", keyPath+" + '/done' }}", r.KeysvcCredential))
+		g.add(httpCall{Method: "POST", URL: keyPath + " + '/done' }}", Bearer: r.KeysvcCredential}.node(NodeMarkDone, g.at(4, -1)))
 		g.connect(business, 0, NodeMarkDone)
 		g.add(respondNode(NodeRespond200, g.at(5, -1), 200, respond("processed", "")))
 		g.connect(NodeMarkDone, 0, NodeRespond200)
@@ -96,7 +86,7 @@ func addKeysvcFlow(g *graph, r resolved) {
 		g.add(respondNode(NodeRespond200, g.at(4, -1), 200, respond("processed", "")))
 		g.connect(business, 0, NodeRespond200)
 	}
-	g.add(httpNode(NodeRelease, g.at(4, 0), "DELETE", keyPath+" }}", r.KeysvcCredential))
+	g.add(httpCall{Method: "DELETE", URL: keyPath + " }}", Bearer: r.KeysvcCredential}.node(NodeRelease, g.at(4, 0)))
 	g.connect(business, 1, NodeRelease)
 	g.add(respondNode(NodeRespond500, g.at(5, 0), 500, respond("failed", ", released: true")))
 	g.connect(NodeRelease, 0, NodeRespond500)
@@ -122,25 +112,75 @@ func forwardedHeaders(r resolved) []string {
 	return out
 }
 
-// httpNode calls an HTTP API. The full response (status, headers, body)
-// comes back without raising on non-2xx, so the workflow branches on the
-// status. With bearerCredential set, it authenticates with the n8n "Bearer
-// Auth" credential of that name; the token never enters the workflow.
-func httpNode(name string, pos [2]int, method, url, bearerCredential string) node {
-	n := node{Name: name, Type: typeHTTP, Position: pos, Parameters: map[string]any{
-		"method": method,
-		"url":    url,
+// httpCall is what an HTTP Request node sends. The full response (status,
+// headers, body) comes back without raising on non-2xx, so the workflow
+// branches on the status.
+type httpCall struct {
+	Method, URL string
+	// Bearer names the n8n "Bearer Auth" credential to authenticate with;
+	// the token never enters the workflow.
+	Bearer string
+	// Headers are name and value (an expression) pairs.
+	Headers [][2]string
+	// JSONBody is an expression giving the JSON body; BinaryBody the binary
+	// property sent as the body as is. At most one is set.
+	JSONBody, BinaryBody string
+	// Timeout defaults to 10 s.
+	Timeout time.Duration
+	// TextResponse keeps the answer's body as text, which no body can fail
+	// to parse as, instead of parsing it as JSON.
+	TextResponse bool
+	// ErrorOutput sends a call that got no answer (a network failure, a
+	// timeout) to the node's error output instead of failing the execution.
+	ErrorOutput bool
+}
+
+// node is the HTTP Request node making c.
+func (c httpCall) node(name string, pos [2]int) node {
+	timeout, format := 10*time.Second, "json"
+	if c.Timeout > 0 {
+		timeout = c.Timeout
+	}
+	if c.TextResponse {
+		format = "text"
+	}
+	params := map[string]any{
+		"method": c.Method,
+		"url":    c.URL,
 		"options": map[string]any{
-			"timeout": 10000,
+			"timeout": timeout.Milliseconds(),
 			"response": map[string]any{"response": map[string]any{
-				"fullResponse": true, "neverError": true, "responseFormat": "json",
+				"fullResponse": true, "neverError": true, "responseFormat": format,
 			}},
 		},
-	}}
-	if bearerCredential != "" {
-		n.Parameters["authentication"] = "genericCredentialType"
-		n.Parameters["genericAuthType"] = "httpBearerAuth"
-		n.Credentials = map[string]credentialRef{"httpBearerAuth": {Name: bearerCredential}}
+	}
+	n := node{Name: name, Type: typeHTTP, Position: pos, Parameters: params}
+	if c.ErrorOutput {
+		n.OnError = "continueErrorOutput"
+	}
+	if c.Bearer != "" {
+		params["authentication"] = "genericCredentialType"
+		params["genericAuthType"] = "httpBearerAuth"
+		n.Credentials = map[string]credentialRef{"httpBearerAuth": {Name: c.Bearer}}
+	}
+	if len(c.Headers) > 0 {
+		var entries []map[string]string
+		for _, h := range c.Headers {
+			entries = append(entries, map[string]string{"name": h[0], "value": h[1]})
+		}
+		params["sendHeaders"] = true
+		params["specifyHeaders"] = "keypair"
+		params["headerParameters"] = map[string]any{"parameters": entries}
+	}
+	switch {
+	case c.JSONBody != "":
+		params["sendBody"] = true
+		params["specifyBody"] = "json"
+		params["jsonBody"] = c.JSONBody
+	case c.BinaryBody != "":
+		params["sendBody"] = true
+		params["contentType"] = "binaryData"
+		params["inputDataFieldName"] = c.BinaryBody
 	}
 	return n
 }
