@@ -141,20 +141,10 @@ func jsString(s string) string {
 // the worker. A duplicate is answered with the stored state and changes
 // nothing.
 func receiverGraph(g *graph, r resolved, ids map[string]string) error {
-	g.add(node{Name: NodeWebhook, Type: typeWebhook, Position: g.at(0, 0), WebhookID: uuidFrom("webhook/" + r.WebhookPath),
-		Parameters: map[string]any{
-			"httpMethod":   "POST",
-			"path":         r.WebhookPath,
-			"responseMode": "responseNode",
-			"options":      map[string]any{"rawBody": true},
-		}})
-	from := NodeWebhook
-	if r.Verify != "" {
-		valid, err := addVerifyNodes(g, r)
-		if err != nil {
-			return err
-		}
-		from = valid
+	g.add(webhookNode(g, r, true))
+	from, err := addVerifyNodes(g, r)
+	if err != nil {
+		return err
 	}
 	script, err := templates.ReceiptScript(r.Preset, r.Scope, r.Account, receiptHeaders(r))
 	if err != nil {
@@ -208,13 +198,7 @@ const (
 // redeliver. Posting an id here can only process an event keysvc already
 // verified and saved.
 func targetGraph(g *graph, r resolved, ids map[string]string) error {
-	g.add(node{Name: NodeWebhook, Type: typeWebhook, Position: g.at(0, 0), WebhookID: uuidFrom("webhook/" + r.WebhookPath),
-		Parameters: map[string]any{
-			"httpMethod":   "POST",
-			"path":         r.WebhookPath,
-			"responseMode": "responseNode",
-			"options":      map[string]any{},
-		}})
+	g.add(webhookNode(g, r, false))
 	g.add(node{Name: NodeInboxEntry, Type: typeSet, Position: g.at(1, 0), Parameters: map[string]any{
 		"mode": "manual",
 		"assignments": map[string]any{"assignments": []any{

@@ -19,8 +19,11 @@ const (
 // event id. The HMAC is computed by n8n's Crypto node with the secret of an
 // encrypted Crypto credential; the Code nodes on either side see the raw
 // body and the headers, never the secret. It returns the node that passes
-// verified requests on.
+// verified requests on: the Webhook itself when r verifies nothing.
 func addVerifyNodes(g *graph, r resolved) (string, error) {
+	if r.Verify == "" {
+		return NodeWebhook, nil
+	}
 	prepare, err := templates.SignaturePrepareScript(r.Verify, int(r.Tolerance.Seconds()))
 	if err != nil {
 		return "", err

@@ -71,14 +71,8 @@ func Workflow(o Options) ([]byte, error) {
 	id := workflowID("main/" + r.WebhookPath)
 	g := newGraph(id)
 
-	g.add(node{Name: NodeWebhook, Type: typeWebhook, Position: g.at(0, 0), WebhookID: uuidFrom("webhook/" + r.WebhookPath),
-		Parameters: map[string]any{
-			"httpMethod":   "POST",
-			"path":         r.WebhookPath,
-			"responseMode": "responseNode",
-			// The key is built from the exact bytes, never from n8n's parse.
-			"options": map[string]any{"rawBody": true},
-		}})
+	// The key is built from the exact bytes, never from n8n's parse.
+	g.add(webhookNode(g, r, true))
 	if r.Hashing == HashingKeysvc {
 		addKeysvcFlow(g, r)
 	} else if err := addLocalFlow(g, r); err != nil {
@@ -98,15 +92,27 @@ func businessStep(r resolved, pos [2]int, keyExpr, eventTypeExpr string) node {
 	return n
 }
 
+// webhookNode is the workflow's trigger on r's path; it answers from a
+// Respond node. rawBody keeps the request's exact bytes as binary data.
+func webhookNode(g *graph, r resolved, rawBody bool) node {
+	options := map[string]any{}
+	if rawBody {
+		options["rawBody"] = true
+	}
+	return node{Name: NodeWebhook, Type: typeWebhook, Position: g.at(0, 0), WebhookID: uuidFrom("webhook/" + r.WebhookPath),
+		Parameters: map[string]any{
+			"httpMethod":   "POST",
+			"path":         r.WebhookPath,
+			"responseMode": "responseNode",
+			"options":      options,
+		}}
+}
+
 // addLocalFlow builds the key in n8n and reserves it with the Postgres node.
 func addLocalFlow(g *graph, r resolved) error {
-	from := NodeWebhook
-	if r.Verify != "" {
-		valid, err := addVerifyNodes(g, r)
-		if err != nil {
-			return err
-		}
-		from = valid
+	from, err := addVerifyNodes(g, r)
+	if err != nil {
+		return err
 	}
 	afterKey, err := addKeyNodes(g, r)
 	if err != nil {

@@ -2,9 +2,7 @@ package keysvc_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -19,23 +17,7 @@ import (
 // only the embedded store is tested).
 var pg *stack.Stack
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run())
-	}
-	var err error
-	pg, err = stack.Start(context.Background(), stack.Options{PostgresOnly: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "keysvc tests: cannot start PostgreSQL:", err)
-		os.Exit(1)
-	}
-	stop := pg.CloseOnSignal()
-	code := m.Run()
-	stop()
-	pg.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { stack.RunWithPostgres(m, "keysvc", &pg) }
 
 var tableSeq atomic.Int64
 

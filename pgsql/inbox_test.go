@@ -3,7 +3,6 @@ package pgsql_test
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -20,23 +19,7 @@ import (
 // pg is a real PostgreSQL 16 for the statements' tests (nil with -short).
 var pg *stack.Stack
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run())
-	}
-	var err error
-	pg, err = stack.Start(context.Background(), stack.Options{PostgresOnly: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pgsql tests: cannot start PostgreSQL:", err)
-		os.Exit(1)
-	}
-	stop := pg.CloseOnSignal()
-	code := m.Run()
-	stop()
-	pg.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { stack.RunWithPostgres(m, "pgsql", &pg) }
 
 var schemaSeq atomic.Int64
 

@@ -36,10 +36,6 @@ type harnessResult struct {
 // node over every shared vector. Node is a hard requirement of the test
 // suite: without it this test fails rather than skips.
 func TestCodeNodeScriptConformance(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not on PATH: the Code node script cannot be tested (install Node.js, see README)")
-	}
 	vectors, err := conformance.Vectors()
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +57,7 @@ func TestCodeNodeScriptConformance(t *testing.T) {
 		}
 		cases[i] = harnessCase{Script: scripts[id], Body: v.BodyBase64, Headers: v.Headers}
 	}
-	results := runHarness(t, node, dir, cases)
+	results := runHarness(t, dir, cases)
 	agree := 0
 	for i, v := range vectors {
 		r := results[i]
@@ -100,21 +96,34 @@ func TestKeyScriptSetsPresetAndScope(t *testing.T) {
 	}
 }
 
-// runHarness runs the Code node harness under node over cases.
-func runHarness(t *testing.T, node, dir string, cases []harnessCase) []harnessResult {
+// runNode runs testdata/harness under node with args and returns what it
+// printed. Node is a hard requirement of the test suite: without it the
+// tests fail rather than skip.
+func runNode(t *testing.T, harness string, args ...string) []byte {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not on PATH: the Code node scripts and expressions cannot be tested (install Node.js, see README)")
+	}
+	cmd := exec.Command(node, append([]string{filepath.Join("testdata", harness)}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node %s: %v\n%s", harness, err, stderr.String())
+	}
+	return out
+}
+
+// runHarness runs the Code node harness over cases.
+func runHarness(t *testing.T, dir string, cases []harnessCase) []harnessResult {
 	t.Helper()
 	casesFile := filepath.Join(dir, "cases.json")
 	raw, _ := json.Marshal(cases)
 	if err := os.WriteFile(casesFile, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(node, filepath.Join("testdata", "harness.js"), casesFile)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node harness: %v\n%s", err, stderr.String())
-	}
+	out := runNode(t, "harness.js", casesFile)
 	var results []harnessResult
 	if err := json.Unmarshal(out, &results); err != nil {
 		t.Fatalf("harness output: %v", err)
@@ -130,10 +139,6 @@ func runHarness(t *testing.T, node, dir string, cases []harnessCase) []harnessRe
 // account (eventkey.Member, else the default), the exact body bytes and the
 // kept headers.
 func TestReceiptScriptAgreesWithGo(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not on PATH: the Code node script cannot be tested (install Node.js, see README)")
-	}
 	vectors, err := conformance.Vectors()
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +181,7 @@ func TestReceiptScriptAgreesWithGo(t *testing.T) {
 	for i, b := range bodies {
 		cases[i] = harnessCase{Script: script, Body: base64.StdEncoding.EncodeToString(b), Headers: headers}
 	}
-	results := runHarness(t, node, dir, cases)
+	results := runHarness(t, dir, cases)
 	for i, b := range bodies {
 		r := results[i]
 		k, _ := eventkey.Derive(b)

@@ -1,10 +1,8 @@
 package templates_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,10 +18,6 @@ import (
 // id exactly when the spec does. Real n8n runs it in the e2e suite; this
 // catches a broken clause in a second.
 func TestCryptoIDExpressionConformance(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not on PATH: the expression cannot be tested (install Node.js, see README)")
-	}
 	vectors, err := conformance.Vectors()
 	if err != nil {
 		t.Fatal(err)
@@ -45,13 +39,7 @@ func TestCryptoIDExpressionConformance(t *testing.T) {
 	if err := os.WriteFile(exprFile, []byte(templates.CryptoIDExpression), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(node, filepath.Join("testdata", "expression.js"), exprFile, casesFile)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node expression harness: %v\n%s", err, stderr.String())
-	}
+	out := runNode(t, "expression.js", exprFile, casesFile)
 	var results []struct {
 		ID    *string `json:"id"`
 		Error string  `json:"error"`

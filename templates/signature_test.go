@@ -1,7 +1,6 @@
 package templates_test
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -9,7 +8,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -45,10 +43,6 @@ type sigHarnessCase struct {
 // n8n's Crypto node) reaches the same verdict as package signature on every
 // case, with the same reason code.
 func TestSignatureScriptsAgreeWithGo(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not on PATH: the signature scripts cannot be tested")
-	}
 	now := time.Unix(1_750_000_000, 0)
 	stripeBody := []byte(`{"id":"evt_sig_1","type":"charge.succeeded"}`)
 	stripeSig := func(secret string, at time.Time) string {
@@ -109,14 +103,10 @@ func TestSignatureScriptsAgreeWithGo(t *testing.T) {
 	}
 	casesFile := filepath.Join(dir, "cases.json")
 	raw, _ := json.Marshal(hcases)
-	os.WriteFile(casesFile, raw, 0o600)
-	cmd := exec.Command(node, filepath.Join("testdata", "signature-harness.js"), casesFile)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node: %v\n%s", err, stderr.String())
+	if err := os.WriteFile(casesFile, raw, 0o600); err != nil {
+		t.Fatal(err)
 	}
+	out := runNode(t, "signature-harness.js", casesFile)
 	var results []struct {
 		Valid    bool   `json:"valid"`
 		Code     string `json:"code"`
