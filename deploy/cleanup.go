@@ -42,7 +42,7 @@ func CleanupNow(ctx context.Context, c *n8napi.Client, cleanup string, opts Opti
 	if _, err := RunOnce(ctx, c, "run "+cleanup+" now", cleanupNode, 10*time.Minute, opts); err != nil {
 		return fmt.Errorf("run %q: %w", cleanup, err)
 	}
-	opts.progress("ran %q (id %s) in n8n", cleanup, target[0].ID)
+	opts.Progressf("ran %q (id %s) in n8n", cleanup, target[0].ID)
 	return nil
 }
 
@@ -76,7 +76,7 @@ func RunOnce(ctx context.Context, c *n8napi.Client, what string, node map[string
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := c.DeleteWorkflow(ctx, created.ID); err != nil {
-			opts.progress("could not delete the temporary workflow %s: %v (delete it in the editor)", created.ID, err)
+			opts.Progressf("could not delete the temporary workflow %s: %v (delete it in the editor)", created.ID, err)
 		}
 	}()
 	if err := c.Publish(ctx, created.ID); err != nil {

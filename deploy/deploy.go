@@ -38,7 +38,8 @@ func (o Options) ProductionURL(c *n8napi.Client, path string) string {
 	return base + "/webhook/" + path
 }
 
-func (o Options) progress(format string, args ...any) {
+// Progressf writes one progress line to Progress, if set.
+func (o Options) Progressf(format string, args ...any) {
 	if o.Progress != nil {
 		fmt.Fprintf(o.Progress, format+"\n", args...)
 	}
@@ -103,14 +104,14 @@ func Deploy(ctx context.Context, c *n8napi.Client, ws []Workflow, opts Options) 
 				return out, fmt.Errorf("update %s (%s): %w", w.File, id, err)
 			}
 			d.ID, version = got.ID, got.VersionID
-			opts.progress("updated %s: %q (id %s, version %s)", w.File, w.Doc.Name, d.ID, version)
+			opts.Progressf("updated %s: %q (id %s, version %s)", w.File, w.Doc.Name, d.ID, version)
 		} else {
 			got, err := c.CreateWorkflow(ctx, doc)
 			if err != nil {
 				return out, fmt.Errorf("create %s: %w", w.File, err)
 			}
 			d.ID, d.Created, version = got.ID, true, got.VersionID
-			opts.progress("created %s: %q (id %s, version %s)", w.File, w.Doc.Name, d.ID, version)
+			opts.Progressf("created %s: %q (id %s, version %s)", w.File, w.Doc.Name, d.ID, version)
 		}
 		if w.GeneratedID != "" {
 			assigned[w.GeneratedID] = d.ID
@@ -141,7 +142,7 @@ func Deploy(ctx context.Context, c *n8napi.Client, ws []Workflow, opts Options) 
 		if err := waitLive(ctx, d.URL, opts.LiveTimeout); err != nil {
 			return out, fmt.Errorf("%s (%s) at %s: %w", d.File, d.ID, d.URL, err)
 		}
-		opts.progress("live: %s", d.URL)
+		opts.Progressf("live: %s", d.URL)
 	}
 	return out, nil
 }
@@ -249,8 +250,10 @@ func registered(ctx context.Context, url string) bool {
 
 // waitPublished waits until n8n records version as the active one: the
 // publish call can return before it does. Even then, deliveries can reach
-// the previous version for a moment after an update (verify therefore
-// never switches one workflow between versions).
+// the previous version for a moment after an update: n8n's publication
+// outbox applies it in the background, and the public API does not show
+// when (the probe waits for it from the executions' version; verify never
+// switches one workflow between versions).
 func waitPublished(ctx context.Context, c *n8napi.Client, id, version string, timeout time.Duration) error {
 	if timeout == 0 {
 		timeout = 30 * time.Second

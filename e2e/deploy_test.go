@@ -127,6 +127,14 @@ func TestDeployThroughTheAPI(t *testing.T) {
 		if after := workflowIDs(t, api); strings.Join(after, ",") != strings.Join(before, ",") {
 			t.Errorf("workflows before %v, after %v: want the same ones updated in place", before, after)
 		}
+		if !strings.Contains(r.stdout, "deliveries can still run the\nprevious one") {
+			t.Errorf("deploy of an update without --probe does not say that the previous version can answer for a moment\n%s", r.stdout)
+		}
+		// n8n applies the publication in the background; check --probe
+		// waits until deliveries run the new version.
+		if r := runIdemhook(t, append([]string{"check", "--guard", "lease", "--probe"}, remote...)...); r.code != 0 {
+			t.Fatalf("check --probe after the update: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
 		wantAnswer(t, url, `{"id":"evt_dep_2"}`, "processed")
 		var state string
 		st.Business.QueryRow(ctx, "SELECT state FROM processed_events WHERE key = 'evt:evt_dep_2'").Scan(&state)
@@ -250,9 +258,14 @@ func TestDeployThroughTheAPI(t *testing.T) {
 		if r.code != 2 || !strings.Contains(r.stderr, cred.ID) || !strings.Contains(r.stderr, second.ID) {
 			t.Errorf("deploy beside two same-name credentials: exit %d, want 2 listing both ids\n%s%s", r.code, r.stdout, r.stderr)
 		}
-		r = runIdemhook(t, append([]string{"deploy", "--guard", "lease", "--credential-id", cred.ID}, remote...)...)
+		r = runIdemhook(t, append([]string{"deploy", "--guard", "lease", "--credential-id", cred.ID, "--probe"}, remote...)...)
 		if r.code != 0 {
 			t.Fatalf("deploy --credential-id: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		// The probe waited for the bound version, not the unbound one
+		// that n8n kept serving while it applied the publication.
+		if w := workflowNamed(t, api, "Idempotent Webhook (idemhook)"); w.ActiveVersion == nil || !strings.Contains(r.stdout, "of version "+w.ActiveVersion.VersionID+")") {
+			t.Errorf("deploy --probe did not prove the published version live\n%s%s", r.stdout, r.stderr)
 		}
 		wantAnswer(t, url, `{"id":"evt_dep_4"}`, "processed")
 	})

@@ -287,6 +287,8 @@ type Execution struct {
 	Status     string    `json:"status"`
 	Mode       string    `json:"mode"`
 	StartedAt  time.Time `json:"startedAt"`
+	// WorkflowVersionID is the version of the workflow that ran.
+	WorkflowVersionID string `json:"workflowVersionId"`
 }
 
 // ID is an id the API sends as a number or a string (executions' ids are

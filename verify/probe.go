@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -109,31 +110,45 @@ func Probe(ctx context.Context, c *n8napi.Client, t ProbeTarget, opts deploy.Opt
 		return "", &ProbeError{Step: "pre-reserve", Node: "INSERT INTO " + table.String(), Msg: answer.Message + " (is the schema applied in the database the credential points at?)"}
 	}
 
-	before, err := c.Executions(ctx, t.WorkflowID)
-	if err != nil {
-		return "", err
+	// n8n 2.x applies a publication in the background: the API already
+	// names the new version while deliveries still run the previous one.
+	// The probe is delivered again until an execution ran the published
+	// version (its key stays reserved, so every try is a duplicate).
+	var published string
+	if w.ActiveVersion != nil {
+		published = w.ActiveVersion.VersionID
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, strings.NewReader(string(body)))
-	if err != nil {
-		return "", err
+	timeout := opts.LiveTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
 	}
-	req.Header = header
-	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
-	if err != nil {
-		return "", &ProbeError{Step: "deliver", Msg: err.Error()}
-	}
-	reply, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	resp.Body.Close()
-
-	run, err := newExecution(ctx, c, t.WorkflowID, before)
-	if err != nil {
-		return "", &ProbeError{Step: "execution", Msg: err.Error()}
+	var (
+		status int
+		reply  []byte
+		run    n8napi.Run
+	)
+	for deadline := time.Now().Add(timeout); ; {
+		if status, reply, run, err = deliverProbe(ctx, c, t, header, body); err != nil {
+			return "", err
+		}
+		if published == "" || run.WorkflowVersionID == "" || run.WorkflowVersionID == published {
+			break
+		}
+		if time.Now().After(deadline) {
+			return "", &ProbeError{Step: "execution", Msg: fmt.Sprintf("after %s, n8n still runs version %s, not the published %s (see n8n's log for the publication)", timeout, run.WorkflowVersionID, published)}
+		}
+		opts.Progressf("probe: execution %s ran version %s; n8n has not put %s live yet, probing again", run.ID, run.WorkflowVersionID, published)
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(time.Second):
+		}
 	}
 	if failed := slices.Sorted(maps.Keys(run.Errors)); len(failed) > 0 {
 		return "", &ProbeError{Step: "execution", Node: failed[0], Msg: run.Errors[failed[0]]}
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return "", &ProbeError{Step: "deliver", Msg: fmt.Sprintf("answered %d %s", resp.StatusCode, strings.TrimSpace(string(reply)))}
+	if status < 200 || status > 299 {
+		return "", &ProbeError{Step: "deliver", Msg: fmt.Sprintf("answered %d %s", status, strings.TrimSpace(string(reply)))}
 	}
 	if !run.Ran(gd.Reserve) {
 		return "", &ProbeError{Step: "execution", Msg: fmt.Sprintf("execution %s never reached %q", run.ID, gd.Reserve)}
@@ -143,7 +158,31 @@ func Probe(ctx context.Context, c *n8napi.Client, t ProbeTarget, opts deploy.Opt
 			return "", &ProbeError{Step: "execution", Msg: fmt.Sprintf("execution %s ran %s for an event already reserved", run.ID, strings.Join(ran, ", "))}
 		}
 	}
-	return fmt.Sprintf("probe %s: reserved, delivered, answered %d as a duplicate without the business step (execution %s)", key.Value, resp.StatusCode, run.ID), nil
+	return fmt.Sprintf("probe %s: reserved, delivered, answered %d as a duplicate without the business step (execution %s of version %s)", key.Value, status, run.ID, run.WorkflowVersionID), nil
+}
+
+// deliverProbe posts the probe and reads the execution it started.
+func deliverProbe(ctx context.Context, c *n8napi.Client, t ProbeTarget, header http.Header, body []byte) (int, []byte, n8napi.Run, error) {
+	before, err := c.Executions(ctx, t.WorkflowID)
+	if err != nil {
+		return 0, nil, n8napi.Run{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, n8napi.Run{}, err
+	}
+	req.Header = header
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	if err != nil {
+		return 0, nil, n8napi.Run{}, &ProbeError{Step: "deliver", Msg: err.Error()}
+	}
+	reply, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	run, err := newExecution(ctx, c, t.WorkflowID, before)
+	if err != nil {
+		return 0, nil, n8napi.Run{}, &ProbeError{Step: "execution", Msg: err.Error()}
+	}
+	return resp.StatusCode, reply, run, nil
 }
 
 // newExecution waits for an execution of the workflow that is not in

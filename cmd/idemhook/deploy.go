@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/idemhook/idemhook/deploy"
@@ -35,7 +36,7 @@ func (r *remote) flags(fs *flag.FlagSet) {
 }
 
 func (r *remote) probeFlag(fs *flag.FlagSet) {
-	fs.BoolVar(&r.probe, "probe", false, "then send one probe delivery (id "+verify.ProbePrefix+"…, its key reserved first, so the business step skips it) and check from n8n's execution that it went through the reservation")
+	fs.BoolVar(&r.probe, "probe", false, "then send one probe delivery (id "+verify.ProbePrefix+"…, its key reserved first, so the business step skips it) and check from n8n's execution that it ran the published version and went through the reservation")
 }
 
 // probeRefusal says why --probe cannot run with these options, or "".
@@ -184,6 +185,9 @@ func runDeploy(args []string, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 		fmt.Fprintln(stdout, seen)
+	} else if slices.ContainsFunc(deployed, func(d deploy.Deployed) bool { return !d.Created && d.URL != "" }) {
+		fmt.Fprintln(stdout, "\nn8n puts an updated version live in the background: for a moment, deliveries can still run the\n"+
+			"previous one. --probe waits until they run the new version.")
 	}
 	for _, d := range deployed {
 		if d.URL != "" {
