@@ -201,6 +201,85 @@ func TestDeployThroughTheAPI(t *testing.T) {
 		}
 	})
 
+	t.Run("probe waits while n8n applies the publication", func(t *testing.T) {
+		w := workflowNamed(t, api, "Idempotent Webhook (idemhook)")
+		// n8n's publication outbox writes the row that says which version
+		// deliveries run last; holding it keeps the previous version live
+		// for as long as the test wants, as a slow n8n would.
+		tx, err := s.N8NDB.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		var previous string
+		if err := tx.QueryRow(ctx, `SELECT "publishedVersionId" FROM workflow_published_version WHERE "workflowId" = $1 FOR UPDATE`, w.ID).Scan(&previous); err != nil {
+			t.Fatal(err)
+		}
+		// A new version that works as the previous one: a node moved.
+		w, err = api.Workflow(ctx, w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Nodes[0]["position"] = []any{-400, -400}
+		updated, err := api.UpdateWorkflow(ctx, w.ID, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := api.Publish(ctx, w.ID); err != nil {
+			t.Fatal(err)
+		}
+		waitVersion(t, w.ID, updated.VersionID)
+		before, err := api.Executions(ctx, w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		cmd := exec.Command(idemhookBinary(t), append([]string{"check", "--guard", "lease", "--probe"}, remote...)...)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+
+		// Release the row once a probe ran the previous version.
+		seen := map[n8napi.ID]bool{}
+		for _, e := range before {
+			seen[e.ID] = true
+		}
+		for ranPrevious, deadline := false, time.Now().Add(60*time.Second); !ranPrevious; time.Sleep(300 * time.Millisecond) {
+			execs, err := api.Executions(ctx, w.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range execs {
+				if seen[e.ID] || e.Status == "new" || e.Status == "running" {
+					continue
+				}
+				seen[e.ID] = true
+				run, err := api.ExecutionRun(ctx, e.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ranPrevious = ranPrevious || run.WorkflowVersionID == previous
+			}
+			if !ranPrevious && time.Now().After(deadline) {
+				t.Fatalf("no probe ran version %s within 60 s", previous)
+			}
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-exited; err != nil {
+			t.Fatalf("check --probe while n8n applied the publication: %v\n%s%s", err, out.String(), errOut.String())
+		}
+		if !strings.Contains(errOut.String(), "ran version "+previous+"; n8n has not put "+updated.VersionID+" live yet, probing again") ||
+			!strings.Contains(out.String(), "of version "+updated.VersionID+")") {
+			t.Errorf("check --probe did not wait for version %s to answer\n%s%s", updated.VersionID, out.String(), errOut.String())
+		}
+	})
+
 	t.Run("path served by another workflow", func(t *testing.T) {
 		r := runIdemhook(t, append([]string{"deploy", "--name", "Someone else's workflow"}, remote...)...)
 		if r.code == 0 || !strings.Contains(r.stderr, `is already served by workflow "Idempotent Webhook (idemhook)"`) {

@@ -233,7 +233,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	if len(problems) == 0 && r.probe {
-		seen, err := r.runProbe(ctx, client, ws, nil, r.deployOptions(nil))
+		seen, err := r.runProbe(ctx, client, ws, nil, r.deployOptions(stderr))
 		if err != nil {
 			problems = append(problems, deploy.Problem{What: err.Error(), Fix: "A missing table: apply idemhook schema in the database the credential points at. A Code node that cannot require('crypto'): start n8n with NODE_FUNCTION_ALLOW_BUILTIN=crypto"})
 		} else {
