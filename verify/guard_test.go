@@ -123,6 +123,31 @@ func TestFindNewOutputFromTheRelease(t *testing.T) {
 	}
 }
 
+// Without a release the first new event's execution settles the new
+// output; a duplicate's execution, read before or after, does not.
+func TestLearnNewOutputFromTheFirstNewEvent(t *testing.T) {
+	w := generated(t, generator.Options{})
+	rows := w.Connections["Row Returned?"].(map[string]any)["main"].([]any)
+	rows[0], rows[1] = rows[1], rows[0]
+	node(t, w, "Release Key")["parameters"].(map[string]any)["query"] = "SELECT 1"
+	g, err := Find(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	business := "Business Step (insert business_log)"
+	duplicate := n8napi.Run{Outputs: map[string][]int{"Row Returned?": {1, 0}}}
+	fresh := n8napi.Run{Outputs: map[string][]int{"Row Returned?": {0, 1}, business: {1}}}
+	r := &runner{guard: g}
+	if r.ranBusiness(duplicate) || r.ranBusiness(fresh) {
+		t.Fatal("the business branch is known before any new event was seen")
+	}
+	r.learnNewOutput(fresh)
+	r.learnNewOutput(duplicate)
+	if r.guard.NewOutput != 1 || !r.ranBusiness(fresh) || r.ranBusiness(duplicate) {
+		t.Errorf("new output %d; business ran: fresh %v, duplicate %v; want 1, true, false", r.guard.NewOutput, r.ranBusiness(fresh), r.ranBusiness(duplicate))
+	}
+}
+
 func TestFindTransactional(t *testing.T) {
 	g, err := Find(generated(t, generator.Options{Guard: generator.GuardTransactional}))
 	if err != nil {

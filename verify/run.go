@@ -321,21 +321,26 @@ func executionOrder(id n8napi.ID) int {
 	return n
 }
 
-// ranBusiness tells whether run took the business branch; it settles the
-// guard's new output from the first new event when the graph did not.
+// ranBusiness tells whether run took the business branch.
 func (r *runner) ranBusiness(run n8napi.Run) bool {
 	if r.guard.Transactional {
 		return run.First[r.guard.Reserve]["new"] == true
 	}
-	if r.guard.NewOutput < 0 {
-		for i, n := range run.Outputs[r.guard.Decision] {
-			if n > 0 {
-				r.guard.NewOutput = i
-				break
-			}
+	return slices.ContainsFunc(r.guard.Business(), run.Ran)
+}
+
+// learnNewOutput settles the Decision output a new event takes, when the
+// graph did not tell, from run: an execution of an event never seen.
+func (r *runner) learnNewOutput(run n8napi.Run) {
+	if r.guard.Transactional || r.guard.NewOutput >= 0 {
+		return
+	}
+	for i, n := range run.Outputs[r.guard.Decision] {
+		if n > 0 {
+			r.guard.NewOutput = i
+			return
 		}
 	}
-	return slices.ContainsFunc(r.guard.Business(), run.Ran)
 }
 
 // describe lists what an execution ran: its id, status, the answer to its
