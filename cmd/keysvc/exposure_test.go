@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -233,4 +235,25 @@ func TestTLSWithHTTP2(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Proto != "HTTP/2.0" {
 		t.Errorf("HTTPS: %d over %s, want 200 over HTTP/2.0", resp.StatusCode, resp.Proto)
 	}
+}
+
+// --insecure-no-auth warns at start and then every hour, until keysvc stops
+// (in a synctest bubble: three hours pass at once).
+func TestInsecureWarningRepeatsHourly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs bytes.Buffer
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			warnInsecure(ctx, slog.New(slog.NewJSONHandler(&logs, nil)))
+			close(done)
+		}()
+		time.Sleep(3*time.Hour + time.Minute)
+		synctest.Wait()
+		if n := strings.Count(logs.String(), `"level":"WARN"`); n != 4 {
+			t.Errorf("after 3 hours: %d warnings, want 4 (at start and hourly)\n%s", n, logs.String())
+		}
+		cancel()
+		<-done
+	})
 }
