@@ -83,7 +83,7 @@ func RunOnce(ctx context.Context, c *n8napi.Client, what string, node map[string
 		return nil, fmt.Errorf("publish the temporary workflow: %w", err)
 	}
 	url := opts.ProductionURL(c, path)
-	if err := waitLive(ctx, url, opts.LiveTimeout); err != nil {
+	if err := waitLive(ctx, url, opts.LiveWait()); err != nil {
 		return nil, fmt.Errorf("temporary workflow at %s: %w", url, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader("{}"))

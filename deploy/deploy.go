@@ -21,8 +21,9 @@ type Options struct {
 	// WebhookURL is the base of the production URLs (n8n's WEBHOOK_URL, or
 	// the webhook processes' address in queue mode); n8n's URL by default.
 	WebhookURL string
-	// LiveTimeout bounds the wait for each webhook to answer as registered
-	// (30 s by default).
+	// LiveTimeout bounds each wait for a workflow to be published, for its
+	// webhook to answer as registered, and for the probe to reach the
+	// published version (30 s by default; see LiveWait).
 	LiveTimeout time.Duration
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
@@ -36,6 +37,14 @@ func (o Options) ProductionURL(c *n8napi.Client, path string) string {
 		base = strings.TrimSuffix(o.WebhookURL, "/")
 	}
 	return base + "/webhook/" + path
+}
+
+// LiveWait is LiveTimeout, or its default of 30 s.
+func (o Options) LiveWait() time.Duration {
+	if o.LiveTimeout == 0 {
+		return 30 * time.Second
+	}
+	return o.LiveTimeout
 }
 
 // Progressf writes one progress line to Progress, if set.
@@ -127,7 +136,7 @@ func Deploy(ctx context.Context, c *n8napi.Client, ws []Workflow, opts Options) 
 			}
 			return out, fmt.Errorf("publish %s (%s): %w", w.File, d.ID, err)
 		}
-		if err := waitPublished(ctx, c, d.ID, version, opts.LiveTimeout); err != nil {
+		if err := waitPublished(ctx, c, d.ID, version, opts.LiveWait()); err != nil {
 			return out, fmt.Errorf("publish %s (%s): %w", w.File, d.ID, err)
 		}
 		if w.WebhookPath != "" {
@@ -139,7 +148,7 @@ func Deploy(ctx context.Context, c *n8napi.Client, ws []Workflow, opts Options) 
 		if d.URL == "" {
 			continue
 		}
-		if err := waitLive(ctx, d.URL, opts.LiveTimeout); err != nil {
+		if err := waitLive(ctx, d.URL, opts.LiveWait()); err != nil {
 			return out, fmt.Errorf("%s (%s) at %s: %w", d.File, d.ID, d.URL, err)
 		}
 		opts.Progressf("live: %s", d.URL)
@@ -255,9 +264,6 @@ func registered(ctx context.Context, url string) bool {
 // when (the probe waits for it from the executions' version; verify never
 // switches one workflow between versions).
 func waitPublished(ctx context.Context, c *n8napi.Client, id, version string, timeout time.Duration) error {
-	if timeout == 0 {
-		timeout = 30 * time.Second
-	}
 	for deadline := time.Now().Add(timeout); ; {
 		w, err := c.Workflow(ctx, id)
 		if err != nil {
@@ -278,9 +284,6 @@ func waitPublished(ctx context.Context, c *n8napi.Client, id, version string, ti
 }
 
 func waitLive(ctx context.Context, url string, timeout time.Duration) error {
-	if timeout == 0 {
-		timeout = 30 * time.Second
-	}
 	for deadline := time.Now().Add(timeout); ; {
 		if registered(ctx, url) {
 			return nil

@@ -171,24 +171,13 @@ func TestDeployThroughTheAPI(t *testing.T) {
 
 		// The key node failing as it does on an n8n that does not allow
 		// require('crypto'): a module the task runner refuses.
-		w := workflowNamed(t, api, "Idempotent Webhook (idemhook)")
-		w, err := api.Workflow(ctx, w.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range w.Nodes {
-			if n["name"] == generator.NodeBuildKey {
-				n["parameters"].(map[string]any)["jsCode"] = "const c = require('idemhook-not-an-allowed-module');\nreturn [];"
+		republish(t, workflowNamed(t, api, "Idempotent Webhook (idemhook)").ID, func(w *n8napi.Workflow) {
+			for _, n := range w.Nodes {
+				if n["name"] == generator.NodeBuildKey {
+					n["parameters"].(map[string]any)["jsCode"] = "const c = require('idemhook-not-an-allowed-module');\nreturn [];"
+				}
 			}
-		}
-		updated, err := api.UpdateWorkflow(ctx, w.ID, w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := api.Publish(ctx, w.ID); err != nil {
-			t.Fatal(err)
-		}
-		waitVersion(t, w.ID, updated.VersionID)
+		})
 		r = runIdemhook(t, check...)
 		if r.code != 1 || !strings.Contains(r.stdout, `node "`+generator.NodeBuildKey+`" failed`) {
 			t.Errorf("check --probe with the key node failing: exit %d, want 1 naming the node\n%s%s", r.code, r.stdout, r.stderr)
@@ -216,19 +205,7 @@ func TestDeployThroughTheAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A new version that works as the previous one: a node moved.
-		w, err = api.Workflow(ctx, w.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Nodes[0]["position"] = []any{-400, -400}
-		updated, err := api.UpdateWorkflow(ctx, w.ID, w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := api.Publish(ctx, w.ID); err != nil {
-			t.Fatal(err)
-		}
-		waitVersion(t, w.ID, updated.VersionID)
+		version := republish(t, w.ID, func(w *n8napi.Workflow) { w.Nodes[0]["position"] = []any{-400, -400} })
 		before, err := api.Executions(ctx, w.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -274,9 +251,9 @@ func TestDeployThroughTheAPI(t *testing.T) {
 		if err := <-exited; err != nil {
 			t.Fatalf("check --probe while n8n applied the publication: %v\n%s%s", err, out.String(), errOut.String())
 		}
-		if !strings.Contains(errOut.String(), "ran version "+previous+"; n8n has not put "+updated.VersionID+" live yet, probing again") ||
-			!strings.Contains(out.String(), "of version "+updated.VersionID+")") {
-			t.Errorf("check --probe did not wait for version %s to answer\n%s%s", updated.VersionID, out.String(), errOut.String())
+		if !strings.Contains(errOut.String(), "ran version "+previous+"; n8n has not put "+version+" live yet, probing again") ||
+			!strings.Contains(out.String(), "of version "+version+")") {
+			t.Errorf("check --probe did not wait for version %s to answer\n%s%s", version, out.String(), errOut.String())
 		}
 	})
 
@@ -364,6 +341,28 @@ func TestDeployThroughTheAPI(t *testing.T) {
 			}
 		}
 	})
+}
+
+// republish edits workflow id as n8n holds it, saves and publishes it, and
+// waits until n8n names the new version as the published one; it returns
+// that version.
+func republish(t *testing.T, id string, edit func(*n8napi.Workflow)) string {
+	t.Helper()
+	ctx := context.Background()
+	w, err := api.Workflow(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(&w)
+	updated, err := api.UpdateWorkflow(ctx, id, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Publish(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	waitVersion(t, id, updated.VersionID)
+	return updated.VersionID
 }
 
 // waitVersion waits until n8n runs version of workflow id.

@@ -118,10 +118,7 @@ func Probe(ctx context.Context, c *n8napi.Client, t ProbeTarget, opts deploy.Opt
 	if w.ActiveVersion != nil {
 		published = w.ActiveVersion.VersionID
 	}
-	timeout := opts.LiveTimeout
-	if timeout == 0 {
-		timeout = 30 * time.Second
-	}
+	timeout := opts.LiveWait()
 	var (
 		status int
 		reply  []byte
