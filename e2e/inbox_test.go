@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -143,18 +144,39 @@ func (d inboxDeployment) row(t *testing.T, eventID string) (inboxRow, bool) {
 // waitRow waits until the event's inbox row reaches one of states.
 func (d inboxDeployment) waitRow(t *testing.T, eventID string, states ...string) inboxRow {
 	t.Helper()
-	var last inboxRow
-	waitFor(t, 30*time.Second, fmt.Sprintf("inbox row of %s to be %v (last seen %+v)", eventID, states, &last), func() bool {
-		r, ok := d.row(t, eventID)
-		last = r
-		for _, s := range states {
-			if ok && r.State == s {
-				return true
+	const timeout = 30 * time.Second
+	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+		r, found := d.row(t, eventID)
+		if found && slices.Contains(states, r.State) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			if !found {
+				t.Fatalf("timed out after %s waiting for the inbox row of %s to be %v: there is no such row", timeout, eventID, states)
+			}
+			t.Fatalf("timed out after %s waiting for the inbox row of %s to be %v: it is %+v", timeout, eventID, states, r)
+		}
+	}
+}
+
+// waitRows waits until the inbox rows of every event are in state, and says
+// which are not when timeout ends.
+func (d inboxDeployment) waitRows(t *testing.T, eventIDs []string, state string, timeout time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); ; time.Sleep(200 * time.Millisecond) {
+		var behind []string
+		for _, id := range eventIDs {
+			if r, found := d.row(t, id); !found || r.State != state {
+				behind = append(behind, fmt.Sprintf("%s (%+v)", id, r))
 			}
 		}
-		return false
-	})
-	return last
+		if len(behind) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s, %d of %d inbox rows are not %s: %s", timeout, len(behind), len(eventIDs), state, strings.Join(behind, ", "))
+		}
+	}
 }
 
 func (d inboxDeployment) orderState(t *testing.T, id string) string {

@@ -214,9 +214,11 @@ func TestKeysvcInbox(t *testing.T) {
 		if replay.status != 202 {
 			t.Fatalf("replay: %d %s, want 202", replay.status, replay.body)
 		}
-		waitFor(t, 30*time.Second, "the replayed entry to be forwarded", func() bool { return k.entry(t, "dead", id)["state"] == "forwarded" })
-		if again, _ := send(fmt.Sprintf("%s/v1/inbox/dead/%d/replay", k.keysvc.url, id), "", nil, nil); again.status != 200 && again.status != 202 {
-			t.Logf("replay of a forwarded entry: %d %s", again.status, again.body)
+		// Sooner than the recoverer (--inbox-recover-after 20s), which would
+		// deliver an entry whose replay was lost.
+		waitFor(t, 15*time.Second, "the replayed entry to be forwarded", func() bool { return k.entry(t, "dead", id)["state"] == "forwarded" })
+		if again, _ := send(fmt.Sprintf("%s/v1/inbox/dead/%d/replay", k.keysvc.url, id), "", nil, nil); again.status != 202 {
+			t.Errorf("replay of a forwarded entry: %d %s, want 202", again.status, again.body)
 		}
 		if r, _ := send(fmt.Sprintf("%s/v1/inbox/stripe/%d/replay", k.keysvc.url, id), "", nil, nil); r.status != 404 {
 			t.Errorf("replay through another endpoint: %d %s, want 404", r.status, r.body)
@@ -225,15 +227,17 @@ func TestKeysvcInbox(t *testing.T) {
 
 	t.Run("n8n stopped for 60 s: acknowledged all along, delivered after", func(t *testing.T) {
 		const n = 30
+		var events []string
 		for i := range n {
 			k.newOrder(t, fmt.Sprintf("kio-down-%d", i), 100)
+			events = append(events, fmt.Sprintf("evt_ki_down_%d", i))
 		}
 		if err := st.KillN8N(ctx); err != nil {
 			t.Fatal(err)
 		}
 		stopped := time.Now()
 		for i := range n {
-			r := k.sendToInbox("stripe", paymentSucceeded(fmt.Sprintf("evt_ki_down_%d", i), fmt.Sprintf("pi_ki_down_%d", i), fmt.Sprintf("kio-down-%d", i), 100))
+			r := k.sendToInbox("stripe", paymentSucceeded(events[i], fmt.Sprintf("pi_ki_down_%d", i), fmt.Sprintf("kio-down-%d", i), 100))
 			if r.status != 200 {
 				t.Errorf("delivery %d while n8n is down: %d %s, want 200", i, r.status, r.body)
 			}
@@ -243,8 +247,15 @@ func TestKeysvcInbox(t *testing.T) {
 		if err := st.StartN8N(ctx, runnerPath, k.opts.WebhookPath); err != nil {
 			t.Fatal(err)
 		}
+		// The backlog drains at the endpoint's concurrency; the deadline is
+		// generous because two cores run n8n, PostgreSQL and keysvc at once.
+		back := time.Now()
+		k.waitRows(t, events, "processed", 3*time.Minute)
+		t.Logf("n8n back: the %d events were processed within %s", n, time.Since(back).Round(time.Second))
 		for i := range n {
-			k.waitRow(t, fmt.Sprintf("evt_ki_down_%d", i), "processed")
+			if s := k.orderState(t, fmt.Sprintf("kio-down-%d", i)); s != "confirmed" {
+				t.Errorf("order kio-down-%d is %s, want confirmed", i, s)
+			}
 		}
 	})
 

@@ -218,16 +218,38 @@ func targetGraph(g *graph, r resolved, ids map[string]string) error {
 // endpointsExample is keysvc's --endpoints file for the target workflow.
 func endpointsExample(r resolved) ([]byte, error) {
 	endpoint := map[string]any{
-		"name":         r.WebhookPath,
+		"name":         endpointName(r.WebhookPath),
 		"account":      r.Account,
 		"target":       "http://n8n:5678/webhook/" + r.WebhookPath,
 		"events":       r.Events,
 		"max_attempts": 25,
+		"concurrency":  4,
 	}
 	if r.Verify != "" {
 		endpoint["provider"] = r.Verify
 	}
 	return marshal(map[string]any{"endpoints": []any{endpoint}})
+}
+
+// endpointName is the keysvc endpoint named after a webhook path: its
+// letters lower-cased, each run of other characters one '-' ("Hooks/Stripe"
+// is hooks-stripe), cut to keysvc's 58 characters. The generator's tests
+// load the result with keysvc.LoadEndpoints, whose rule this meets.
+func endpointName(webhookPath string) string {
+	var b strings.Builder
+	for _, c := range strings.ToLower(webhookPath) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+			b.WriteRune(c)
+		case b.Len() > 0 && !strings.HasSuffix(b.String(), "-"):
+			b.WriteByte('-')
+		}
+	}
+	name := strings.TrimRight(b.String()[:min(b.Len(), 58)], "-")
+	if name == "" {
+		return "inbox"
+	}
+	return name
 }
 
 // receiptHeaders lists the request headers kept with a receipt: the content

@@ -1,11 +1,15 @@
 package generator_test
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/keysvc"
+	"github.com/idemhook/idemhook/signature"
 	"github.com/tidwall/gjson"
 )
 
@@ -146,5 +150,24 @@ func TestInboxSchema(t *testing.T) {
 	}
 	if strings.Contains(sql, "DROP ") || strings.Contains(sql, "ALTER TABLE") {
 		t.Error("schema.sql drops or alters: it must only create what is missing")
+	}
+}
+
+// keysvc accepts the endpoints example the keysvc receiver writes, whatever
+// the webhook path: its endpoint name follows keysvc's rule.
+func TestInboxKeysvcEndpointsExampleLoads(t *testing.T) {
+	t.Setenv("KEYSVC_SECRET_STRIPE", "whsec_test")
+	for _, path := range []string{"", "Hooks/Stripe_Live", "a--b/_c_", "x/" + strings.Repeat("long-", 20), "_-_"} {
+		files, _ := inboxFiles(t, generator.Options{Receiver: generator.ReceiverKeysvc, WebhookPath: path})
+		file := filepath.Join(t.TempDir(), generator.FileEndpoints)
+		if err := os.WriteFile(file, files[generator.FileEndpoints], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		eps, err := keysvc.LoadEndpoints(file, map[signature.Provider][]string{signature.ProviderStripe: {"whsec_test"}})
+		if err != nil {
+			t.Errorf("path %q: keysvc refuses the example: %v\n%s", path, err, files[generator.FileEndpoints])
+			continue
+		}
+		t.Logf("path %q → endpoint %q", path, eps[0].Name)
 	}
 }

@@ -17,7 +17,9 @@ import (
 // Endpoint is one provider-facing inbox route, POST /v1/inbox/{name}: its
 // deliveries are verified, saved and forwarded to Target.
 type Endpoint struct {
-	// Name is the route's last segment: 1-64 of [a-z0-9_-].
+	// Name is the route's last segment: words of [a-z0-9] joined by one
+	// '_' or '-', at most 58 characters (it also names the endpoint's River
+	// queue, inbox_<name>).
 	Name string `json:"name"`
 	// Provider verifies the signature of every delivery (stripe, github, …).
 	// Empty: no signature; the route then needs keysvc's bearer token.
@@ -40,6 +42,10 @@ type Endpoint struct {
 	// MaxAttempts bounds the deliveries of one event; it is then failed,
 	// visible and replayable. Default 25.
 	MaxAttempts int `json:"max_attempts"`
+	// Concurrency bounds the deliveries to Target in flight at once, so a
+	// backlog (after the target was down) drains without a burst the
+	// target cannot take. Default 4.
+	Concurrency int `json:"concurrency"`
 
 	allowed     map[string]bool
 	targetToken string
@@ -49,12 +55,22 @@ type Endpoint struct {
 // DefaultMaxDeliveries is an endpoint's default MaxAttempts.
 const DefaultMaxDeliveries = 25
 
+// DefaultConcurrency is an endpoint's default Concurrency: n8n on a small
+// machine takes a few executions at once better than twenty (each then takes
+// seconds, and a delivery timeout turns into a redelivery).
+const DefaultConcurrency = 4
+
 // EndpointsFile is the layout of --endpoints FILE.
 type EndpointsFile struct {
 	Endpoints []Endpoint `json:"endpoints"`
 }
 
-var endpointName = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+// endpointName is River's rule for queue names, which inbox_<name> must
+// meet: words of [a-z0-9] joined by one '_' or '-'.
+var endpointName = regexp.MustCompile(`^[a-z0-9]+(?:[_-][a-z0-9]+)*$`)
+
+// maxEndpointName leaves room for the queue's "inbox_" within River's 64.
+const maxEndpointName = 58
 
 // LoadEndpoints reads and validates an endpoints file. Signing secrets
 // default to providerSecrets (KEYSVC_SECRET_<PROVIDER>). Every problem is
@@ -88,8 +104,8 @@ func LoadEndpoints(path string, providerSecrets map[signature.Provider][]string)
 }
 
 func (e *Endpoint) resolve(providerSecrets map[signature.Provider][]string) error {
-	if !endpointName.MatchString(e.Name) {
-		return errors.New("name must be 1-64 of a-z, 0-9, '_' and '-'")
+	if len(e.Name) > maxEndpointName || !endpointName.MatchString(e.Name) {
+		return fmt.Errorf("name must be words of a-z and 0-9 joined by one '_' or '-' (such as stripe-live), at most %d characters", maxEndpointName)
 	}
 	if e.Provider != "" {
 		p, err := signature.ParseProvider(string(e.Provider))
@@ -120,6 +136,12 @@ func (e *Endpoint) resolve(providerSecrets map[signature.Provider][]string) erro
 	}
 	if e.MaxAttempts < 1 || e.MaxAttempts > 1000 {
 		return errors.New("max_attempts must be between 1 and 1000")
+	}
+	if e.Concurrency == 0 {
+		e.Concurrency = DefaultConcurrency
+	}
+	if e.Concurrency < 1 || e.Concurrency > 100 {
+		return errors.New("concurrency must be between 1 and 100")
 	}
 	if e.targetToken, err = secretValue(e.TargetTokenEnv, e.TargetTokenFile); err != nil {
 		return fmt.Errorf("target token: %w", err)
@@ -164,6 +186,11 @@ func secretValue(env, file string) (string, error) {
 	}
 	return "", nil
 }
+
+// queue is the River queue of the endpoint's deliveries: one per endpoint,
+// so that each has its own concurrency and a slow target holds no other
+// endpoint's deliveries back.
+func (e *Endpoint) queue() string { return "inbox_" + e.Name }
 
 // allows reports whether events of type t are forwarded.
 func (e *Endpoint) allows(t string) bool { return len(e.allowed) == 0 || e.allowed[t] }

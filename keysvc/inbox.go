@@ -2,6 +2,7 @@ package keysvc
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -85,6 +86,12 @@ var uniqueWhileActive = river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobS
 	rivertype.JobStateRetryable, rivertype.JobStateScheduled,
 }}
 
+// deliveryOpts queue a delivery of e: in its own queue, unique while
+// active, at most MaxAttempts.
+func (e *Endpoint) deliveryOpts() *river.InsertOpts {
+	return &river.InsertOpts{Queue: e.queue(), MaxAttempts: e.MaxAttempts, UniqueOpts: uniqueWhileActive}
+}
+
 // OpenInbox prepares the inbox on pool (creating its tables and River's when
 // asked) and starts River's workers. Close stops them.
 func OpenInbox(ctx context.Context, pool *pgxpool.Pool, endpoints []Endpoint, opts InboxOptions) (*Inbox, error) {
@@ -110,8 +117,11 @@ func OpenInbox(ctx context.Context, pool *pgxpool.Pool, endpoints []Endpoint, op
 	}
 	in := &Inbox{pool: pool, tables: pgsql.Inbox{Schema: opts.Schema}, endpoints: map[string]*Endpoint{},
 		http: &http.Client{Timeout: opts.DeliveryTimeout}, logger: opts.Logger, opts: opts}
+	queues := map[string]river.QueueConfig{}
 	for i := range endpoints {
-		in.endpoints[endpoints[i].Name] = &endpoints[i]
+		e := &endpoints[i]
+		in.endpoints[e.Name] = e
+		queues[e.queue()] = river.QueueConfig{MaxWorkers: cmp.Or(e.Concurrency, DefaultConcurrency)}
 	}
 	driver := riverpgxv5.New(pool)
 	if opts.CreateSchema {
@@ -133,7 +143,7 @@ func OpenInbox(ctx context.Context, pool *pgxpool.Pool, endpoints []Endpoint, op
 	river.AddWorker(workers, &deliveryWorker{in: in})
 	client, err := river.NewClient(driver, &river.Config{
 		Schema:               opts.Schema,
-		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}},
+		Queues:               queues,
 		Workers:              workers,
 		RetryPolicy:          backoffPolicy{base: opts.Backoff, max: opts.MaxBackoff},
 		RescueStuckJobsAfter: opts.DeliveryTimeout + time.Minute,
@@ -230,7 +240,7 @@ func (in *Inbox) Receive(ctx context.Context, e *Endpoint, header http.Header, b
 	r.Status = r.State
 	if r.State == pgsql.StateReceived {
 		if _, err := in.river.InsertTx(ctx, tx, deliveryArgs{InboxID: r.InboxID, Endpoint: e.Name},
-			&river.InsertOpts{MaxAttempts: e.MaxAttempts, UniqueOpts: uniqueWhileActive}); err != nil {
+			e.deliveryOpts()); err != nil {
 			return Receipt{}, fmt.Errorf("enqueue the delivery: %w", err)
 		}
 	}
@@ -311,7 +321,7 @@ func (in *Inbox) Replay(ctx context.Context, e *Endpoint, id int64) error {
 		return fmt.Errorf("replay %d: %w", id, err)
 	}
 	if _, err := in.river.InsertTx(ctx, tx, deliveryArgs{InboxID: id, Endpoint: e.Name},
-		&river.InsertOpts{MaxAttempts: e.MaxAttempts, UniqueOpts: uniqueWhileActive}); err != nil {
+		e.deliveryOpts()); err != nil {
 		return fmt.Errorf("replay %d: enqueue: %w", id, err)
 	}
 	return tx.Commit(ctx)
@@ -362,7 +372,7 @@ func (in *Inbox) recoverOnce(ctx context.Context) (int, error) {
 		if !ok {
 			continue // an endpoint removed from the configuration: replay it by hand
 		}
-		params = append(params, river.InsertManyParams{Args: a, InsertOpts: &river.InsertOpts{MaxAttempts: e.MaxAttempts, UniqueOpts: uniqueWhileActive}})
+		params = append(params, river.InsertManyParams{Args: a, InsertOpts: e.deliveryOpts()})
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil || len(params) == 0 {
@@ -428,7 +438,7 @@ func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[deliveryArgs])
 		return err
 	}
 	if status >= 200 && status < 300 {
-		if _, err := in.pool.Exec(ctx, in.tables.MarkForwarded(), job.Args.InboxID); err != nil {
+		if err := in.finish(ctx, job, in.tables.MarkForwarded(), job.Args.InboxID); err != nil {
 			return err
 		}
 		in.count("forwarded")
@@ -438,15 +448,36 @@ func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[deliveryArgs])
 		callErr = fmt.Errorf("the target answered %d", status)
 	}
 	if job.Attempt >= job.MaxAttempts {
-		in.count("failed")
-		if _, err := in.pool.Exec(ctx, in.tables.MarkDeliveryFailed(), job.Args.InboxID,
-			fmt.Sprintf("gave up after %d deliveries: %v", job.Attempt, callErr)); err != nil {
+		reason := fmt.Sprintf("gave up after %d deliveries: %v", job.Attempt, callErr)
+		if err := in.finish(ctx, job, in.tables.MarkDeliveryFailed(), job.Args.InboxID, reason); err != nil {
 			return err
 		}
-		return callErr
+		in.count("failed")
+		in.logger.Warn("inbox delivery failed: the entry is failed until replayed",
+			"endpoint", e.Name, "inbox_id", job.Args.InboxID, "attempts", job.Attempt, "error", callErr)
+		return nil
 	}
 	in.count("retried")
 	return callErr
+}
+
+// finish records an entry's last state (stmt with args) and completes its
+// job in one transaction. Once the entry reads forwarded or failed, its job
+// is no longer running, so a replay at once queues a new delivery instead
+// of being skipped as a duplicate of the delivery that just ended.
+func (in *Inbox) finish(ctx context.Context, job *river.Job[deliveryArgs], stmt string, args ...any) error {
+	tx, err := in.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, stmt, args...); err != nil {
+		return err
+	}
+	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+		return fmt.Errorf("complete delivery job %d: %w", job.ID, err)
+	}
+	return tx.Commit(ctx)
 }
 
 func (in *Inbox) count(outcome string) {

@@ -73,6 +73,35 @@ func TestInboxWithoutPostgres(t *testing.T) {
 	}
 }
 
+// openInbox opens and starts an inbox on the test PostgreSQL in a schema of
+// its own (dropped at the end) with the endpoints file's endpoints.
+func openInbox(t *testing.T, schema, endpoints string, opts keysvc.InboxOptions) *keysvc.Inbox {
+	t.Helper()
+	if pg == nil {
+		t.Skip("PostgreSQL tests skipped with -short")
+	}
+	ctx := context.Background()
+	eps, err := keysvc.LoadEndpoints(writeEndpoints(t, endpoints), map[signature.Provider][]string{signature.ProviderStripe: {inboxSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Schema, opts.CreateSchema = schema, true
+	in, err := keysvc.OpenInbox(ctx, pg.Business, eps, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	if err := in.Start(runCtx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		in.Close(ctx)
+		pg.Business.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+	})
+	return in
+}
+
 // recordingTarget answers 200 and counts the deliveries per inbox id.
 type recordingTarget struct {
 	mu    sync.Mutex
@@ -90,29 +119,12 @@ func (rt *recordingTarget) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // together; 50 concurrent deliveries of one event save one row and deliver
 // it once; an ignored type is saved and never delivered.
 func TestInboxReceiveAndDeliver(t *testing.T) {
-	if pg == nil {
-		t.Skip("PostgreSQL tests skipped with -short")
-	}
 	ctx := context.Background()
 	target := &recordingTarget{calls: map[string]int{}}
 	srv := httptest.NewServer(target)
 	defer srv.Close()
-	file := writeEndpoints(t, fmt.Sprintf(`{"endpoints":[{"name":"stripe","provider":"stripe","target":%q,"events":["payment_intent.succeeded"]}]}`, srv.URL))
-	eps, err := keysvc.LoadEndpoints(file, map[signature.Provider][]string{signature.ProviderStripe: {inboxSecret}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := keysvc.OpenInbox(ctx, pg.Business, eps, keysvc.InboxOptions{Schema: "ks_inbox_rd", CreateSchema: true, Backoff: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Business.Exec(context.Background(), "DROP SCHEMA ks_inbox_rd CASCADE") })
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if err := in.Start(runCtx); err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close(ctx)
+	in := openInbox(t, "ks_inbox_rd", fmt.Sprintf(`{"endpoints":[{"name":"stripe","provider":"stripe","target":%q,"events":["payment_intent.succeeded"]}]}`, srv.URL),
+		keysvc.InboxOptions{Backoff: 100 * time.Millisecond})
 	c := start(t, keysvc.Config{Store: newBoltStore(t), Inbox: in})
 
 	body := []byte(`{"id":"evt_rd_1","type":"payment_intent.succeeded","data":{"object":{}}}`)
@@ -164,5 +176,103 @@ func TestInboxReceiveAndDeliver(t *testing.T) {
 	sort.Strings(ids)
 	if len(target.calls) != 1 || target.calls[fmt.Sprint(id)] != 1 {
 		t.Errorf("the target saw %v, want entry %d once", ids, id)
+	}
+}
+
+// stripeHeaders signs body as Stripe does, now.
+func stripeHeaders(body []byte) map[string]string {
+	h := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: body, Secret: inboxSecret, Timestamp: time.Now()}).Header
+	return map[string]string{"Stripe-Signature": h, "Content-Type": "application/json"}
+}
+
+// waitEntry polls entry id of endpoint every few milliseconds until it is in
+// state, and fails after timeout.
+func waitEntry(t *testing.T, in *keysvc.Inbox, endpoint string, id int64, state string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		e, err := in.Entry(context.Background(), endpoint, id)
+		if err == nil && e.State == state {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("entry %d is not %s after %s: %+v %v", id, state, timeout, e, err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// A replay sent the moment an entry reads failed is delivered: the entry's
+// last state and the end of its delivery job commit together, so the
+// replay's queued delivery is never taken for the job that just failed (the
+// recoverer, an hour away here, would otherwise be what delivers it).
+func TestInboxReplayRightAfterFailure(t *testing.T) {
+	var healthy atomic.Bool
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !healthy.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+		}
+	}))
+	defer target.Close()
+	in := openInbox(t, "ks_inbox_replay", fmt.Sprintf(`{"endpoints":[{"name":"stripe","provider":"stripe","target":%q,"max_attempts":1}]}`, target.URL),
+		keysvc.InboxOptions{RecoverAfter: time.Hour})
+	c := start(t, keysvc.Config{Store: newBoltStore(t), Inbox: in})
+	for i := range 5 {
+		healthy.Store(false)
+		body := []byte(fmt.Sprintf(`{"id":"evt_replay_%d","type":"payment_intent.succeeded"}`, i))
+		r := c.do("POST", "/v1/inbox/stripe", body, stripeHeaders(body))
+		id := int64(r.json["inbox_id"].(float64))
+		waitEntry(t, in, "stripe", id, "failed", 10*time.Second)
+		healthy.Store(true)
+		c.do("POST", fmt.Sprintf("/v1/inbox/stripe/%d/replay", id), nil, nil).want(t, http.StatusAccepted, "")
+		waitEntry(t, in, "stripe", id, "forwarded", 10*time.Second)
+	}
+}
+
+// An endpoint's concurrency bounds its deliveries in flight, and a target
+// that holds them does not hold back another endpoint's.
+func TestInboxConcurrencyPerEndpoint(t *testing.T) {
+	release := make(chan struct{})
+	var inFlight, most atomic.Int64
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	fast := &recordingTarget{calls: map[string]int{}}
+	fastSrv := httptest.NewServer(fast)
+	defer fastSrv.Close()
+	in := openInbox(t, "ks_inbox_conc", fmt.Sprintf(`{"endpoints":[{"name":"slow","provider":"stripe","target":%q,"concurrency":2},{"name":"fast","provider":"stripe","target":%q}]}`, slow.URL, fastSrv.URL),
+		keysvc.InboxOptions{})
+	c := start(t, keysvc.Config{Store: newBoltStore(t), Inbox: in})
+	const backlog = 12
+	var ids []int64
+	for i := range backlog {
+		body := []byte(fmt.Sprintf(`{"id":"evt_slow_%d","type":"t"}`, i))
+		r := c.do("POST", "/v1/inbox/slow", body, stripeHeaders(body))
+		ids = append(ids, int64(r.json["inbox_id"].(float64)))
+	}
+	body := []byte(`{"id":"evt_fast","type":"t"}`)
+	r := c.do("POST", "/v1/inbox/fast", body, stripeHeaders(body))
+	waitEntry(t, in, "fast", int64(r.json["inbox_id"].(float64)), "forwarded", 10*time.Second)
+	for deadline := time.Now().Add(10 * time.Second); inFlight.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // room for a third delivery, were one allowed
+	if n := inFlight.Load(); n != 2 {
+		t.Errorf("%d deliveries in flight to the slow target, want its concurrency, 2", n)
+	}
+	close(release)
+	for _, id := range ids {
+		waitEntry(t, in, "slow", id, "forwarded", 20*time.Second)
+	}
+	if m := most.Load(); m != 2 {
+		t.Errorf("at most %d deliveries were in flight to the slow target, want 2", m)
 	}
 }
