@@ -195,3 +195,24 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// waitDrained waits until remaining() is 0 for as long as it keeps going
+// down, and returns how long that took. How fast a backlog drains depends on
+// the machine (n8n on two cores takes about four inbox events a second); a
+// drain that stops does not: it fails once stall passes without progress,
+// or after 15 minutes in all.
+func waitDrained(t *testing.T, stall time.Duration, what string, remaining func() int) time.Duration {
+	t.Helper()
+	start := time.Now()
+	least, progressed := remaining(), time.Now()
+	for least > 0 {
+		time.Sleep(500 * time.Millisecond)
+		if n := remaining(); n < least {
+			least, progressed = n, time.Now()
+		}
+		if time.Since(progressed) > stall || time.Since(start) > 15*time.Minute {
+			t.Fatalf("%s: %d left after %s, the last progress %s ago", what, least, time.Since(start).Round(time.Second), time.Since(progressed).Round(time.Second))
+		}
+	}
+	return time.Since(start)
+}
