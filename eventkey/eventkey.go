@@ -9,6 +9,7 @@
 package eventkey
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -58,6 +59,9 @@ func derive(body []byte, sum Summed) (Key, error) {
 	if len(body) == 0 {
 		return Key{}, ErrEmptyBody
 	}
+	if sum.OK && CannotBeObject(body) {
+		return Key{Value: sum.hashKey(body), Source: SourceBodySHA256}, nil
+	}
 	if id, ok := EventID(body); ok {
 		return Key{Value: EventIDPrefix + id, Source: SourceEventID}, nil
 	}
@@ -67,6 +71,11 @@ func derive(body []byte, sum Summed) (Key, error) {
 // Summed is a body's SHA-256 computed by the caller while it read the body
 // (keysvc hashes as it reads a body that cannot have an id), so that
 // deriving its key costs no second pass. The zero value means "not computed".
+//
+// With a Summed, DeriveForSummed needs no more of the body than its first
+// bytes when CannotBeObject holds for them: such a body has no id, so its
+// key is the hash (or a preset's header id), and the caller need not keep a
+// body it only hashed.
 type Summed struct {
 	Sum [sha256.Size]byte
 	OK  bool
@@ -78,6 +87,20 @@ func (s Summed) hashKey(body []byte) string {
 		return SHA256Prefix + hex.EncodeToString(s.Sum[:])
 	}
 	return HashKey(body)
+}
+
+// CannotBeObject reports whether a body that begins with prefix cannot be a
+// JSON object, whatever follows: its first byte after one optional BOM and
+// JSON whitespace is not '{'. It is false while prefix cannot tell (empty,
+// whitespace only, part of a BOM). Such a body carries no id: its key is its
+// hash.
+func CannotBeObject(prefix []byte) bool {
+	rest, hadBOM := bytes.CutPrefix(prefix, utf8BOM)
+	if !hadBOM && len(prefix) < len(utf8BOM) && bytes.HasPrefix(utf8BOM, prefix) {
+		return false // a BOM may still be arriving
+	}
+	rest = bytes.TrimLeft(rest, " \t\r\n")
+	return len(rest) > 0 && rest[0] != '{'
 }
 
 // HashKey returns the "sha256:" key of body, whatever it contains.

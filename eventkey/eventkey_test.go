@@ -1,6 +1,7 @@
 package eventkey_test
 
 import (
+	"crypto/sha256"
 	"errors"
 	"net/http"
 	"strings"
@@ -108,4 +109,60 @@ func FuzzDerive(f *testing.F) {
 			t.Fatalf("source %q", k.Source)
 		}
 	})
+}
+
+// CannotBeObject decides from a prefix only what the spec decides from the
+// whole body: for every prefix of every vector's body for which it holds,
+// the vector's key is not an event id, and DeriveForSummed given that
+// prefix and the whole body's SHA-256 gives the vector's key.
+func TestCannotBeObjectAgreesWithTheVectors(t *testing.T) {
+	vectors, err := conformance.Vectors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decided := 0
+	for _, v := range vectors {
+		body, err := v.Body()
+		if err != nil || v.Error != "" {
+			continue
+		}
+		header := http.Header{}
+		for k, val := range v.Headers {
+			header.Set(k, val)
+		}
+		sum := eventkey.Summed{Sum: sha256.Sum256(body), OK: true}
+		for n := 0; n <= len(body) && n <= 8; n++ {
+			if !eventkey.CannotBeObject(body[:n]) {
+				continue
+			}
+			decided++
+			if v.Source == string(eventkey.SourceEventID) {
+				t.Errorf("%s: CannotBeObject(%q) holds, but the body's key is its id %s", v.Name, body[:n], v.Key)
+			}
+			got, err := eventkey.DeriveForSummed(eventkey.Preset(v.Preset), header, body[:n], sum, v.Scope)
+			if err != nil || got.Value != v.Key || string(got.Source) != v.Source {
+				t.Errorf("%s: from the prefix %q: %v (%s), %v; want %s (%s)", v.Name, body[:n], got.Value, got.Source, err, v.Key, v.Source)
+			}
+		}
+	}
+	if decided == 0 {
+		t.Fatal("no vector has a prefix that CannotBeObject decides")
+	}
+}
+
+func TestCannotBeObject(t *testing.T) {
+	for _, tc := range []struct {
+		prefix string
+		want   bool
+	}{
+		{"", false}, {"  \t\r\n", false}, {"{", false}, {"  {", false},
+		{"\xEF", false}, {"\xEF\xBB", false}, {"\xEF\xBB\xBF", false}, {"\xEF\xBB\xBF {", false},
+		{"[", true}, {" x", true}, {"\"id\"", true}, {"\xEF\xBB\xBF[", true}, {"\xEFx", true},
+		{"\xEF\xBB\xBF\xEF\xBB\xBF{", true}, // one BOM only
+		{"\f{", true},                       // form feed is not JSON whitespace
+	} {
+		if got := eventkey.CannotBeObject([]byte(tc.prefix)); got != tc.want {
+			t.Errorf("CannotBeObject(%q) = %v, want %v", tc.prefix, got, tc.want)
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package keysvc
 
 import (
-	"bytes"
 	"compress/gzip"
 	"compress/zlib"
 	"crypto/sha256"
@@ -10,7 +9,9 @@ import (
 	"hash"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/idemhook/idemhook/eventkey"
 )
@@ -18,15 +19,18 @@ import (
 // readBody reads the request body: a 413 when it is over the limit, a 400
 // or 415 when it does not decode.
 func (s *Server) readBody(r *http.Request) ([]byte, error) {
-	body, _, err := s.readBodySummed(r)
+	body, _, err := s.readBodySummed(r, true)
 	return body, err
 }
 
-// readBodySummed reads the body into one buffer (sized from Content-Length
-// when it is given, so it is never copied to grow) and, when the first bytes
-// show it cannot be a JSON object (so it will be hashed), computes its
-// SHA-256 as it arrives instead of in a second pass.
-func (s *Server) readBodySummed(r *http.Request) ([]byte, eventkey.Summed, error) {
+// readBodySummed reads the body (into one buffer sized from Content-Length
+// when it is given, so it is never copied to grow) and, when its first bytes
+// show it cannot be a JSON object (eventkey.CannotBeObject: its key is its
+// hash), computes its SHA-256 as it arrives instead of in a second pass.
+// Unless keep, such a body is not kept at all: it is hashed through a pooled
+// buffer, and only its first bytes are returned, which is all that
+// eventkey.DeriveForSummed needs of it.
+func (s *Server) readBodySummed(r *http.Request, keep bool) ([]byte, eventkey.Summed, error) {
 	src, size, err := s.decodedBody(r)
 	if err != nil {
 		if errors.Is(err, errUnsupportedEncoding) {
@@ -35,6 +39,9 @@ func (s *Server) readBodySummed(r *http.Request) ([]byte, eventkey.Summed, error
 		return nil, eventkey.Summed{}, httpError(http.StatusBadRequest, "bad_encoding", "%v", err)
 	}
 	body := make([]byte, 0, size)
+	if !keep {
+		body = make([]byte, 0, min(size, firstBytes))
+	}
 	var h hash.Hash
 	hashed := 0
 	for {
@@ -44,12 +51,21 @@ func (s *Server) readBodySummed(r *http.Request) ([]byte, eventkey.Summed, error
 		var n int
 		n, err = src.Read(body[len(body):cap(body)])
 		body = body[:len(body)+n]
-		if h == nil && len(body) > 0 && cannotBeObject(body) {
+		if h == nil && eventkey.CannotBeObject(body) {
 			h = sha256.New()
+			if !keep {
+				h.Write(body)
+				if err == nil {
+					err = hashRest(h, src)
+				}
+				break
+			}
 		}
 		if h != nil {
 			h.Write(body[hashed:])
 			hashed = len(body)
+		} else if cap(body) < size && len(body) > 0 {
+			body = slices.Grow(body, size-len(body)) // it may be an object: all of it is needed
 		}
 		if err != nil {
 			break
@@ -70,6 +86,27 @@ func (s *Server) readBodySummed(r *http.Request) ([]byte, eventkey.Summed, error
 		sum.OK = true
 	}
 	return body, sum, nil
+}
+
+// firstBytes is what readBodySummed reads of a body it need not keep before
+// it knows whether the body will be kept (an object) or only hashed.
+const firstBytes = 512
+
+// hashChunks are the buffers a body that is only hashed streams through.
+var hashChunks = sync.Pool{New: func() any { return new([64 << 10]byte) }}
+
+// hashRest writes the rest of src to h and returns the error that ended it
+// (io.EOF at the end of the body).
+func hashRest(h hash.Hash, src io.Reader) error {
+	buf := hashChunks.Get().(*[64 << 10]byte)
+	defer hashChunks.Put(buf)
+	for {
+		n, err := src.Read(buf[:])
+		h.Write(buf[:n])
+		if err != nil {
+			return err
+		}
+	}
 }
 
 var (
@@ -127,13 +164,4 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 		return n, errDecodedTooLarge
 	}
 	return n, err
-}
-
-// cannotBeObject reports whether the body's first byte that is not
-// whitespace (after an optional BOM) rules out a JSON object, so the key will
-// be the body's hash.
-func cannotBeObject(b []byte) bool {
-	b = bytes.TrimPrefix(b, []byte("\xEF\xBB\xBF"))
-	b = bytes.TrimLeft(b, " \t\r\n")
-	return len(b) > 0 && b[0] != '{'
 }

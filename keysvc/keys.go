@@ -56,7 +56,9 @@ func (s *Server) requestKey(r *http.Request, allowExplicit bool) (key, source st
 	if err := preset.CheckScope(scope); err != nil {
 		return "", "", httpError(http.StatusBadRequest, "invalid_scope", "%v", err)
 	}
-	body, sum, err := s.readBodySummed(r)
+	// The bytes are needed to verify a signature; a body that is only
+	// hashed is otherwise not kept.
+	body, sum, err := s.readBodySummed(r, provider != "")
 	if err != nil {
 		return "", "", err
 	}

@@ -1,13 +1,17 @@
 package keysvc_test
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"compress/zlib"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -452,6 +456,58 @@ func TestEncodedBodiesKeyedDecoded(t *testing.T) {
 			if got := c.do("POST", "/v1/keys", b, map[string]string{"Content-Encoding": enc}).str("key"); got != want.Value {
 				t.Errorf("%s %q: key %q, want %q", enc, body, got, want.Value)
 			}
+		}
+	}
+}
+
+// The vectors again, each body arriving a byte at a time for its first
+// bytes (a BOM or whitespace split across reads) and a large body without
+// id that keysvc hashes as it streams: the key does not depend on how the
+// bytes were cut.
+func TestKeysMatchTheVectorsInPieces(t *testing.T) {
+	srv := httptest.NewServer(keysvc.New(keysvc.Config{Store: newBoltStore(t)}))
+	t.Cleanup(srv.Close)
+	vectors, err := conformance.Vectors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("not json, hashed as it streams; "), 200<<10/32)
+	bigSum := sha256.Sum256(big)
+	cases := []struct {
+		name, key string
+		body      []byte
+	}{{"200 KiB without id", "sha256:" + hex.EncodeToString(bigSum[:]), big}}
+	for _, v := range vectors {
+		if body, _ := v.Body(); v.Preset == "" && v.Error == "" {
+			cases = append(cases, struct {
+				name, key string
+				body      []byte
+			}{v.Name, v.Key, body})
+		}
+	}
+	for _, tc := range cases {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "POST /v1/keys HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n", len(tc.body))
+		rest := tc.body
+		for i := 0; i < 4 && len(rest) > 1; i++ {
+			conn.Write(rest[:1])
+			rest = rest[1:]
+			time.Sleep(2 * time.Millisecond)
+		}
+		conn.Write(rest)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var got struct{ Key string }
+		json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		conn.Close()
+		if resp.StatusCode != 200 || got.Key != tc.key {
+			t.Errorf("%s: %d %q, want %q", tc.name, resp.StatusCode, got.Key, tc.key)
 		}
 	}
 }
