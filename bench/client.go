@@ -35,8 +35,10 @@ func dialLean(url string) (*leanClient, error) {
 func (c *leanClient) post(path, contentType string, body []byte) (int, error) {
 	c.buf.Reset()
 	fmt.Fprintf(&c.buf, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n", path, c.host, contentType, len(body))
-	c.buf.Write(body)
-	if _, err := c.conn.Write(c.buf.Bytes()); err != nil {
+	// One writev of the head and the body as they are: copying a 1 MiB
+	// body first would spend the client's CPU on the cores it shares.
+	bufs := net.Buffers{c.buf.Bytes(), body}
+	if _, err := bufs.WriteTo(c.conn); err != nil {
 		return 0, err
 	}
 	line, err := c.r.ReadSlice('\n')

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -11,13 +12,16 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/internal/stack"
 	"github.com/idemhook/idemhook/keysvc"
+	"github.com/idemhook/idemhook/n8napi"
 	"github.com/idemhook/idemhook/pgsql"
+	"github.com/tidwall/gjson"
 )
 
 const benchCredential = "Postgres (idemhook bench)"
@@ -111,6 +115,7 @@ func n8nModes(ctx context.Context, st *stack.Stack, opts Options, step func(stri
 		{name: "keysvc", opts: gen("bench-keysvc", generator.Options{Hashing: generator.HashingKeysvc, KeysvcURL: ksrv.URL}), baseline: unguarded},
 	}
 	urls := make([]string, len(modes))
+	files := make([][]byte, len(modes))
 	for i, m := range modes {
 		step("n8n: deploying %s", m.name)
 		path, file := "", filepath.Join(dir, fmt.Sprintf("workflow-%d.json", i))
@@ -130,6 +135,7 @@ func n8nModes(ctx context.Context, st *stack.Stack, opts Options, step func(stri
 			json.Unmarshal(m.file, &w)
 			path = w.Nodes[0].Parameters.Path
 		}
+		files[i] = m.file
 		if err := os.WriteFile(file, m.file, 0o644); err != nil {
 			return nil, err
 		}
@@ -171,14 +177,60 @@ func n8nModes(ctx context.Context, st *stack.Stack, opts Options, step func(stri
 			time.Sleep(pause)
 		}
 	}
+	step("n8n: reading the time of each node from n8n's execution data")
+	key, err := n8napi.SetupOwner(ctx, st.N8NURL, "bench@idemhook.local", "Bench-password-1")
+	if err != nil {
+		return nil, err
+	}
+	n8n, err := n8napi.New(st.N8NURL, key)
+	if err != nil {
+		return nil, err
+	}
 	var out []Result
 	for i, m := range modes {
 		r := throughputResult("n8n", m.name, 1, len(lat[i]), sum(lat[i]), lat[i])
 		r.Baseline = m.baseline
+		if r.Note, err = nodeTimes(ctx, n8n, gjson.GetBytes(files[i], "id").String()); err != nil {
+			return nil, err
+		}
 		out = append(out, r)
 	}
 	setRatios(out)
 	return out, nil
+}
+
+// nodeTimes is the median time n8n recorded for each node of the workflow's
+// executions, slowest first: where a guard's cost goes.
+func nodeTimes(ctx context.Context, n8n *n8napi.Client, workflowID string) (string, error) {
+	execs, err := n8n.Executions(ctx, workflowID)
+	if err != nil {
+		return "", err
+	}
+	took := map[string][]time.Duration{}
+	for _, e := range execs {
+		run, err := n8n.ExecutionRun(ctx, e.ID)
+		if err != nil {
+			return "", err
+		}
+		for node, d := range run.Took {
+			took[node] = append(took[node], d)
+		}
+	}
+	type nodeTime struct {
+		node string
+		p50  time.Duration
+	}
+	var nodes []nodeTime
+	for node, d := range took {
+		p50, _ := percentiles(d)
+		nodes = append(nodes, nodeTime{node, p50})
+	}
+	slices.SortFunc(nodes, func(a, b nodeTime) int { return cmp.Or(cmp.Compare(b.p50, a.p50), strings.Compare(a.node, b.node)) })
+	parts := make([]string, len(nodes))
+	for i, n := range nodes {
+		parts[i] = fmt.Sprintf("%s %d ms", n.node, n.p50.Milliseconds())
+	}
+	return strings.Join(parts, ", "), nil
 }
 
 // uuidOf is a fixed UUID for a name, so re-running updates the workflows.

@@ -41,6 +41,16 @@ func (r *Report) Markdown() string {
 			}
 			fmt.Fprintf(&b, "| %s | %d | %.0f %s | %s | %s | %s | %s |\n", x.Name, x.Concurrency, x.Throughput, x.Unit, ms(x.P50), ms(x.P99), ratio, rss)
 		}
+		var notes []string
+		for _, x := range rows {
+			if x.Note != "" {
+				notes = append(notes, fmt.Sprintf("- %s: %s\n", x.Name, x.Note))
+			}
+		}
+		if len(notes) > 0 {
+			b.WriteString("\nMedian time per node, from n8n's execution data (the rest of a delivery is n8n's webhook handling and the saving of the execution):\n\n")
+			b.WriteString(strings.Join(notes, ""))
+		}
 	}
 	return b.String()
 }

@@ -325,6 +325,9 @@ type Run struct {
 	// First has, for each node that sent items on its first output, the
 	// first item's JSON.
 	First map[string]map[string]any
+	// Took has, for each node that ran, the time n8n recorded for it
+	// (summed over the node's runs).
+	Took map[string]time.Duration
 }
 
 // Ran tells whether node ran in the execution.
@@ -346,6 +349,7 @@ func (c *Client) ExecutionRun(ctx context.Context, id ID) (Run, error) {
 					Error *struct {
 						Message string `json:"message"`
 					} `json:"error"`
+					ExecutionTime float64 `json:"executionTime"` // milliseconds
 				} `json:"runData"`
 			} `json:"resultData"`
 		} `json:"data"`
@@ -353,7 +357,7 @@ func (c *Client) ExecutionRun(ctx context.Context, id ID) (Run, error) {
 	if err := c.do(ctx, http.MethodGet, "/executions/"+url.PathEscape(string(id))+"?includeData=true", nil, &raw); err != nil {
 		return Run{}, err
 	}
-	r := Run{Execution: raw.Execution, Outputs: map[string][]int{}, Errors: map[string]string{}, First: map[string]map[string]any{}}
+	r := Run{Execution: raw.Execution, Outputs: map[string][]int{}, Errors: map[string]string{}, First: map[string]map[string]any{}, Took: map[string]time.Duration{}}
 	for node, runs := range raw.Data.ResultData.RunData {
 		var counts []int
 		for _, run := range runs {
@@ -374,6 +378,7 @@ func (c *Client) ExecutionRun(ctx context.Context, id ID) (Run, error) {
 			if run.Error != nil {
 				r.Errors[node] = run.Error.Message
 			}
+			r.Took[node] += time.Duration(run.ExecutionTime * float64(time.Millisecond))
 		}
 		r.Outputs[node] = counts
 	}
