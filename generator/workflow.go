@@ -222,13 +222,9 @@ func addKeyNodes(g *graph, r resolved) (span, error) {
 			"dataPropertyName":   "bodySha256",
 		}})
 		g.add(node{Name: NodeBuildKey, Type: typeSet, Position: g.at(2, 0), Parameters: map[string]any{
-			"mode": "manual",
-			"assignments": map[string]any{"assignments": []any{
-				map[string]any{"id": uuidFrom(g.seed + "/set/key"), "name": "key", "type": "string", "value": cryptoKeyExpr},
-				map[string]any{"id": uuidFrom(g.seed + "/set/source"), "name": "source", "type": "string", "value": cryptoSourceExpr},
-				map[string]any{"id": uuidFrom(g.seed + "/set/eventType"), "name": "eventType", "type": "string", "value": cryptoEventTypeExpr},
-			}},
-			"options": map[string]any{},
+			"mode":       "raw",
+			"jsonOutput": cryptoKeyJSON,
+			"options":    map[string]any{},
 		}})
 		g.connect(NodeHashBody, 0, NodeBuildKey)
 		g.col += 2
@@ -256,18 +252,15 @@ const eventTypeOfBody = "b !== null && typeof b === 'object' && typeof b.type ==
 // of binary data, but the only body with this hash is the empty one.
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-var (
-	cryptoKeyExpr       = cryptoChoice("'evt:' + id", "'sha256:' + $json.bodySha256")
-	cryptoSourceExpr    = cryptoChoice("'event_id'", "'body_sha256'")
-	cryptoEventTypeExpr = "={{ (() => { const b = $('" + NodeWebhook + "').item.json.body; return " + eventTypeOfBody + "; })() }}"
-)
-
-// cryptoChoice is an expression that evaluates the crypto-node mode's id
-// (templates.CryptoIDExpression) once and gives the empty string for an
-// empty body, ifID when the body has a usable id, else ifHash.
-func cryptoChoice(ifID, ifHash string) string {
-	return "={{ ((id) => $json.bodySha256 === '" + emptySHA256 + "' ? '' : id !== null ? " + ifID + " : " + ifHash + ")(" + templates.CryptoIDExpression + ") }}"
-}
+// cryptoKeyJSON is the crypto-node mode's key node: one expression that
+// evaluates the id (templates.CryptoIDExpression) once and gives {key,
+// source, eventType}, key and source empty for an empty body. One
+// expression rather than one per field, because n8n 2.41 spends
+// milliseconds on every expression it evaluates (the bench's node times).
+var cryptoKeyJSON = "={{ JSON.stringify(((id, b) => { const empty = $json.bodySha256 === '" + emptySHA256 + "'; " +
+	"return { key: empty ? '' : id !== null ? 'evt:' + id : 'sha256:' + $json.bodySha256, " +
+	"source: empty ? '' : id !== null ? 'event_id' : 'body_sha256', " +
+	"eventType: " + eventTypeOfBody + " }; })(" + templates.CryptoIDExpression + ", $('" + NodeWebhook + "').item.json.body)) }}"
 
 // CleanupWorkflow returns the scheduled workflow that deletes keys older
 // than the retention. It is separate from the webhook workflow so a slow
