@@ -403,7 +403,8 @@ func (w *deliveryWorker) Timeout(*river.Job[deliveryArgs]) time.Duration {
 
 // Work POSTs the original body, content type and provider headers with
 // Idempotency-Key (the receipt key) and X-Idemhook-Inbox-Id. A 2xx finishes
-// the entry as forwarded (unless the target recorded its own outcome); any
+// the entry as forwarded (unless the target recorded its own outcome, or the
+// 2xx is n8n's startup page, see n8nStartingUp); any
 // other answer is retried with backoff (a Retry-After is honoured) and, on the
 // last attempt, the entry is failed: visible and replayable.
 func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[deliveryArgs]) error {
@@ -437,7 +438,7 @@ func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[deliveryArgs])
 	if _, err := in.pool.Exec(ctx, in.tables.RecordDelivery(), job.Args.InboxID, job.Attempt, statusArg, errText, took.Milliseconds()); err != nil {
 		return err
 	}
-	if status >= 200 && status < 300 {
+	if callErr == nil && status >= 200 && status < 300 {
 		if err := in.finish(ctx, job, in.tables.MarkForwarded(), job.Args.InboxID); err != nil {
 			return err
 		}
@@ -516,9 +517,20 @@ func (w *deliveryWorker) call(ctx context.Context, e *Endpoint, id int64, key, a
 		return 0, err, time.Since(start)
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode/100 == 2 && bytes.HasPrefix(answer, n8nStartingUp) {
+		return resp.StatusCode, errN8NStartingUp, time.Since(start)
+	}
 	return resp.StatusCode, nil, time.Since(start)
 }
+
+// n8nStartingUp is what n8n answers, with 200, to every request while it
+// migrates its database at startup, before it has registered any webhook.
+// Taken as an acknowledgement, it would finish an entry that no workflow
+// ever saw: the entry would read forwarded and its event be lost.
+var n8nStartingUp = []byte("n8n is starting up. Please wait")
+
+var errN8NStartingUp = errors.New("the target answered n8n's \"starting up\" page, not a workflow: retried")
 
 // backoffPolicy retries after base × 2^(attempt-1), at most max, with
 // jitter in [0.5, 1].

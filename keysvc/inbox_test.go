@@ -3,6 +3,7 @@ package keysvc_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -226,6 +227,39 @@ func TestInboxReplayRightAfterFailure(t *testing.T) {
 		healthy.Store(true)
 		c.do("POST", fmt.Sprintf("/v1/inbox/stripe/%d/replay", id), nil, nil).want(t, http.StatusAccepted, "")
 		waitEntry(t, in, "stripe", id, "forwarded", 10*time.Second)
+	}
+}
+
+// n8n answers 200 "n8n is starting up. Please wait" to everything while it
+// migrates at startup, before any webhook exists: such an answer is retried,
+// never taken for a delivery (it lost events after every n8n restart).
+func TestInboxN8NStartingUpIsNotADelivery(t *testing.T) {
+	var calls atomic.Int64
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= 2 {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			io.WriteString(w, "n8n is starting up. Please wait")
+			return
+		}
+		io.WriteString(w, `{"status":"accepted"}`)
+	}))
+	defer target.Close()
+	in := openInbox(t, "ks_inbox_n8n_start", fmt.Sprintf(`{"endpoints":[{"name":"stripe","provider":"stripe","target":%q}]}`, target.URL),
+		keysvc.InboxOptions{Backoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, RecoverAfter: time.Hour})
+	c := start(t, keysvc.Config{Store: newBoltStore(t), Inbox: in})
+	body := []byte(`{"id":"evt_n8n_starting","type":"payment_intent.succeeded"}`)
+	r := c.do("POST", "/v1/inbox/stripe", body, stripeHeaders(body))
+	id := int64(r.json["inbox_id"].(float64))
+	waitEntry(t, in, "stripe", id, "forwarded", 10*time.Second)
+	e, err := in.Entry(context.Background(), "stripe", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 3 || len(e.Deliveries) != 3 {
+		t.Fatalf("%d calls, deliveries %+v: want two answers of n8n starting up retried, then the delivery", calls.Load(), e.Deliveries)
+	}
+	if !strings.Contains(e.Deliveries[0].Error, "starting up") || e.Deliveries[2].Error != "" {
+		t.Errorf("deliveries %+v: want the first to say n8n was starting up, the last no error", e.Deliveries)
 	}
 }
 
