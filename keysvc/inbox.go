@@ -517,8 +517,12 @@ func (w *deliveryWorker) call(ctx context.Context, e *Endpoint, id int64, key, a
 		return 0, err, time.Since(start)
 	}
 	defer resp.Body.Close()
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode/100 == 2 && bytes.HasPrefix(answer, n8nStartingUp) {
+	// Only the answer's first bytes matter; the rest is drained so the
+	// connection can be reused.
+	head := make([]byte, len(n8nStartingUp))
+	n, _ := io.ReadFull(resp.Body, head)
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode/100 == 2 && bytes.Equal(head[:n], n8nStartingUp) {
 		return resp.StatusCode, errN8NStartingUp, time.Since(start)
 	}
 	return resp.StatusCode, nil, time.Since(start)
