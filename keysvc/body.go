@@ -38,10 +38,11 @@ func (s *Server) readBodySummed(r *http.Request, keep bool) ([]byte, eventkey.Su
 		}
 		return nil, eventkey.Summed{}, httpError(http.StatusBadRequest, "bad_encoding", "%v", err)
 	}
-	body := make([]byte, 0, size)
+	capacity := size
 	if !keep {
-		body = make([]byte, 0, min(size, firstBytes))
+		capacity = min(size, firstBytes) // until its first bytes say it is kept
 	}
+	body := make([]byte, 0, capacity)
 	var h hash.Hash
 	hashed := 0
 	for {

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -376,6 +377,39 @@ func TestLargeBodiesKeyedExactly(t *testing.T) {
 		if got.Key != want.Value {
 			t.Errorf("chunked %.20q…: key %q, want %q", body, got.Key, want.Value)
 		}
+	}
+}
+
+// A body that is only hashed is not kept: deriving its key allocates far
+// less than its size (issue 11: no second copy of a body without id). The
+// handler is called directly, so every byte counted is keysvc's.
+func TestHashedBodyIsNotKept(t *testing.T) {
+	const size = 4 << 20
+	h := keysvc.New(keysvc.Config{Store: newBoltStore(t), MaxBodyBytes: 2 * size})
+	random := make([]byte, size)
+	for i := range random {
+		random[i] = byte(i*7919 + i/3)
+	}
+	want, _ := eventkey.Derive(random)
+	derive := func() {
+		req := httptest.NewRequest("POST", "/v1/keys", bytes.NewReader(random))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var got struct{ Key string }
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || got.Key != want.Value {
+			t.Fatalf("answered %d %s, want key %s", rec.Code, rec.Body, want.Value)
+		}
+	}
+	derive() // the pooled buffer
+	const n = 8
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n {
+		derive()
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > size/8 {
+		t.Errorf("deriving the key of a %d-byte body without id allocated %d bytes per request: the body was kept", size, per)
 	}
 }
 
