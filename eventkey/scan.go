@@ -1,6 +1,7 @@
 package eventkey
 
 import (
+	"encoding/binary"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -239,8 +240,9 @@ func (s *scanner) str() (decoded string, paired bool, ok bool) {
 		case c < 0x20:
 			return "", false, false
 		case c != '\\':
-			out = append(out, c)
-			s.pos++
+			end := plainEnd(s.data, s.pos)
+			out = append(out, s.data[s.pos:end]...)
+			s.pos = end
 			continue
 		}
 		s.pos++ // backslash
@@ -291,14 +293,7 @@ func (s *scanner) str() (decoded string, paired bool, ok bool) {
 func (s *scanner) skipStr() bool {
 	s.pos++ // opening quote
 	for s.pos < len(s.data) {
-		// Plain bytes, the common case, in a tight loop.
-		for s.pos < len(s.data) {
-			c := s.data[s.pos]
-			if c == '"' || c == '\\' || c < 0x20 {
-				break
-			}
-			s.pos++
-		}
+		s.pos = plainEnd(s.data, s.pos)
 		if s.pos >= len(s.data) {
 			return false
 		}
@@ -414,4 +409,32 @@ func (s *scanner) literal(word string) bool {
 	}
 	s.pos += len(word)
 	return true
+}
+
+// plainEnd returns the end of the run of plain string bytes (neither '"',
+// '\\' nor a control character) that starts at i. It tests eight bytes at
+// a time: the bulk of a large body is such runs, and a byte at a time took
+// 2 ms per MiB. The Code node script has no counterpart: it is the same rule,
+// only faster.
+func plainEnd(data []byte, i int) int {
+	for ; i+8 <= len(data); i += 8 {
+		if hasSpecialByte(binary.LittleEndian.Uint64(data[i:])) {
+			break
+		}
+	}
+	for ; i < len(data); i++ {
+		if c := data[i]; c == '"' || c == '\\' || c < 0x20 {
+			break
+		}
+	}
+	return i
+}
+
+// hasSpecialByte reports whether one of the eight bytes of x is '"', '\\'
+// or below 0x20: the classic tests for a zero byte (of x XOR the byte
+// repeated) and for a byte less than n, both exact as to whether one exists.
+func hasSpecialByte(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote, backslash := x^(ones*'"'), x^(ones*'\\')
+	return ((quote-ones)&^quote|(backslash-ones)&^backslash|(x-ones*0x20)&^x)&highs != 0
 }
