@@ -42,7 +42,7 @@ func (s *Server) readBodySummed(r *http.Request, keep bool) ([]byte, eventkey.Su
 	if !keep {
 		capacity = min(size, firstBytes) // until its first bytes say it is kept
 	}
-	body := make([]byte, 0, capacity)
+	body := bodyBuffer(capacity)
 	var h hash.Hash
 	hashed := 0
 	for {
@@ -92,6 +92,24 @@ func (s *Server) readBodySummed(r *http.Request, keep bool) ([]byte, eventkey.Su
 // firstBytes is what readBodySummed reads of a body it need not keep before
 // it knows whether the body will be kept (an object) or only hashed.
 const firstBytes = 512
+
+// bodyBuffers recycles the buffers of bodies that are read only to derive a
+// key (requestKey gives them back): zeroing a fresh megabyte per request,
+// and collecting it, cost as much as scanning it for its id.
+var bodyBuffers sync.Pool // of *[]byte
+
+// bodyBuffer returns an empty buffer of at least capacity bytes.
+func bodyBuffer(capacity int) []byte {
+	if b, ok := bodyBuffers.Get().(*[]byte); ok && cap(*b) >= capacity {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, capacity)
+}
+
+// recycleBody gives a body from readBodySummed back once nothing refers to
+// it any more. Bodies are bounded by MaxBodyBytes, and a pool lets go of
+// what it holds within two garbage collections.
+func recycleBody(body []byte) { bodyBuffers.Put(&body) }
 
 // hashChunks are the buffers a body that is only hashed streams through.
 var hashChunks = sync.Pool{New: func() any { return new([64 << 10]byte) }}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package keysvc_test
+
+const raceEnabled = false
