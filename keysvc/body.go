@@ -98,7 +98,9 @@ const firstBytes = 512
 // and collecting it, cost as much as scanning it for its id.
 var bodyBuffers sync.Pool // of *[]byte
 
-// bodyBuffer returns an empty buffer of at least capacity bytes.
+// bodyBuffer returns an empty buffer of at least capacity bytes. A caller
+// that keeps the body (the inbox) never gives it back: it is collected as
+// any other.
 func bodyBuffer(capacity int) []byte {
 	if b, ok := bodyBuffers.Get().(*[]byte); ok && cap(*b) >= capacity {
 		return (*b)[:0]
