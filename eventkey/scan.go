@@ -425,7 +425,7 @@ func plainEnd(data []byte, i int) int {
 		}
 	}
 	for ; i+8 <= len(data); i += 8 {
-		if hasSpecialByte(binary.LittleEndian.Uint64(data[i:])) {
+		if specialBytes(binary.LittleEndian.Uint64(data[i:])) != 0 {
 			break
 		}
 	}
@@ -437,13 +437,10 @@ func plainEnd(data []byte, i int) int {
 	return i
 }
 
-// hasSpecialByte reports whether one of the eight bytes of x is '"', '\\'
-// or below 0x20: the classic tests for a zero byte (of x XOR the byte
-// repeated) and for a byte less than n, both exact as to whether one exists.
-func hasSpecialByte(x uint64) bool { return specialBytes(x) != 0 }
-
-// specialBytes is nonzero when hasSpecialByte(x); plainEnd ORs it over
-// four words to test 32 bytes with one branch.
+// specialBytes is nonzero when one of the eight bytes of x is '"', '\\' or
+// below 0x20: the classic tests for a zero byte (of x XOR the byte repeated)
+// and for a byte less than n, both exact as to whether one exists. Being a
+// mask, it can be ORed over four words to test 32 bytes with one branch.
 func specialBytes(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	quote, backslash := x^(ones*'"'), x^(ones*'\\')

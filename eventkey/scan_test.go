@@ -8,16 +8,16 @@ import (
 
 func special(c byte) bool { return c == '"' || c == '\\' || c < 0x20 }
 
-// hasSpecialByte against the byte-at-a-time rule: every byte value at every
+// specialBytes against the byte-at-a-time rule: every byte value at every
 // position of a plain word, then random words (high bytes included, where
 // the bit tests could be fooled).
-func TestHasSpecialByte(t *testing.T) {
+func TestSpecialBytes(t *testing.T) {
 	for pos := range 8 {
 		for c := range 256 {
 			w := []byte("aaaaaaaa")
 			w[pos] = byte(c)
-			if got := hasSpecialByte(binary.LittleEndian.Uint64(w)); got != special(byte(c)) {
-				t.Errorf("byte %#x at %d: hasSpecialByte %v", c, pos, got)
+			if got := specialBytes(binary.LittleEndian.Uint64(w)) != 0; got != special(byte(c)) {
+				t.Errorf("byte %#x at %d: specialBytes says %v", c, pos, got)
 			}
 		}
 	}
@@ -34,8 +34,8 @@ func TestHasSpecialByte(t *testing.T) {
 			}
 			want = want || special(w[i])
 		}
-		if got := hasSpecialByte(binary.LittleEndian.Uint64(w[:])); got != want {
-			t.Fatalf("%q: hasSpecialByte %v, want %v", w, got, want)
+		if got := specialBytes(binary.LittleEndian.Uint64(w[:])) != 0; got != want {
+			t.Fatalf("%q: specialBytes says %v, want %v", w, got, want)
 		}
 	}
 }

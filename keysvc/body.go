@@ -93,14 +93,14 @@ func (s *Server) readBodySummed(r *http.Request, keep bool) ([]byte, eventkey.Su
 // it knows whether the body will be kept (an object) or only hashed.
 const firstBytes = 512
 
-// bodyBuffers recycles the buffers of bodies that are read only to derive a
-// key (requestKey gives them back): zeroing a fresh megabyte per request,
-// and collecting it, cost as much as scanning it for its id.
+// bodyBuffers recycles the buffers readBodySummed reads bodies into: zeroing
+// a fresh megabyte per request, and collecting it, cost as much as scanning
+// it for its id. Every handler that reads a body gives it back
+// (recycleBody) when it returns; none keeps it past its request (the inbox
+// stores a copy).
 var bodyBuffers sync.Pool // of *[]byte
 
-// bodyBuffer returns an empty buffer of at least capacity bytes. A caller
-// that keeps the body (the inbox) never gives it back: it is collected as
-// any other.
+// bodyBuffer returns an empty buffer of at least capacity bytes.
 func bodyBuffer(capacity int) []byte {
 	if b, ok := bodyBuffers.Get().(*[]byte); ok && cap(*b) >= capacity {
 		return (*b)[:0]

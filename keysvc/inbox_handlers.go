@@ -39,6 +39,7 @@ func (s *Server) inboxReceive(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	defer recycleBody(body) // Receive copies it into its statement
 	if len(body) == 0 {
 		return httpError(http.StatusBadRequest, "empty_body", "empty body: there is nothing to save")
 	}

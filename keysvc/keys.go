@@ -62,8 +62,7 @@ func (s *Server) requestKey(r *http.Request, allowExplicit bool) (key, source st
 	if err != nil {
 		return "", "", err
 	}
-	// What is returned (the key, a decoded copy) never refers to the body.
-	defer recycleBody(body)
+	defer recycleBody(body) // the key returned is a decoded copy
 	if provider != "" {
 		if err := s.verify(r, provider, body); err != nil {
 			return "", "", err

@@ -21,6 +21,7 @@ func (s *Server) verifyOnly(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	defer recycleBody(body) // the check only reads it
 	if err := s.verify(r, provider, body); err != nil {
 		return err
 	}
