@@ -40,10 +40,11 @@ func (in Inbox) Orders() Table {
 // Deliveries records keysvc's delivery attempts (keysvc's schema only).
 func (in Inbox) Deliveries() Table { return in.table("inbox_deliveries") }
 
-// ApplyEvent and OutboxResult are the pattern's two functions (see
+// ApplyEvent, OutboxResult and OutboxWait are the pattern's functions (see
 // inbox.sql for what they decide).
 func (in Inbox) ApplyEvent() Table   { return in.table("idemhook_apply_event") }
 func (in Inbox) OutboxResult() Table { return in.table("idemhook_outbox_result") }
+func (in Inbox) OutboxWait() Table   { return in.table("idemhook_outbox_wait") }
 
 //go:embed inbox.sql
 var inboxSQL string
@@ -63,7 +64,8 @@ func (in Inbox) render(name string) string {
 	var b bytes.Buffer
 	data := map[string]any{
 		"Schema": in.Schema, "Inbox": in.Inbox(), "Effects": in.Effects(), "Orders": in.Orders(),
-		"Outbox": in.Outbox(), "ApplyEvent": in.ApplyEvent(), "OutboxResult": in.OutboxResult(), "Deliveries": in.Deliveries(),
+		"Outbox": in.Outbox(), "ApplyEvent": in.ApplyEvent(), "OutboxResult": in.OutboxResult(), "OutboxWait": in.OutboxWait(),
+		"Deliveries": in.Deliveries(),
 	}
 	if err := inboxTemplate.ExecuteTemplate(&b, name, data); err != nil {
 		panic(err) // the template is fixed at compile time; a failure is a bug
@@ -131,67 +133,113 @@ RETURNING id, state, attempts`, in.Inbox(), int64(lease/time.Second), maxAttempt
 }
 
 // ApplyEventCall runs the decision for claimed row $1 at attempt $2 with the
-// allowlist $3 (comma-separated event types) and the defer limit.
-func (in Inbox) ApplyEventCall(deferLimit time.Duration) string {
-	return fmt.Sprintf(`SELECT * FROM %s($1::bigint, $2::integer, string_to_array($3, ','), interval '%d seconds')`,
-		in.ApplyEvent(), int64(deferLimit/time.Second))
+// allowlist $3 (comma-separated event types), the defer limit and the first
+// retry delay of a deferred or failed decision.
+func (in Inbox) ApplyEventCall(deferLimit, backoff time.Duration) string {
+	return fmt.Sprintf(`SELECT * FROM %s($1::bigint, $2::integer, string_to_array($3, ','), interval '%d seconds', interval '%d milliseconds')`,
+		in.ApplyEvent(), int64(deferLimit/time.Second), backoff.Milliseconds())
 }
 
-// RecordEventError keeps the error of a failed decision on row $1 (attempt
-// $2), message $3, and lets the claim expire within a minute, so the
-// recoverer retries it; only the attempt that holds the claim may write.
-func (in Inbox) RecordEventError() string {
-	return fmt.Sprintf(`UPDATE %s SET last_error = left($3, 2000),
-  claimed_until = least(claimed_until, now() + interval '1 minute'), updated_at = now()
+// RecordEventError keeps the error $3 of a decision that did not run to its
+// end on row $1 (attempt $2): ApplyEvent records its own errors, so this is
+// for the ones it cannot catch (the connection lost, the statement
+// cancelled). The row is retried after backoff doubled per attempt (at most
+// 15 minutes), as ApplyEvent retries it; only the attempt that holds the
+// claim may write.
+func (in Inbox) RecordEventError(backoff time.Duration) string {
+	return fmt.Sprintf(`UPDATE %s SET last_error = left($3, 2000), outcome = 'error',
+  claimed_until = now() + least(interval '%d milliseconds' * power(2, least(attempts - 1, 20)), interval '15 minutes'),
+  updated_at = now()
 WHERE id = $1::bigint AND attempts = $2::integer AND state = 'processing'
-RETURNING id, state, attempts`, in.Inbox())
+RETURNING id, state, attempts`, in.Inbox(), backoff.Milliseconds())
 }
 
 // DueEvents lists up to limit rows that need a worker: received longer ago
 // than grace (the hand-off was lost), processing past their claim (the worker
-// died) and deferred rows that are due. Offering a row twice is harmless:
-// ClaimEvent lets one worker in.
+// died, or its decision failed and its retry is due) and deferred rows that
+// are due. Offering a row twice is harmless: ClaimEvent lets one worker in.
+//
+// The batch is fair: accounts take turns (every account's oldest due row,
+// then every account's second, …), and within a turn the row due longest
+// goes first. So a flood of due rows in one account (a confirmation that
+// woke many, a backlog after an outage) fills at most its share of each
+// batch, and an older stuck row is never passed over by newer ones of its
+// account. The ranking reads every due row, which the unfinished index keeps
+// to the rows that are waiting.
 func (in Inbox) DueEvents(grace time.Duration, limit int) string {
-	return fmt.Sprintf(`SELECT id FROM %s
-WHERE (state = 'received' AND received_at < now() - interval '%d seconds')
-   OR (state = 'processing' AND claimed_until < now())
-   OR (state = 'deferred' AND next_attempt_at <= now())
-ORDER BY id
+	return fmt.Sprintf(`SELECT id FROM (
+  SELECT id, due, row_number() OVER (PARTITION BY account ORDER BY due, id) AS turn
+  FROM (
+    SELECT id, account, CASE state WHEN 'received' THEN received_at WHEN 'processing' THEN claimed_until ELSE next_attempt_at END AS due
+    FROM %s
+    WHERE (state = 'received' AND received_at < now() - interval '%d seconds')
+       OR (state = 'processing' AND claimed_until < now())
+       OR (state = 'deferred' AND next_attempt_at <= now())
+  ) waiting
+) ranked
+ORDER BY turn, due, id
 LIMIT %d`, in.Inbox(), int64(grace/time.Second), limit)
 }
 
 // StuckWork counts what needs a human or is still in flight: inbox rows by
-// state, and outbox tasks failed or ambiguous for longer than an hour.
+// state (retrying: processing rows whose last decision failed), outbox tasks
+// failed or ambiguous for longer than an hour, and the last errors of the
+// rows that are retrying or failed, newest first, each with its event.
 func (in Inbox) StuckWork() string {
 	return fmt.Sprintf(`SELECT
   (SELECT count(*) FROM %[1]s WHERE state IN ('received', 'processing', 'deferred')) AS inbox_unfinished,
+  (SELECT count(*) FROM %[1]s WHERE state = 'processing' AND last_error IS NOT NULL) AS inbox_retrying,
   (SELECT count(*) FROM %[1]s WHERE state = 'failed') AS inbox_failed,
   (SELECT count(*) FROM %[1]s WHERE state = 'rejected') AS inbox_rejected,
   (SELECT count(*) FROM %[2]s WHERE state = 'failed') AS outbox_failed,
-  (SELECT count(*) FROM %[2]s WHERE state = 'ambiguous' AND updated_at < now() - interval '1 hour') AS outbox_long_ambiguous`,
+  (SELECT count(*) FROM %[2]s WHERE state = 'ambiguous' AND updated_at < now() - interval '1 hour') AS outbox_long_ambiguous,
+  (SELECT coalesce(jsonb_agg(e), '[]') FROM (
+     SELECT event_id, state, attempts, last_error FROM %[1]s
+     WHERE last_error IS NOT NULL AND (state = 'failed' OR (state = 'processing' AND outcome = 'error'))
+     ORDER BY updated_at DESC LIMIT 5) e) AS last_errors`,
 		in.Inbox(), in.Outbox())
 }
 
-// ClaimTasks claims up to limit due outbox tasks for one dispatcher run:
-// pending tasks to send, and ambiguous tasks or sending tasks whose claim
-// expired (their dispatcher died mid-call) to reconcile first (mode
-// 'lookup'). FOR UPDATE SKIP LOCKED gives concurrent dispatchers disjoint
-// sets; the claim (sending, attempts + 1, claimed_until) keeps the rows from
-// the next run until it expires.
-func (in Inbox) ClaimTasks(lease time.Duration, limit int) string {
+// Phases of an outbox dispatcher run: the tasks whose last call may have
+// been performed are looked up first, then the pending ones are sent.
+const (
+	PhaseLookup = "lookup"
+	PhaseSend   = "send"
+)
+
+// ClaimTasks claims up to limit due outbox tasks of one phase for one
+// dispatcher run: PhaseLookup takes ambiguous tasks and sending tasks whose
+// claim expired (their dispatcher died mid-call), PhaseSend pending ones.
+// FOR UPDATE SKIP LOCKED gives concurrent dispatchers disjoint sets; the
+// claim (sending, attempts + 1, claimed_until) keeps the rows from the next
+// run until it expires.
+//
+// lease bounds one call, not the batch: n8n's HTTP Request node makes the
+// calls of all its items at once, so a run's calls end within one timeout
+// of each other. It must outlast the call and its recording, or a second
+// dispatcher would look a task up while its first call can still land.
+func (in Inbox) ClaimTasks(lease time.Duration, limit int, phase string) string {
+	due := `state = 'pending' AND next_attempt_at <= now()`
+	if phase == PhaseLookup {
+		due = `(state = 'ambiguous' AND next_attempt_at <= now()) OR (state = 'sending' AND claimed_until < now())`
+	}
 	return fmt.Sprintf(`UPDATE %[1]s t SET state = 'sending', attempts = t.attempts + 1,
   claimed_until = now() + interval '%[2]d seconds', updated_at = now()
 FROM (
-  SELECT id, state AS was FROM %[1]s
-  WHERE (state IN ('pending', 'ambiguous') AND next_attempt_at <= now())
-     OR (state = 'sending' AND claimed_until < now())
+  SELECT id FROM %[1]s
+  WHERE %[4]s
   ORDER BY next_attempt_at, id
   LIMIT %[3]d
   FOR UPDATE SKIP LOCKED
 ) due
 WHERE t.id = due.id
-RETURNING t.id, t.operation_key, t.kind, t.payload, t.attempts,
-  CASE WHEN due.was = 'pending' THEN 'send' ELSE 'lookup' END AS mode`, in.Outbox(), int64(lease/time.Second), limit)
+RETURNING t.id, t.operation_key, t.kind, t.payload, t.attempts`, in.Outbox(), int64(lease/time.Second), limit, due)
+}
+
+// WaitForDueTask runs OutboxWait for window: one row, due, true when a task
+// fell due (run the dispatcher's phases again).
+func (in Inbox) WaitForDueTask(window time.Duration) string {
+	return fmt.Sprintf(`SELECT * FROM %s(interval '%d seconds')`, in.OutboxWait(), int64(window/time.Second))
 }
 
 // OutboxResultCall records an outbox answer: $1 task id, $2 attempt, $3 phase

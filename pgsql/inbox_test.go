@@ -169,7 +169,7 @@ func claimAndApply(t *testing.T, db *pgxpool.Pool, in pgsql.Inbox, id int64) str
 		t.Fatalf("claim %d: %v", id, err)
 	}
 	var outcome string
-	if err := db.QueryRow(ctx, in.ApplyEventCall(24*time.Hour), id, attempts, allowed).Scan(new(int64), new(string), &outcome, new(string), new(int)); err != nil {
+	if err := db.QueryRow(ctx, in.ApplyEventCall(24*time.Hour, 30*time.Second), id, attempts, allowed).Scan(new(int64), new(string), &outcome, new(string), new(int)); err != nil {
 		t.Fatalf("apply %d: %v", id, err)
 	}
 	return outcome
@@ -247,7 +247,7 @@ func TestClaimEvent(t *testing.T) {
 	}
 	// The worker of attempt 1 comes back late: fenced out.
 	var outcome string
-	db.QueryRow(ctx, in.ApplyEventCall(time.Hour), id, 1, allowed).Scan(new(int64), new(string), &outcome, new(string), new(int))
+	db.QueryRow(ctx, in.ApplyEventCall(time.Hour, 30*time.Second), id, 1, allowed).Scan(new(int64), new(string), &outcome, new(string), new(int))
 	if outcome != "not_claimed" {
 		t.Errorf("a late worker's apply: %s, want not_claimed", outcome)
 	}
@@ -292,7 +292,7 @@ func TestOutboxResult(t *testing.T) {
 		{"send", "", "ETIMEDOUT", 3, "ambiguous", false},
 		{"send", "", "socket hang up", 1, "ambiguous", false},
 		{"lookup", "200", "", 1, "sent", false},
-		{"lookup", "404", "", 1, "sending", true},
+		{"lookup", "404", "", 1, "pending", true},
 		{"lookup", "500", "", 1, "ambiguous", false},
 		{"lookup", "", "ECONNREFUSED", 1, "ambiguous", false},
 	}
@@ -314,7 +314,12 @@ func TestOutboxResult(t *testing.T) {
 			if state != c.state || stored != c.state || resend != c.resend {
 				t.Errorf("got %s (stored %s, resend %v), want %s (resend %v)", state, stored, resend, c.state, c.resend)
 			}
-			if stored == "pending" || stored == "ambiguous" {
+			if c.phase == pgsql.PhaseLookup && c.status == "404" {
+				// Not performed: due again at once, for the send phase.
+				if delay > time.Second {
+					t.Errorf("a task the API never performed is due in %s, want now", delay)
+				}
+			} else if stored == "pending" || stored == "ambiguous" {
 				// Exponential with jitter: base × 2^(attempts-1) × [0.5, 1].
 				full := backoff << (c.attempts - 1)
 				if delay < full/2-time.Second || delay > full {
@@ -335,7 +340,9 @@ func TestOutboxResult(t *testing.T) {
 }
 
 // Two dispatchers claiming at once get disjoint tasks (FOR UPDATE SKIP
-// LOCKED), and a claimed task is not due again until its claim expires.
+// LOCKED), a claimed task is not due again until its claim expires, and each
+// phase takes only its own tasks: pending ones are sent, uncertain ones (an
+// expired claim) looked up first.
 func TestClaimTasksDisjoint(t *testing.T) {
 	in, db := newInbox(t)
 	ctx := context.Background()
@@ -344,24 +351,24 @@ func TestClaimTasksDisjoint(t *testing.T) {
 	defer tx1.Rollback(ctx)
 	tx2, _ := db.Begin(ctx)
 	defer tx2.Rollback(ctx)
-	keys := func(tx pgx.Tx) []string {
-		rows, err := tx.Query(ctx, in.ClaimTasks(time.Minute, 6))
+	keys := func(tx pgx.Tx, phase string) []string {
+		rows, err := tx.Query(ctx, in.ClaimTasks(time.Minute, 6, phase))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer rows.Close()
 		var out []string
 		for rows.Next() {
-			var key, mode string
-			rows.Scan(new(int64), &key, new(string), new(map[string]any), new(int), &mode)
-			if mode != "send" {
-				t.Errorf("a pending task claimed in mode %s", mode)
-			}
+			var key string
+			rows.Scan(new(int64), &key, new(string), new(map[string]any), new(int))
 			out = append(out, key)
 		}
 		return out
 	}
-	a, b := keys(tx1), keys(tx2)
+	if l := keys(tx1, pgsql.PhaseLookup); len(l) != 0 {
+		t.Errorf("the lookup phase claimed pending tasks %v", l)
+	}
+	a, b := keys(tx1, pgsql.PhaseSend), keys(tx2, pgsql.PhaseSend)
 	if len(a) != 6 || len(b) != 4 {
 		t.Errorf("claimed %d and %d of 10 tasks, want 6 and 4", len(a), len(b))
 	}
@@ -374,16 +381,201 @@ func TestClaimTasksDisjoint(t *testing.T) {
 	}
 	tx1.Commit(ctx)
 	tx2.Commit(ctx)
-	var again int
-	db.QueryRow(ctx, "SELECT count(*) FROM ("+in.ClaimTasks(time.Minute, 100)+") c").Scan(&again)
-	if again != 0 {
-		t.Errorf("%d claimed tasks were claimed again before their claim expired", again)
+	claimed := func(phase string) int {
+		var n int
+		if err := db.QueryRow(ctx, "WITH c AS ("+in.ClaimTasks(time.Minute, 100, phase)+") SELECT count(*) FROM c").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, phase := range []string{pgsql.PhaseLookup, pgsql.PhaseSend} {
+		if n := claimed(phase); n != 0 {
+			t.Errorf("%d claimed tasks were claimed again (%s) before their claim expired", n, phase)
+		}
 	}
 	exec(t, db, "UPDATE "+in.Outbox().String()+" SET claimed_until = now() - interval '1 second' WHERE operation_key = 'op:1'")
-	var key, mode string
-	db.QueryRow(ctx, in.ClaimTasks(time.Minute, 100)).Scan(new(int64), &key, new(string), new(map[string]any), new(int), &mode)
-	if key != "op:1" || mode != "lookup" {
-		t.Errorf("an expired sending task was claimed as %q in mode %q, want op:1 in mode lookup (reconcile first)", key, mode)
+	if n := claimed(pgsql.PhaseSend); n != 0 {
+		t.Errorf("the send phase claimed %d tasks whose call may have been performed", n)
+	}
+	var key string
+	db.QueryRow(ctx, in.ClaimTasks(time.Minute, 100, pgsql.PhaseLookup)).Scan(new(int64), &key, new(string), new(map[string]any), new(int))
+	if key != "op:1" {
+		t.Errorf("the lookup phase claimed %q, want op:1, whose claim expired", key)
+	}
+}
+
+// OutboxWait lets one dispatcher wait for the next due task: it answers at
+// once when one is due, after the wait when one falls due within the window,
+// false when none will, and false at once to a second waiter.
+func TestOutboxWait(t *testing.T) {
+	in, db := newInbox(t)
+	ctx := context.Background()
+	wait := func(window time.Duration) (bool, time.Duration) {
+		start := time.Now()
+		var due bool
+		if err := db.QueryRow(ctx, in.WaitForDueTask(window)).Scan(&due); err != nil {
+			t.Fatal(err)
+		}
+		return due, time.Since(start)
+	}
+	if due, _ := wait(time.Second); due {
+		t.Error("no task at all, and the wait says one is due")
+	}
+	exec(t, db, "INSERT INTO "+in.Outbox().String()+" (operation_key, kind, payload, next_attempt_at) VALUES ('op:later', 'k', '{}', now() + interval '1 hour')")
+	if due, _ := wait(2 * time.Second); due {
+		t.Error("a task due in an hour is due within a 2 s window")
+	}
+	exec(t, db, "INSERT INTO "+in.Outbox().String()+" (operation_key, kind, payload, next_attempt_at) VALUES ('op:soon', 'k', '{}', clock_timestamp() + interval '1500 milliseconds')")
+	// A second dispatcher, while the first waits, does not wait too.
+	second := make(chan bool)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		var due bool
+		db.QueryRow(ctx, in.WaitForDueTask(time.Minute)).Scan(&due)
+		second <- due
+	}()
+	due, took := wait(time.Minute)
+	if !due || took < time.Second || took > 5*time.Second {
+		t.Errorf("a task due in 1.5 s: due %v after %s, want true after about 1.5 s", due, took)
+	}
+	if <-second {
+		t.Error("a second dispatcher waited beside the first")
+	}
+	if due, took := wait(time.Minute); !due || took > time.Second {
+		t.Errorf("a task already due: due %v after %s, want true at once", due, took)
+	}
+}
+
+// One row's failing decision, among rows decided in one transaction (n8n's
+// default batching), rolls back its own writes only: the others keep their
+// effects, and the failing row keeps the database's message, a backoff and
+// its claim.
+func TestApplyEventErrorStaysOnItsRow(t *testing.T) {
+	in, db := newInbox(t)
+	ctx := context.Background()
+	exec(t, db, "INSERT INTO "+in.Orders().String()+" (id, amount, currency) SELECT 'o' || i, 100, 'eur' FROM generate_series(1, 5) i")
+	exec(t, db, "CREATE FUNCTION "+in.Schema+`.fail_o3() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.id = 'o3' AND NEW.state = 'confirmed' THEN RAISE EXCEPTION 'order o3 is frozen'; END IF;
+  RETURN NEW;
+END $$`)
+	exec(t, db, "CREATE TRIGGER fail_o3 BEFORE UPDATE ON "+in.Orders().String()+" FOR EACH ROW EXECUTE FUNCTION "+in.Schema+".fail_o3()")
+	ids := make([]int64, 5)
+	for i := range ids {
+		body := event("payment_intent.succeeded", pi(fmt.Sprintf("pi_%d", i+1), fmt.Sprintf("o%d", i+1), 100))
+		db.QueryRow(ctx, "INSERT INTO "+in.Inbox().String()+" (account, event_id, event_type, body) VALUES ('default', $1, 'payment_intent.succeeded', convert_to($2, 'UTF8')) RETURNING id",
+			fmt.Sprintf("evt:%d", i+1), body).Scan(&ids[i])
+		db.QueryRow(ctx, in.ClaimEvent(time.Minute, 5), ids[i]).Scan(new(int64), new(string), new(int))
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		var outcome string
+		if err := tx.QueryRow(ctx, in.ApplyEventCall(time.Hour, 2*time.Second), id, 1, allowed).Scan(new(int64), new(string), &outcome, new(string), new(int)); err != nil {
+			t.Fatalf("row %d: the call itself failed, so the transaction is lost: %v", id, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ids {
+		var state, outcome, lastError string
+		var retryIn time.Duration
+		db.QueryRow(ctx, "SELECT state, coalesce(outcome, ''), coalesce(last_error, ''), coalesce(claimed_until - now(), '0') FROM "+in.Inbox().String()+" WHERE id = $1", id).
+			Scan(&state, &outcome, &lastError, &retryIn)
+		order := fmt.Sprintf("o%d", i+1)
+		var orderState string
+		db.QueryRow(ctx, "SELECT state FROM "+in.Orders().String()+" WHERE id = $1", order).Scan(&orderState)
+		if order == "o3" {
+			if state != "processing" || outcome != "error" || !strings.Contains(lastError, "order o3 is frozen") || orderState != "pending" {
+				t.Errorf("the failing row: %s/%s %q, order %s; want processing/error with the trigger's message, order pending", state, outcome, lastError, orderState)
+			}
+			if retryIn < time.Second || retryIn > 2*time.Second {
+				t.Errorf("the failing row is retried in %s, want the 2 s backoff", retryIn)
+			}
+			continue
+		}
+		if state != "processed" || outcome != "applied" || orderState != "confirmed" {
+			t.Errorf("%s beside the failing row: %s/%s, order %s; want processed/applied, confirmed", order, state, outcome, orderState)
+		}
+	}
+	var effects int
+	db.QueryRow(ctx, "SELECT count(*) FROM "+in.Effects().String()).Scan(&effects)
+	if effects != 4 {
+		t.Errorf("%d effects, want 4", effects)
+	}
+	var stuck map[string]any
+	rows, _ := db.Query(ctx, in.StuckWork())
+	if recs, err := pgx.CollectRows(rows, pgx.RowToMap); err == nil && len(recs) == 1 {
+		stuck = recs[0]
+	}
+	if fmt.Sprint(stuck["inbox_retrying"]) != "1" || !strings.Contains(fmt.Sprint(stuck["last_errors"]), "order o3 is frozen") {
+		t.Errorf("stuck work %v: want 1 retrying, with its message", stuck)
+	}
+}
+
+// The recoverer's batch is fair: accounts take turns, and within an account
+// the row due longest goes first, so a flood of due rows in one account
+// leaves room for the others.
+func TestDueEventsTakeTurns(t *testing.T) {
+	in, db := newInbox(t)
+	ctx := context.Background()
+	exec(t, db, "INSERT INTO "+in.Inbox().String()+` (account, event_id, body, state, next_attempt_at)
+		SELECT 'busy', 'evt:busy-' || i, '', 'deferred', now() - interval '1 hour' + i * interval '1 second' FROM generate_series(1, 300) i`)
+	exec(t, db, "INSERT INTO "+in.Inbox().String()+` (account, event_id, body, state, next_attempt_at)
+		SELECT 'quiet', 'evt:quiet-' || i, '', 'deferred', now() - interval '1 minute' + i * interval '1 second' FROM generate_series(1, 3) i`)
+	rows, err := db.Query(ctx, "SELECT i.event_id FROM ("+in.DueEvents(time.Minute, 100)+") d JOIN "+in.Inbox().String()+" i USING (id)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+	var quiet, busy []string
+	for _, e := range got {
+		if strings.HasPrefix(e, "evt:quiet") {
+			quiet = append(quiet, e)
+		} else {
+			busy = append(busy, e)
+		}
+	}
+	if len(got) != 100 || len(quiet) != 3 {
+		t.Fatalf("a batch of %d with %d of the quiet account's 3 due rows, want 100 with all 3", len(got), len(quiet))
+	}
+	for i, e := range busy {
+		if want := fmt.Sprintf("evt:busy-%d", i+1); e != want {
+			t.Fatalf("the busy account's rows out of turn: row %d is %s, want %s (oldest due first)", i, e, want)
+		}
+	}
+}
+
+// A confirmation makes due the rows that wait for its order, not every
+// deferred row of the account.
+func TestConfirmationWakesOnlyItsWaiters(t *testing.T) {
+	in, db := newInbox(t)
+	ctx := context.Background()
+	exec(t, db, "INSERT INTO "+in.Orders().String()+" (id, amount, currency) VALUES ('a', 100, 'eur'), ('b', 100, 'eur')")
+	insert := func(eventID, typ, body string) int64 {
+		var id int64
+		db.QueryRow(ctx, "INSERT INTO "+in.Inbox().String()+" (account, event_id, event_type, body) VALUES ('default', $1, $2, convert_to($3, 'UTF8')) RETURNING id",
+			eventID, typ, body).Scan(&id)
+		return id
+	}
+	refundA := insert("evt:ra", "charge.refunded", event("charge.refunded", refund("ch_a", "pi_a", "a", 100, true)))
+	refundB := insert("evt:rb", "charge.refunded", event("charge.refunded", refund("ch_b", "pi_b", "b", 100, true)))
+	for _, id := range []int64{refundA, refundB} {
+		if got := claimAndApply(t, db, in, id); got != "order_not_confirmed" {
+			t.Fatalf("refund first: %s", got)
+		}
+	}
+	claimAndApply(t, db, in, insert("evt:pa", "payment_intent.succeeded", event("payment_intent.succeeded", pi("pi_a", "a", 100))))
+	due := func(id int64) bool {
+		var d bool
+		db.QueryRow(ctx, "SELECT next_attempt_at <= now() FROM "+in.Inbox().String()+" WHERE id = $1", id).Scan(&d)
+		return d
+	}
+	if !due(refundA) || due(refundB) {
+		t.Errorf("after order a's confirmation: refund of a due %v, refund of b due %v; want true, false", due(refundA), due(refundB))
 	}
 }
 
