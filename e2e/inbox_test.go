@@ -43,6 +43,7 @@ func inboxOptions(prefix, outboxURL string) generator.Options {
 		// daily schedule never fires during a run).
 		SweepEvery:    24 * time.Hour,
 		ClaimLease:    5 * time.Second,
+		RetryBackoff:  time.Second,
 		OutboxBackoff: 200 * time.Millisecond,
 		OutboxTimeout: 2 * time.Second,
 		OutboxBatch:   2,

@@ -29,6 +29,7 @@ type opsAPI struct {
 type opsCall struct {
 	Method, Key string
 	Payload     string
+	At          time.Time
 }
 
 // opsStep is how the API answers one POST for a key.
@@ -107,7 +108,7 @@ func (a *opsAPI) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/operations/"):
 		key := strings.TrimPrefix(r.URL.Path, "/v1/operations/")
 		a.mu.Lock()
-		a.calls = append(a.calls, opsCall{Method: "GET", Key: key})
+		a.calls = append(a.calls, opsCall{Method: "GET", Key: key, At: time.Now()})
 		done := a.performed[key] > 0
 		a.mu.Unlock()
 		if done {
@@ -118,7 +119,7 @@ func (a *opsAPI) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/operations":
 		key := r.Header.Get("Idempotency-Key")
 		a.mu.Lock()
-		a.calls = append(a.calls, opsCall{Method: "POST", Key: key, Payload: string(payload)})
+		a.calls = append(a.calls, opsCall{Method: "POST", Key: key, Payload: string(payload), At: time.Now()})
 		step := opsStep{perform: true}
 		if steps := a.plans[key]; len(steps) > 0 {
 			step, a.plans[key] = steps[0], steps[1:]
@@ -169,6 +170,19 @@ func (a *opsAPI) count(method, key string) int {
 		}
 	}
 	return n
+}
+
+// times lists when the calls of method for key arrived, in order.
+func (a *opsAPI) times(method, key string) []time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []time.Time
+	for _, c := range a.calls {
+		if c.Method == method && c.Key == key {
+			out = append(out, c.At)
+		}
+	}
+	return out
 }
 
 // postsByKey counts the POSTs per Idempotency-Key.

@@ -64,15 +64,17 @@ func TestOutbox(t *testing.T) {
 	opts.OutboxMaxAttempts = 4
 	d := deployInbox(t, opts, api)
 
+	// One dispatcher run: the answerless call is ambiguous, and its retry
+	// falls due within the run's wait, so the same run looks it up (a
+	// lookup happens only for an ambiguous task) and does not call again.
 	t.Run("performed then timed out: ambiguous, looked up, sent", func(t *testing.T) {
 		const key = "ob:timeout"
 		api.plan(key, opsStep{perform: true, sleep: 4 * time.Second})
 		d.addTask(t, key)
 		d.dispatch(t)
-		if r := d.task(t, key); r.State != "ambiguous" {
-			t.Fatalf("after a timeout: %+v, want ambiguous", r)
+		if r := d.task(t, key); r.State != "sent" {
+			t.Fatalf("after one run: %+v, want sent", r)
 		}
-		d.dispatchUntil(t, key, "sent")
 		if p, g := api.count("POST", key), api.count("GET", key); p != 1 || g != 1 {
 			t.Errorf("%d POSTs and %d lookups, want 1 and 1: the call must not be repeated", p, g)
 		}
@@ -83,10 +85,9 @@ func TestOutbox(t *testing.T) {
 		api.plan(key, opsStep{perform: true, reset: true})
 		d.addTask(t, key)
 		d.dispatch(t)
-		if r := d.task(t, key); r.State != "ambiguous" || !strings.Contains(r.LastError, "ECONNRESET") {
-			t.Fatalf("after a reset: %+v, want ambiguous with ECONNRESET", r)
+		if r := d.task(t, key); r.State != "sent" {
+			t.Fatalf("after one run: %+v, want sent", r)
 		}
-		d.dispatchUntil(t, key, "sent")
 		if p, g := api.count("POST", key), api.count("GET", key); p != 1 || g != 1 {
 			t.Errorf("%d POSTs and %d lookups, want 1 and 1", p, g)
 		}

@@ -18,6 +18,16 @@ func TestTemplatesMatchGenerator(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		dir := filepath.Join("..", generator.TemplatesDir, tpl.Name)
+		committed, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatalf("%v (run `go generate ./generator`)", err)
+		}
+		for _, e := range committed {
+			if _, ok := files[e.Name()]; !ok {
+				t.Errorf("%s is committed but no longer generated; run `go generate ./generator`", filepath.Join(dir, e.Name()))
+			}
+		}
 		for name, want := range files {
 			path := filepath.Join("..", generator.TemplatesDir, tpl.Name, name)
 			got, err := os.ReadFile(path)

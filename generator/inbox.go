@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/eventkey"
+	"github.com/idemhook/idemhook/pgsql"
 	"github.com/idemhook/idemhook/signature"
 	"github.com/idemhook/idemhook/templates"
 )
@@ -33,14 +34,16 @@ const (
 	NodeAnyDue       = "Any Due?"
 	NodeReoffer      = "Re-offer to Worker"
 	NodeCountStuck   = "Count Stuck Work"
-	NodeClaimTasks   = "Claim Tasks"
-	NodeTaskClaimed  = "Task Claimed?"
-	NodeLookupFirst  = "Look Up First?"
+	NodeClaimLookups = "Claim Lookups"
+	NodeAnyLookups   = "Any Lookups?"
 	NodeLookup       = "Look Up Operation"
 	NodeRecordLookup = "Record Lookup"
-	NodeResend       = "Resend?"
+	NodeClaimSends   = "Claim Sends"
+	NodeAnySends     = "Any Sends?"
 	NodeCallAPI      = "Call API"
 	NodeRecordSend   = "Record Send"
+	NodeWaitDue      = "Wait for Due Task"
+	NodeTaskDue      = "Task Due?"
 	NodeDeleteDone   = "Delete Finished Work"
 )
 
@@ -80,13 +83,16 @@ func WorkflowFiles(o Options) ([]WorkflowFile, error) {
 		if r.Receiver == ReceiverKeysvc {
 			entry = WorkflowFile{File: FileTarget, ID: id("target"), WebhookPath: r.WebhookPath}
 		}
-		return []WorkflowFile{
-			{File: FileOutbox, ID: id("outbox")},
-			{File: FileWorker, ID: id("worker")},
-			{File: FileRecoverer, ID: id("recoverer")},
+		var files []WorkflowFile
+		if r.OutboxURL != "" {
+			files = append(files, WorkflowFile{File: FileOutbox, ID: id("outbox")})
+		}
+		return append(files,
+			WorkflowFile{File: FileWorker, ID: id("worker")},
+			WorkflowFile{File: FileRecoverer, ID: id("recoverer")},
 			entry,
-			{File: FileCleanup, ID: id("cleanup")},
-		}, nil
+			WorkflowFile{File: FileCleanup, ID: id("cleanup")},
+		), nil
 	}
 	return []WorkflowFile{
 		{File: FileWorkflow, ID: id("main"), WebhookPath: r.WebhookPath},
@@ -115,7 +121,7 @@ func inboxWorkflows(r resolved) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	for _, b := range builders {
 		if ids[b.file] == "" {
-			continue // the receiver or the target, whichever this receiver does not use
+			continue // the receiver or the target, whichever this receiver does not use; the outbox without a URL
 		}
 		g := newGraph(ids[b.file])
 		if err := b.build(g, r, ids); err != nil {
@@ -264,29 +270,46 @@ func receiptHeaders(r resolved) []string {
 	return headers
 }
 
-// workerGraph: claim one offered row, decide its effect in one statement,
-// record an error for a retry, and wake the outbox when tasks were queued.
+// workerGraph: claim the offered rows, decide each one's effect in a
+// statement of its own, record an error the decision could not, and wake
+// the outbox when tasks were queued. Every Postgres node runs its items
+// independently: n8n's default batching sends all items as one
+// multi-statement query, one transaction, in which one row's error would
+// roll back the others' effects (the recoverer offers many rows at once).
 func workerGraph(g *graph, r resolved, ids map[string]string) error {
 	g.add(node{Name: NodeWorkerStart, Type: typeExecTrig, Position: g.at(0, 0), Parameters: map[string]any{"inputSource": "passthrough"}})
-	g.add(postgresNode(NodeClaimEvent, g.at(1, 0), r.inbox.ClaimEvent(r.ClaimLease, r.MaxAttempts), "={{ [ $json.id ] }}", r.CredentialName))
+	g.add(independently(postgresNode(NodeClaimEvent, g.at(1, 0), r.inbox.ClaimEvent(r.ClaimLease, r.MaxAttempts), "={{ [ $json.id ] }}", r.CredentialName)))
 	g.connect(NodeWorkerStart, 0, NodeClaimEvent)
 	// Another worker holds the row, or it is finished: nothing to do.
 	g.add(ifNode(g, NodeClaimed, g.at(2, 0), "={{ $json.state }}", opStringEq, "processing"))
 	g.connect(NodeClaimEvent, 0, NodeClaimed)
-	apply := postgresNode(NodeApplyEvent, g.at(3, 0), r.inbox.ApplyEventCall(r.DeferLimit),
-		"={{ [ $json.id, $json.attempts, "+jsString(strings.Join(r.Events, ","))+" ] }}", r.CredentialName)
+	apply := independently(postgresNode(NodeApplyEvent, g.at(3, 0), r.inbox.ApplyEventCall(r.DeferLimit, r.RetryBackoff),
+		"={{ [ $json.id, $json.attempts, "+jsString(strings.Join(r.Events, ","))+" ] }}", r.CredentialName))
 	apply.OnError = "continueErrorOutput"
 	g.add(apply)
 	g.connect(NodeClaimed, 0, NodeApplyEvent)
-	claim := "$('" + NodeClaimEvent + "').item.json"
-	g.add(postgresNode(NodeRecordError, g.at(4, 1), r.inbox.RecordEventError(),
-		"={{ [ "+claim+".id, "+claim+".attempts, String($json.message || ($json.error && $json.error.message) || 'the decision failed') ] }}", r.CredentialName))
+	// The function records its own errors; what reaches the error output is
+	// what it could not catch. n8n merges the failed item's input (the
+	// claimed row) into it, so the item names its own row.
+	g.add(independently(postgresNode(NodeRecordError, g.at(4, 1), r.inbox.RecordEventError(r.RetryBackoff),
+		"={{ [ $json.id, $json.attempts, String(($json.error && ($json.error.message || $json.error.description)) || $json.message || "+
+			"JSON.stringify($json.error ?? 'the decision failed')) ] }}", r.CredentialName)))
 	g.connect(NodeApplyEvent, 1, NodeRecordError)
+	if ids[FileOutbox] == "" {
+		return nil // no outbox: the tasks wait in outbox_tasks
+	}
 	g.add(ifNode(g, NodeTasksQueued, g.at(4, 0), "={{ $json.tasks }}", opNumberGt, 0))
 	g.connect(NodeApplyEvent, 0, NodeTasksQueued)
 	g.add(executeWorkflowNode(NodeWakeOutbox, g.at(5, 0), ids[FileOutbox], "once", false))
 	g.connect(NodeTasksQueued, 0, NodeWakeOutbox)
 	return nil
+}
+
+// independently makes a Postgres node run one query per item, each in its
+// own transaction ("Query Batching: Independent").
+func independently(n node) node {
+	n.Parameters["options"].(map[string]any)["queryBatching"] = "independently"
+	return n
 }
 
 // recovererGraph re-offers unfinished rows to the worker on a schedule (or
@@ -311,44 +334,60 @@ func recovererGraph(g *graph, r resolved, ids map[string]string) error {
 	return nil
 }
 
-// outboxGraph claims due tasks and calls the API with each task's stable
-// operation key. An uncertain task (ambiguous, or sending when its
-// dispatcher died) is looked up first and resent, with the same key, only
-// when the API says it never happened.
+// outboxGraph delivers due tasks in two phases, each claimed on its own: the
+// tasks whose last call may have been performed (ambiguous, or sending when
+// their dispatcher died) are looked up first, and those the API never
+// performed go back to pending; then every pending task is sent with its
+// stable operation key. Each phase runs once per pass, whatever its
+// branches, so that the loop after it stays one loop: the last node waits,
+// as the only waiter of the table, for the next task to fall due within the
+// sweep interval (at most a minute), and runs the phases again when one
+// does, so that a task is retried at its backoff and not at the next sweep.
 func outboxGraph(g *graph, r resolved, _ map[string]string) error {
 	addSweepTriggers(g, r)
-	// Size the claim for the worst run: every task of the batch timing out
-	// on a lookup and on a resend, and a margin of two calls.
-	lease := time.Duration(2*r.OutboxBatch+2) * r.OutboxTimeout
-	claim := postgresNode(NodeClaimTasks, g.at(1, 0), r.inbox.ClaimTasks(lease, r.OutboxBatch), "", r.CredentialName)
-	claim.ExecuteOnce = true
-	g.add(claim)
-	g.connect(NodeSweepTimer, 0, NodeClaimTasks)
-	g.connect(NodeSweepOnCall, 0, NodeClaimTasks)
-	g.add(ifNode(g, NodeTaskClaimed, g.at(2, 0), "={{ $json.id }}", opStringExist, ""))
-	g.connect(NodeClaimTasks, 0, NodeTaskClaimed)
-	g.add(ifNode(g, NodeLookupFirst, g.at(3, 0), "={{ $json.mode }}", opStringEq, "lookup"))
-	g.connect(NodeTaskClaimed, 0, NodeLookupFirst)
-
-	task := "$('" + NodeClaimTasks + "').item.json"
-	g.add(outboxCall(r, httpCall{Method: "GET", URL: "={{ " + jsString(r.OutboxURL+"/") + " + encodeURIComponent(" + task + ".operation_key) }}"}).node(NodeLookup, g.at(4, -1)))
-	g.connect(NodeLookupFirst, 0, NodeLookup)
-	g.add(postgresNode(NodeRecordLookup, g.at(5, -1), r.inbox.OutboxResultCall(r.OutboxMaxAttempts, r.OutboxBackoff), outboxAnswer(task, "lookup"), r.CredentialName))
+	// One call and its recording; the HTTP node makes a batch's calls at once.
+	lease := r.OutboxTimeout + 20*time.Second
+	claim := func(name string, pos [2]int, phase string) node {
+		n := postgresNode(name, pos, r.inbox.ClaimTasks(lease, r.OutboxBatch, phase), "", r.CredentialName)
+		n.ExecuteOnce, n.AlwaysOutputData = true, true
+		return n
+	}
+	g.add(claim(NodeClaimLookups, g.at(1, 0), pgsql.PhaseLookup))
+	g.connect(NodeSweepTimer, 0, NodeClaimLookups)
+	g.connect(NodeSweepOnCall, 0, NodeClaimLookups)
+	g.add(ifNode(g, NodeAnyLookups, g.at(2, 0), "={{ $json.id }}", opStringExist, ""))
+	g.connect(NodeClaimLookups, 0, NodeAnyLookups)
+	lookups := "$('" + NodeClaimLookups + "').item.json"
+	g.add(outboxCall(r, httpCall{Method: "GET", URL: "={{ " + jsString(r.OutboxURL+"/") + " + encodeURIComponent(" + lookups + ".operation_key) }}"}).node(NodeLookup, g.at(3, -1)))
+	g.connect(NodeAnyLookups, 0, NodeLookup)
+	g.add(independently(postgresNode(NodeRecordLookup, g.at(4, -1), r.inbox.OutboxResultCall(r.OutboxMaxAttempts, r.OutboxBackoff),
+		outboxAnswer(lookups, pgsql.PhaseLookup), r.CredentialName)))
 	g.connect(NodeLookup, 0, NodeRecordLookup)
-	g.connect(NodeLookup, 1, NodeRecordLookup)
-	g.add(ifNode(g, NodeResend, g.at(6, -1), "={{ $json.resend }}", opBooleanTrue, ""))
-	g.connect(NodeRecordLookup, 0, NodeResend)
 
+	g.add(claim(NodeClaimSends, g.at(5, 0), pgsql.PhaseSend))
+	g.connect(NodeRecordLookup, 0, NodeClaimSends)
+	g.connect(NodeAnyLookups, 1, NodeClaimSends)
+	g.add(ifNode(g, NodeAnySends, g.at(6, 0), "={{ $json.id }}", opStringExist, ""))
+	g.connect(NodeClaimSends, 0, NodeAnySends)
+	sends := "$('" + NodeClaimSends + "').item.json"
 	g.add(outboxCall(r, httpCall{
 		Method: "POST", URL: "=" + r.OutboxURL,
-		Headers:  [][2]string{{"Idempotency-Key", "={{ " + task + ".operation_key }}"}},
-		JSONBody: "={{ JSON.stringify(" + task + ".payload) }}",
-	}).node(NodeCallAPI, g.at(7, 0)))
-	g.connect(NodeLookupFirst, 1, NodeCallAPI)
-	g.connect(NodeResend, 0, NodeCallAPI)
-	g.add(postgresNode(NodeRecordSend, g.at(8, 0), r.inbox.OutboxResultCall(r.OutboxMaxAttempts, r.OutboxBackoff), outboxAnswer(task, "send"), r.CredentialName))
+		Headers:  [][2]string{{"Idempotency-Key", "={{ " + sends + ".operation_key }}"}},
+		JSONBody: "={{ JSON.stringify(" + sends + ".payload) }}",
+	}).node(NodeCallAPI, g.at(7, -1)))
+	g.connect(NodeAnySends, 0, NodeCallAPI)
+	g.add(independently(postgresNode(NodeRecordSend, g.at(8, -1), r.inbox.OutboxResultCall(r.OutboxMaxAttempts, r.OutboxBackoff),
+		outboxAnswer(sends, pgsql.PhaseSend), r.CredentialName)))
 	g.connect(NodeCallAPI, 0, NodeRecordSend)
-	g.connect(NodeCallAPI, 1, NodeRecordSend)
+
+	wait := postgresNode(NodeWaitDue, g.at(9, 0), r.inbox.WaitForDueTask(min(r.SweepEvery, time.Minute)), "", r.CredentialName)
+	wait.ExecuteOnce = true
+	g.add(wait)
+	g.connect(NodeRecordSend, 0, NodeWaitDue)
+	g.connect(NodeAnySends, 1, NodeWaitDue)
+	g.add(ifNode(g, NodeTaskDue, g.at(10, 0), "={{ $json.due }}", opBooleanTrue, ""))
+	g.connect(NodeWaitDue, 0, NodeTaskDue)
+	g.connect(NodeTaskDue, 0, NodeClaimLookups)
 	return nil
 }
 
@@ -363,9 +402,10 @@ func outboxAnswer(task, phase string) string {
 
 // outboxCall completes a call to the outbox API: its credential and timeout,
 // the answer's body as text (so that no answer fails to parse), and a call
-// that got no answer leaving by the error output.
+// that got no answer passed on as an item with its error, on the one output
+// (so that the record node after it runs once).
 func outboxCall(r resolved, c httpCall) httpCall {
-	c.Bearer, c.Timeout, c.TextResponse, c.ErrorOutput = r.OutboxCredential, r.OutboxTimeout, true, true
+	c.Bearer, c.Timeout, c.TextResponse, c.ErrorsInline = r.OutboxCredential, r.OutboxTimeout, true, true
 	return c
 }
 
@@ -414,4 +454,19 @@ func executeWorkflowNode(name string, pos [2]int, id, mode string, wait bool) no
 // inboxSchema is the schema.sql of the inbox pattern.
 func inboxSchema(r resolved) string {
 	return fmt.Sprintf("-- idemhook schema (pattern: inbox). Safe to run more than once.\n%s", r.inbox.DDL())
+}
+
+// Notes returns what a user of o should know about the files that an error
+// would be too strong for: today, that the inbox pattern without an outbox
+// URL writes no outbox workflow.
+func Notes(o Options) ([]string, error) {
+	r, err := o.resolve()
+	if err != nil {
+		return nil, err
+	}
+	if r.Pattern == PatternInbox && r.OutboxURL == "" {
+		return []string{"no --outbox-url: the outbox workflow is not written, and the worker's outbox tasks wait in " +
+			r.inbox.Outbox().String() + " (pending) until you generate with --outbox-url URL and deploy again"}, nil
+	}
+	return nil, nil
 }

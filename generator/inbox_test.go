@@ -30,7 +30,7 @@ func inboxFiles(t *testing.T, o generator.Options) (map[string][]byte, []generat
 // The inbox pattern writes its workflows, schema and credentials; each
 // workflow is well formed, and the ones it calls are deployed before it.
 func TestInboxFiles(t *testing.T) {
-	files, wfs := inboxFiles(t, generator.Options{})
+	files, wfs := inboxFiles(t, generator.Options{OutboxURL: "https://fulfil.example/v1/operations"})
 	var names []string
 	for name := range files {
 		names = append(names, name)
@@ -99,10 +99,45 @@ func TestInboxReceiverOrder(t *testing.T) {
 	}
 }
 
-// The worker claims before it applies, records a failed decision, and wakes
-// the outbox only when tasks were queued; the allowlist is a bound parameter.
+// Without --outbox-url no outbox workflow is written: none calls a default
+// address nobody chose, the worker wakes nothing, and Notes says so.
+func TestInboxWithoutOutboxURL(t *testing.T) {
+	o := generator.Options{DBSchema: "pay"}
+	files, wfs := inboxFiles(t, o)
+	if _, ok := files[generator.FileOutbox]; ok {
+		t.Errorf("an outbox workflow was written without --outbox-url")
+	}
+	for _, f := range wfs {
+		if f.File == generator.FileOutbox {
+			t.Errorf("WorkflowFiles lists the outbox without --outbox-url")
+		}
+	}
+	w := parse(t, files[generator.FileWorker])
+	if w.doc.Get(`nodes.#(name=="` + generator.NodeWakeOutbox + `")`).Exists() {
+		t.Error("the worker wakes an outbox that is not there")
+	}
+	for name, b := range files {
+		if strings.Contains(string(b), "127.0.0.1:8088") {
+			t.Errorf("%s still names the old default outbox address", name)
+		}
+	}
+	o.Pattern = generator.PatternInbox
+	notes, err := generator.Notes(o)
+	if err != nil || len(notes) != 1 || !strings.Contains(notes[0], "pay.outbox_tasks") || !strings.Contains(notes[0], "--outbox-url") {
+		t.Errorf("notes %q (%v): want one that names the tasks' table and --outbox-url", notes, err)
+	}
+	o.OutboxCredential = "Fulfil API"
+	if err := o.Validate(); err == nil {
+		t.Error("--outbox-credential without --outbox-url was accepted")
+	}
+}
+
+// The worker claims before it applies, runs each row in its own
+// transaction, records a failed decision on its own row, and wakes the
+// outbox only when tasks were queued; the allowlist is a bound parameter.
 func TestInboxWorkerAndOutbox(t *testing.T) {
-	files, _ := inboxFiles(t, generator.Options{Events: []string{"payment_intent.succeeded", "invoice.paid"}, DBSchema: "pay"})
+	files, _ := inboxFiles(t, generator.Options{Events: []string{"payment_intent.succeeded", "invoice.paid"}, DBSchema: "pay",
+		OutboxURL: "https://fulfil.example/v1/operations"})
 	w := parse(t, files[generator.FileWorker])
 	w.wantEdge(generator.NodeWorkerStart, 0, generator.NodeClaimEvent)
 	w.wantEdge(generator.NodeClaimEvent, 0, generator.NodeClaimed)
@@ -117,24 +152,64 @@ func TestInboxWorkerAndOutbox(t *testing.T) {
 		t.Errorf("Apply Event does not call the function in --db-schema: %s", apply.Get("parameters.query").String())
 	}
 
+	for _, n := range []string{generator.NodeClaimEvent, generator.NodeApplyEvent, generator.NodeRecordError} {
+		if got := w.node(n).Get("parameters.options.queryBatching").String(); got != "independently" {
+			t.Errorf("%s batches its items as %q: one row's error would roll back the others", n, got)
+		}
+	}
+	// The error is recorded on the failed item's own row, not read through
+	// a paired item that n8n cannot resolve after a failure.
+	record := w.node(generator.NodeRecordError).Get("parameters.options.queryReplacement").String()
+	if strings.Contains(record, "$('") || !strings.Contains(record, "$json.id") || !strings.Contains(record, "$json.error") {
+		t.Errorf("Record Error's parameters %s: want the failed item's own id, attempts and error", record)
+	}
+
 	o := parse(t, files[generator.FileOutbox])
-	o.wantEdge(generator.NodeLookupFirst, 0, generator.NodeLookup)
-	o.wantEdge(generator.NodeLookupFirst, 1, generator.NodeCallAPI)
-	o.wantEdge(generator.NodeResend, 0, generator.NodeCallAPI)
+	o.wantEdge(generator.NodeClaimLookups, 0, generator.NodeAnyLookups)
+	o.wantEdge(generator.NodeAnyLookups, 0, generator.NodeLookup)
+	o.wantEdge(generator.NodeLookup, 0, generator.NodeRecordLookup)
+	o.wantEdge(generator.NodeRecordLookup, 0, generator.NodeClaimSends)
+	o.wantEdge(generator.NodeAnyLookups, 1, generator.NodeClaimSends)
+	o.wantEdge(generator.NodeAnySends, 0, generator.NodeCallAPI)
+	o.wantEdge(generator.NodeCallAPI, 0, generator.NodeRecordSend)
+	o.wantEdge(generator.NodeRecordSend, 0, generator.NodeWaitDue)
+	o.wantEdge(generator.NodeAnySends, 1, generator.NodeWaitDue)
+	o.wantEdge(generator.NodeTaskDue, 0, generator.NodeClaimLookups)
 	for _, n := range []string{generator.NodeLookup, generator.NodeCallAPI} {
-		// No answer at all (timeout, reset) must reach the record node too.
-		o.wantEdge(n, 1, o.targets(n, 0)[0])
+		// No answer at all (timeout, reset) reaches the record node on the
+		// one output, so that the phase after it runs once.
+		if got := o.node(n).Get("onError").String(); got != "continueRegularOutput" {
+			t.Errorf("%s: onError %q, want continueRegularOutput", n, got)
+		}
+		if len(o.doc.Get("connections").Get(gjson.Escape(n)).Get("main").Array()) != 1 {
+			t.Errorf("%s has more than one output wired", n)
+		}
 		if o.node(n).Get("parameters.options.response.response.responseFormat").String() != "text" {
 			t.Errorf("%s parses the answer: a non-JSON 2xx would look like a failed call", n)
 		}
+	}
+	// Each node that more than one branch leads to runs once per pass: its
+	// inputs come from branches that exclude each other.
+	for _, n := range []string{generator.NodeClaimLookups, generator.NodeClaimSends, generator.NodeWaitDue} {
+		if !o.node(n).Get("executeOnce").Bool() {
+			t.Errorf("%s runs once per item: the loop would multiply", n)
+		}
+	}
+	// The claim is sized for one call, not for the batch: a dead
+	// dispatcher's tasks are reconciled within a minute of its claim.
+	claim := o.node(generator.NodeClaimSends).Get("parameters.query").String()
+	if !strings.Contains(claim, "interval '30 seconds'") {
+		t.Errorf("the default claim is not the 10 s call plus 20 s: %s", claim)
 	}
 	call := o.node(generator.NodeCallAPI).Get("parameters")
 	if call.Get("headerParameters.parameters.0.name").String() != "Idempotency-Key" ||
 		!strings.Contains(call.Get("headerParameters.parameters.0.value").String(), "operation_key") {
 		t.Errorf("Call API does not send the operation key as Idempotency-Key: %s", call.Get("headerParameters").Raw)
 	}
-	if !strings.Contains(o.node(generator.NodeClaimTasks).Get("parameters.query").String(), "FOR UPDATE SKIP LOCKED") {
-		t.Error("the dispatcher's claim does not skip locked tasks")
+	for _, n := range []string{generator.NodeClaimLookups, generator.NodeClaimSends} {
+		if !strings.Contains(o.node(n).Get("parameters.query").String(), "FOR UPDATE SKIP LOCKED") {
+			t.Errorf("%s does not skip locked tasks", n)
+		}
 	}
 }
 
@@ -148,8 +223,14 @@ func TestInboxSchema(t *testing.T) {
 			t.Errorf("schema.sql lacks %q", want)
 		}
 	}
-	if strings.Contains(sql, "DROP ") || strings.Contains(sql, "ALTER TABLE") {
-		t.Error("schema.sql drops or alters: it must only create what is missing")
+	// It only creates what is missing: a column added since the first
+	// release, and an idemhook function whose signature changed, replaced.
+	for _, line := range strings.Split(sql, "\n") {
+		switch {
+		case strings.HasPrefix(line, "ALTER TABLE") && !strings.Contains(line, " ADD COLUMN IF NOT EXISTS "),
+			strings.HasPrefix(line, "DROP ") && !strings.HasPrefix(line, "DROP FUNCTION IF EXISTS pay.idemhook_"):
+			t.Errorf("schema.sql changes what it does not own: %s", line)
+		}
 	}
 }
 

@@ -131,8 +131,10 @@ type httpCall struct {
 	// to parse as, instead of parsing it as JSON.
 	TextResponse bool
 	// ErrorOutput sends a call that got no answer (a network failure, a
-	// timeout) to the node's error output instead of failing the execution.
-	ErrorOutput bool
+	// timeout) to the node's error output instead of failing the execution;
+	// ErrorsInline passes it on the node's one output as an item with an
+	// error field.
+	ErrorOutput, ErrorsInline bool
 }
 
 // node is the HTTP Request node making c.
@@ -155,8 +157,11 @@ func (c httpCall) node(name string, pos [2]int) node {
 		},
 	}
 	n := node{Name: name, Type: typeHTTP, Position: pos, Parameters: params}
-	if c.ErrorOutput {
+	switch {
+	case c.ErrorOutput:
 		n.OnError = "continueErrorOutput"
+	case c.ErrorsInline:
+		n.OnError = "continueRegularOutput"
 	}
 	if c.Bearer != "" {
 		params["authentication"] = "genericCredentialType"

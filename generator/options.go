@@ -94,7 +94,7 @@ const (
 	DefaultClaimLease        = 2 * time.Minute
 	DefaultMaxAttempts       = 5
 	DefaultSweepEvery        = time.Minute
-	DefaultOutboxURL         = "http://127.0.0.1:8088/v1/operations"
+	DefaultRetryBackoff      = 30 * time.Second
 	DefaultOutboxMaxAttempts = 10
 	DefaultOutboxBackoff     = 10 * time.Second
 	DefaultOutboxTimeout     = 10 * time.Second
@@ -166,9 +166,13 @@ type Options struct {
 	// ClaimLease is how long a worker holds an inbox row; the recoverer
 	// re-offers rows left unfinished for longer.
 	ClaimLease time.Duration
-	// MaxAttempts bounds the claims of an event whose worker never
-	// finishes (it is then failed).
+	// MaxAttempts bounds the claims of an event whose decision never
+	// finishes or keeps failing (it is then failed).
 	MaxAttempts int
+	// RetryBackoff is the first delay before a deferred event, or one whose
+	// decision failed, is offered again; doubled per attempt, at most 15
+	// minutes.
+	RetryBackoff time.Duration
 	// DBSchema is the PostgreSQL schema of the pattern's tables and
 	// functions; empty: the search_path default (public).
 	DBSchema string
@@ -177,6 +181,8 @@ type Options struct {
 	SweepEvery time.Duration
 	// OutboxURL receives the outbox's calls: POST {url} with the task's
 	// payload and Idempotency-Key, GET {url}/{operation_key} to reconcile.
+	// Empty: no outbox workflow is written, and the tasks wait in
+	// outbox_tasks (see Notes).
 	OutboxURL string
 	// OutboxCredential, when set, names an n8n "Bearer Auth" credential
 	// for the outbox API.
@@ -252,6 +258,7 @@ func (o Options) withDefaults() Options {
 	setDuration(&o.DeferLimit, DefaultDeferLimit)
 	setDuration(&o.ClaimLease, DefaultClaimLease)
 	setDuration(&o.SweepEvery, DefaultSweepEvery)
+	setDuration(&o.RetryBackoff, DefaultRetryBackoff)
 	setDuration(&o.OutboxBackoff, DefaultOutboxBackoff)
 	setDuration(&o.OutboxTimeout, DefaultOutboxTimeout)
 	setInt := func(n *int, v int) {
@@ -262,7 +269,6 @@ func (o Options) withDefaults() Options {
 	setInt(&o.MaxAttempts, DefaultMaxAttempts)
 	setInt(&o.OutboxMaxAttempts, DefaultOutboxMaxAttempts)
 	setInt(&o.OutboxBatch, DefaultOutboxBatch)
-	def(&o.OutboxURL, DefaultOutboxURL)
 	def(&o.EventsTable, DefaultEventsTable)
 	def(&o.BusinessTable, DefaultBusinessTable)
 	def(&o.CredentialName, DefaultCredentialName)
@@ -436,6 +442,7 @@ func resolveInbox(r resolved) (resolved, error) {
 		{"defer limit", &r.DeferLimit, time.Minute, 30 * 24 * time.Hour, time.Second},
 		{"claim lease", &r.ClaimLease, 5 * time.Second, time.Hour, time.Second},
 		{"sweep interval", &r.SweepEvery, time.Minute, 24 * time.Hour, time.Minute},
+		{"retry backoff", &r.RetryBackoff, 100 * time.Millisecond, 15 * time.Minute, time.Millisecond},
 		{"outbox backoff", &r.OutboxBackoff, 100 * time.Millisecond, time.Hour, time.Millisecond},
 		{"outbox timeout", &r.OutboxTimeout, time.Second, 5 * time.Minute, time.Second},
 	}
@@ -461,6 +468,12 @@ func resolveInbox(r resolved) (resolved, error) {
 	// n8n's schedule takes 1-59 minutes, 1-23 hours or whole days.
 	if (r.SweepEvery >= time.Hour && r.SweepEvery%time.Hour != 0) || (r.SweepEvery > time.Hour && r.SweepEvery < 24*time.Hour && r.SweepEvery%time.Hour != 0) {
 		return bad("sweep interval", r.SweepEvery.String(), "use whole minutes below an hour, whole hours below a day, or 24h")
+	}
+	if o.OutboxURL == "" {
+		if o.OutboxCredential != "" {
+			return bad("outbox credential", o.OutboxCredential, "the outbox calls an API only with --outbox-url")
+		}
+		return r, nil
 	}
 	u, err := url.Parse(o.OutboxURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {

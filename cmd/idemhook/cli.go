@@ -167,6 +167,10 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemhook generate: %v\n", err)
 		return exitFail
 	}
+	notes, _ := generator.Notes(o) // o is valid: Files accepted it
+	for _, n := range notes {
+		fmt.Fprintf(stderr, "idemhook generate: note: %s\n", n)
+	}
 	return exitOK
 }
 

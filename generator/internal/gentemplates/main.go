@@ -20,6 +20,11 @@ func main() {
 			fail(err)
 		}
 		dir := filepath.Join(root, generator.TemplatesDir, tpl.Name)
+		// Start from an empty folder: a file the options no longer produce
+		// must not stay behind.
+		if err := os.RemoveAll(dir); err != nil {
+			fail(err)
+		}
 		if _, err := generator.WriteFiles(dir, files); err != nil {
 			fail(err)
 		}
