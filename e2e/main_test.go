@@ -22,6 +22,7 @@ import (
 	"github.com/idemhook/idemhook/internal/stack"
 	"github.com/idemhook/idemhook/n8napi"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 var (
@@ -186,8 +187,16 @@ type deployment struct {
 // d.workflowID are the ids n8n assigned.
 func deploy(t *testing.T, opts generator.Options) deployment {
 	t.Helper()
-	ctx := context.Background()
 	opts.CredentialName = credentialName
+	return deployOn(t, opts, st.Business)
+}
+
+// deployOn is deploy for workflows whose Postgres credential (named in
+// opts) points at another database than the stack's, business: the schema
+// is created there.
+func deployOn(t *testing.T, opts generator.Options, business *pgxpool.Pool) deployment {
+	t.Helper()
+	ctx := context.Background()
 	claimName(t, opts.WorkflowName)
 	files, err := generator.Files(opts)
 	if err != nil {
@@ -197,7 +206,7 @@ func deploy(t *testing.T, opts generator.Options) deployment {
 	if err := writeFiles(dir, files); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Business.Exec(ctx, string(files["schema.sql"])); err != nil {
+	if _, err := business.Exec(ctx, string(files["schema.sql"])); err != nil {
 		t.Fatalf("schema: %v", err)
 	}
 	ws, err := idemdeploy.Load(files)

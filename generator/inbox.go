@@ -127,7 +127,13 @@ func inboxWorkflows(r resolved) (map[string][]byte, error) {
 		if err := b.build(g, r, ids); err != nil {
 			return nil, err
 		}
-		raw, err := g.render(ids[b.file], b.name)
+		x := r.Executions
+		if b.file == FileReceiver && x.SaveSuccess == "" {
+			// The body is in inbox_events already: n8n need not keep a
+			// second copy of every delivery it acknowledged.
+			x.SaveSuccess = SaveNone
+		}
+		raw, err := g.render(ids[b.file], b.name, x)
 		if err != nil {
 			return nil, err
 		}

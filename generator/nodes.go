@@ -118,7 +118,7 @@ type document struct {
 	Nodes       []node                         `json:"nodes"`
 	Connections map[string]map[string][][]link `json:"connections"`
 	Active      bool                           `json:"active"`
-	Settings    map[string]string              `json:"settings"`
+	Settings    map[string]any                 `json:"settings"`
 	PinData     struct{}                       `json:"pinData"`
 	Meta        map[string]string              `json:"meta"`
 }
@@ -134,12 +134,13 @@ func marshal(v any) ([]byte, error) {
 	return pretty.PrettyOptions(buf.Bytes(), &pretty.Options{Width: 100, Indent: "  "}), nil
 }
 
-// render assembles the importable workflow document.
-func (g *graph) render(id, name string) ([]byte, error) {
+// render assembles the importable workflow document, with the execution
+// settings of x.
+func (g *graph) render(id, name string, x Executions) ([]byte, error) {
 	doc := document{
 		ID: id, Name: name, Nodes: g.nodes,
 		Connections: map[string]map[string][][]link{},
-		Settings:    map[string]string{"executionOrder": "v1"},
+		Settings:    x.settings(),
 		Meta:        map[string]string{"generatedBy": "idemhook"},
 	}
 	for from, outs := range g.conns {

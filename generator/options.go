@@ -198,6 +198,9 @@ type Options struct {
 	// workflow) or ReceiverKeysvc (keysvc's durable inbox, which forwards
 	// each saved event to the target workflow).
 	Receiver Receiver
+
+	// Executions are the workflows' execution settings.
+	Executions Executions
 }
 
 // Receiver chooses who receives the provider's deliveries in the inbox
@@ -385,6 +388,9 @@ func (o Options) resolve() (resolved, error) {
 	}
 	if o.Lease < 5*time.Second || o.Lease > 24*time.Hour || o.Lease%time.Second != 0 {
 		return bad("lease", o.Lease.String(), "must be between 5s and 24h, in whole seconds")
+	}
+	if err := o.Executions.check(); err != nil {
+		return resolved{}, err
 	}
 	switch o.Pattern {
 	case PatternReserve:

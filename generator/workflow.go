@@ -22,6 +22,7 @@ const (
 	NodeRespondDup      = "Respond 200 duplicate"
 	NodeRelease         = "Release Key"
 	NodeRespond500      = "Respond 500 released"
+	NodeRespond503DB    = "Respond 503 database unavailable"
 	NodeAcquireLease    = "Acquire Lease"
 	NodeLeaseAcquired   = "Lease Acquired?"
 	NodeAlreadyDone     = "Already Done?"
@@ -78,7 +79,7 @@ func Workflow(o Options) ([]byte, error) {
 	} else if err := addLocalFlow(g, r); err != nil {
 		return nil, err
 	}
-	return g.render(id, r.WorkflowName)
+	return g.render(id, r.WorkflowName, r.Executions)
 }
 
 // businessStep is the example business step: an insert into the business
@@ -136,10 +137,21 @@ func addLocalFlow(g *graph, r resolved) error {
 	respond := func(status, extra string) string {
 		return "={{ JSON.stringify({ status: '" + status + "', key: " + keyExpr + extra + " }) }}"
 	}
+	// The reservation failed (the database is unreachable): nothing was
+	// reserved and nothing ran, so the provider is told to retry.
+	unavailable := func(from string) {
+		g.add(respondNode(NodeRespond503DB, g.at(3, 3), 503,
+			`{"status":"unavailable","error":"the idempotency key could not be reserved (the database did not answer); nothing was processed: retry later"}`,
+			[2]string{"Retry-After", "5"}))
+		g.connect(from, 1, NodeRespond503DB)
+	}
 	switch r.Guard {
 	case GuardReserve:
-		g.add(postgresNode(NodeReserve, g.at(2, 0), pgsql.Reserve(r.events), "={{ [ $json.key ] }}", r.CredentialName))
+		reserve := postgresNode(NodeReserve, g.at(2, 0), pgsql.Reserve(r.events), "={{ [ $json.key ] }}", r.CredentialName)
+		reserve.OnError = "continueErrorOutput"
+		g.add(reserve)
 		g.connect(NodeKeyBuilt, 0, NodeReserve)
+		unavailable(NodeReserve)
 		// On a conflict the Postgres node outputs {"success": true} rather
 		// than no item, so test for the returned column.
 		g.add(ifNode(g, NodeRowReturned, g.at(3, 0), "={{ $json.key }}", opStringExist, ""))
@@ -154,8 +166,11 @@ func addLocalFlow(g *graph, r resolved) error {
 		g.connect(business, 1, NodeRelease)
 
 	case GuardLease:
-		g.add(postgresNode(NodeAcquireLease, g.at(2, 0), pgsql.AcquireLease(r.events, r.Lease), "={{ [ $json.key ] }}", r.CredentialName))
+		acquire := postgresNode(NodeAcquireLease, g.at(2, 0), pgsql.AcquireLease(r.events, r.Lease), "={{ [ $json.key ] }}", r.CredentialName)
+		acquire.OnError = "continueErrorOutput"
+		g.add(acquire)
 		g.connect(NodeKeyBuilt, 0, NodeAcquireLease)
+		unavailable(NodeAcquireLease)
 		g.add(ifNode(g, NodeLeaseAcquired, g.at(3, 0), "={{ $json.outcome }}", opStringEq, pgsql.OutcomeAcquired))
 		g.connect(NodeAcquireLease, 0, NodeLeaseAcquired)
 		g.add(businessNode)
@@ -286,7 +301,7 @@ func CleanupWorkflow(o Options) ([]byte, error) {
 	g.add(postgresNode(NodeCleanupDelete, g.at(1, 0), pgsql.Cleanup(r.events, r.Retention), "", r.CredentialName))
 	g.connect(NodeCleanupSchedule, 0, NodeCleanupDelete)
 	g.connect(NodeCleanupOnDemand, 0, NodeCleanupDelete)
-	return g.render(id, r.WorkflowName+" – cleanup")
+	return g.render(id, r.WorkflowName+" – cleanup", r.Executions)
 }
 
 // Schema returns the SQL that creates the tables the workflows use. It is

@@ -605,3 +605,64 @@ func TestNodesDoNotOverlap(t *testing.T) {
 		}
 	}
 }
+
+// When the database does not answer, the reservation's error output
+// answers 503 with Retry-After and runs nothing after it: the provider
+// retries, and no business step ran without a key.
+func TestUnreachableDatabaseAnswers503(t *testing.T) {
+	for _, c := range []struct {
+		guard   generator.Guard
+		reserve string
+	}{{generator.GuardReserve, generator.NodeReserve}, {generator.GuardLease, generator.NodeAcquireLease}} {
+		w := generate(t, generator.Options{Guard: c.guard})
+		w.wantEdge(c.reserve, 1, generator.NodeRespond503DB)
+		respond := w.node(generator.NodeRespond503DB)
+		if respond.Get("parameters.options.responseCode").Int() != 503 ||
+			respond.Get("parameters.options.responseHeaders.entries.0.name").String() != "Retry-After" ||
+			!json.Valid([]byte(respond.Get("parameters.responseBody").String())) {
+			t.Errorf("%s: the unavailable answer is %s", c.guard, respond.Get("parameters").Raw)
+		}
+		if got := w.targets(generator.NodeRespond503DB, 0); len(got) != 0 {
+			t.Errorf("%s: nodes run after the 503: %v", c.guard, got)
+		}
+	}
+}
+
+// The execution settings reach every workflow; the inbox receiver keeps no
+// successful execution's data unless told to; a bad value is an option
+// error.
+func TestExecutionSettings(t *testing.T) {
+	o := generator.Options{Executions: generator.Executions{SaveSuccess: "none", SaveErrors: "all", SaveManual: "false", Timeout: 5 * time.Minute}}
+	files, err := generator.Files(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{generator.FileWorkflow, generator.FileCleanup} {
+		s := gjson.GetBytes(files[name], "settings")
+		if s.Get("saveDataSuccessExecution").String() != "none" || s.Get("saveDataErrorExecution").String() != "all" ||
+			s.Get("saveManualExecutions").Type != gjson.False || s.Get("executionTimeout").Int() != 300 || s.Get("executionOrder").String() != "v1" {
+			t.Errorf("%s settings: %s", name, s.Raw)
+		}
+	}
+	plain, _ := generator.Files(generator.Options{})
+	if s := gjson.GetBytes(plain[generator.FileWorkflow], "settings"); s.Get("saveDataSuccessExecution").Exists() || len(s.Map()) != 1 {
+		t.Errorf("without options the settings are %s; want n8n's own, only executionOrder set", s.Raw)
+	}
+	inbox, _ := generator.Files(generator.Options{Pattern: generator.PatternInbox})
+	if got := gjson.GetBytes(inbox[generator.FileReceiver], "settings.saveDataSuccessExecution").String(); got != "none" {
+		t.Errorf("the inbox receiver saves successful executions' data (%q): the body is in inbox_events already", got)
+	}
+	if gjson.GetBytes(inbox[generator.FileWorker], "settings.saveDataSuccessExecution").Exists() {
+		t.Error("the worker's settings changed without an option")
+	}
+	inbox, _ = generator.Files(generator.Options{Pattern: generator.PatternInbox, Executions: generator.Executions{SaveSuccess: "all"}})
+	if got := gjson.GetBytes(inbox[generator.FileReceiver], "settings.saveDataSuccessExecution").String(); got != "all" {
+		t.Errorf("--save-success all on the receiver: %q", got)
+	}
+	for _, x := range []generator.Executions{{SaveSuccess: "some"}, {SaveErrors: "yes"}, {SaveManual: "1"}, {Timeout: 1500 * time.Millisecond}, {Timeout: 48 * time.Hour}} {
+		var oe *generator.OptionError
+		if err := (generator.Options{Executions: x}).Validate(); !errors.As(err, &oe) {
+			t.Errorf("%+v: %v, want an option error", x, err)
+		}
+	}
+}

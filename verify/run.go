@@ -190,6 +190,17 @@ func (r *runner) bindCredentials(w n8napi.Workflow) (n8napi.Workflow, error) {
 			creds[typ] = map[string]any{"id": c.ID, "name": c.Name}
 		}
 	}
+	// verify reads what each delivery ran from n8n's execution data: the
+	// scratch copy keeps every execution's, whatever the workflow says.
+	if doc.Settings == nil {
+		doc.Settings = map[string]any{}
+	}
+	for _, k := range []string{"saveDataSuccessExecution", "saveDataErrorExecution"} {
+		if v, ok := doc.Settings[k]; ok && v != "all" {
+			r.progress("the workflow sets %s to %v; its scratch copy keeps every execution's data, which verify reads", k, v)
+		}
+		doc.Settings[k] = "all"
+	}
 	doc.ID, doc.Active = "", false
 	return doc, nil
 }

@@ -245,17 +245,16 @@ func postgresCommand(durable bool) []string {
 	return cmd
 }
 
-// restartPostgres stops the PostgreSQL container without a grace period and
-// starts it again; its mapped port may change, which the caller's DSN does
-// not follow (the docker runtime runs this only for tests that take it into
-// account).
-func (rt *dockerRuntime) restartPostgres(ctx context.Context) error {
+// stopPostgres stops the PostgreSQL container without a grace period, and
+// resumePostgres starts it again; its mapped port may change, which the
+// caller's DSN does not follow (the docker runtime runs this only for tests
+// that take it into account).
+func (rt *dockerRuntime) stopPostgres(ctx context.Context) error {
 	zero := time.Duration(0)
-	if err := rt.pg.Stop(ctx, &zero); err != nil {
-		return err
-	}
-	return rt.pg.Start(ctx)
+	return rt.pg.Stop(ctx, &zero)
 }
+
+func (rt *dockerRuntime) resumePostgres(ctx context.Context) error { return rt.pg.Start(ctx) }
 
 func (rt *dockerRuntime) killWorker(context.Context, int) error {
 	return errors.New("queue mode runs on the local runtime only")

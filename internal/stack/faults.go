@@ -12,7 +12,18 @@ import (
 // RestartPostgres stops PostgreSQL immediately, as `pg_ctl stop -m
 // immediate` or a crash would, and starts it again on the same data; every
 // client's connections are cut.
-func (s *Stack) RestartPostgres(ctx context.Context) error { return s.rt.restartPostgres(ctx) }
+func (s *Stack) RestartPostgres(ctx context.Context) error {
+	if err := s.StopPostgres(ctx); err != nil {
+		return err
+	}
+	return s.StartPostgres(ctx)
+}
+
+// StopPostgres stops PostgreSQL immediately and leaves it stopped, as an
+// outage would: every connection is refused until StartPostgres starts it
+// again on the same data.
+func (s *Stack) StopPostgres(ctx context.Context) error  { return s.rt.stopPostgres(ctx) }
+func (s *Stack) StartPostgres(ctx context.Context) error { return s.rt.resumePostgres(ctx) }
 
 // KillWorker kills queue worker i (1-based) with SIGKILL; StartWorker
 // starts it again.

@@ -420,15 +420,17 @@ func (rt *localRuntime) waitHTTP(ctx context.Context, name, url string) error {
 // restartPostgres stops PostgreSQL the way `pg_ctl stop -m immediate` does
 // (SIGQUIT: no checkpoint, every connection cut, crash recovery at the next
 // start) and starts it again on the same data and port.
-func (rt *localRuntime) restartPostgres(ctx context.Context) error {
+func (rt *localRuntime) stopPostgres(context.Context) error {
 	p := rt.take("postgres")
 	if p == nil {
 		return errors.New("PostgreSQL is not running")
 	}
 	_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGQUIT)
 	<-p.exited
-	return rt.runPostgres(ctx)
+	return nil
 }
+
+func (rt *localRuntime) resumePostgres(ctx context.Context) error { return rt.runPostgres(ctx) }
 
 // take removes the process called name from the watched processes and
 // returns it (nil when there is none).

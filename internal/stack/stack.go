@@ -107,9 +107,10 @@ type runtime interface {
 	// base URL, which the docker runtime may change.
 	killN8N(ctx context.Context) error
 	startN8N(ctx context.Context) (string, error)
-	// restartPostgres stops PostgreSQL immediately (no checkpoint, as a
-	// crash would) and starts it again on the same data.
-	restartPostgres(ctx context.Context) error
+	// stopPostgres stops PostgreSQL immediately (no checkpoint, as a crash
+	// would); resumePostgres starts it again on the same data.
+	stopPostgres(ctx context.Context) error
+	resumePostgres(ctx context.Context) error
 	// killWorker and startWorker stop (SIGKILL) and start queue worker i.
 	killWorker(ctx context.Context, i int) error
 	startWorker(ctx context.Context, i int) error
