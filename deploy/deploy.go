@@ -58,6 +58,9 @@ func (o Options) Progressf(format string, args ...any) {
 type Deployed struct {
 	File, Name, ID string
 	Created        bool
+	// Unchanged: n8n already ran exactly these files' workflow, published;
+	// Deploy changed nothing.
+	Unchanged bool
 	// URL is the production webhook URL to give the provider, if the
 	// workflow has a webhook.
 	URL string
@@ -82,19 +85,19 @@ func Deploy(ctx context.Context, c *n8napi.Client, ws []Workflow, opts Options) 
 	if err != nil {
 		return nil, err
 	}
-	targets := map[string]string{} // name → id of the workflow to update
+	targets := map[string]n8napi.Workflow{} // name → the workflow to update
 	for _, w := range ws {
-		var ids []string
+		var found []n8napi.Workflow
 		for _, e := range existing {
 			if e.Name == w.Doc.Name && !e.IsArchived {
-				ids = append(ids, e.ID)
+				found = append(found, e)
 			}
 		}
-		if len(ids) > 1 {
-			return nil, &AmbiguousWorkflowError{Name: w.Doc.Name, IDs: ids}
+		if len(found) > 1 {
+			return nil, &AmbiguousWorkflowError{Name: w.Doc.Name, IDs: ids(found)}
 		}
-		if len(ids) == 1 {
-			targets[w.Doc.Name] = ids[0]
+		if len(found) == 1 {
+			targets[w.Doc.Name] = found[0]
 		}
 	}
 
@@ -107,7 +110,19 @@ func Deploy(ctx context.Context, c *n8napi.Client, ws []Workflow, opts Options) 
 		}
 		d := Deployed{File: w.File, Name: w.Doc.Name}
 		var version string
-		if id, ok := targets[w.Doc.Name]; ok {
+		if e, ok := targets[w.Doc.Name]; ok && unchanged(doc, e) {
+			d.ID, d.Unchanged = e.ID, true
+			opts.Progressf("unchanged %s: %q (id %s, version %s)", w.File, w.Doc.Name, e.ID, e.VersionID)
+			if w.GeneratedID != "" {
+				assigned[w.GeneratedID] = d.ID
+			}
+			if w.WebhookPath != "" {
+				d.URL = opts.ProductionURL(c, w.WebhookPath)
+			}
+			out = append(out, d)
+			continue
+		} else if ok {
+			id := e.ID
 			got, err := c.UpdateWorkflow(ctx, id, doc)
 			if err != nil {
 				return out, fmt.Errorf("update %s (%s): %w", w.File, id, err)
@@ -154,6 +169,12 @@ func Deploy(ctx context.Context, c *n8napi.Client, ws []Workflow, opts Options) 
 		opts.Progressf("live: %s", d.URL)
 	}
 	return out, nil
+}
+
+// unchanged tells whether e, as n8n holds it, is doc published: its draft
+// is the published version and does not differ from doc.
+func unchanged(doc, e n8napi.Workflow) bool {
+	return e.Active && e.ActiveVersion != nil && e.ActiveVersion.VersionID == e.VersionID && len(Drift(doc, e)) == 0
 }
 
 // Bind finds in n8n the id of each credential the workflows use, by type

@@ -118,6 +118,44 @@ func TestDeployThroughTheAPI(t *testing.T) {
 		wantAnswer(t, url, `{"id":"evt_dep_1"}`, "duplicate")
 	})
 
+	t.Run("again unchanged", func(t *testing.T) {
+		before := workflowNamed(t, api, "Idempotent Webhook (idemhook)")
+		r := runIdemhook(t, append([]string{"deploy"}, remote...)...)
+		if r.code != 0 {
+			t.Fatalf("deploy: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stdout, "unchanged") || strings.Contains(r.stdout, "previous one") {
+			t.Errorf("deploy of unchanged files does not say unchanged, or warns of a previous version\n%s", r.stdout)
+		}
+		if after := workflowNamed(t, api, "Idempotent Webhook (idemhook)"); after.VersionID != before.VersionID {
+			t.Errorf("deploy of unchanged files saved version %s over %s", after.VersionID, before.VersionID)
+		}
+	})
+
+	t.Run("check sees a workflow that is not the options'", func(t *testing.T) {
+		if r := runIdemhook(t, append([]string{"check"}, remote...)...); r.code != 0 || !strings.Contains(r.stdout, "ok:") {
+			t.Fatalf("check with the options deployed: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--verify", "stripe"}, "no signature check in front of the key"},
+			{[]string{"--hashing", "keysvc"}, generator.NodeKeysvcReserve + ": no such node"},
+			{[]string{"--guard", "lease"}, generator.NodeAcquireLease + ": no such node"},
+			{[]string{"--events-table", "other_events"}, generator.NodeReserve + ": query differs"},
+			{[]string{"--path", "other"}, `no workflow serves webhook path "other"`},
+		} {
+			r := runIdemhook(t, append(append([]string{"check"}, c.args...), remote...)...)
+			if r.code != 1 || !strings.Contains(r.stdout, c.want) {
+				t.Errorf("check %v against the default workflow: exit %d, want 1 and %q\n%s%s", c.args, r.code, c.want, r.stdout, r.stderr)
+			}
+			if c.args[0] == "--path" && strings.Contains(r.stdout, "does not answer as a registered webhook") {
+				t.Errorf("check --path other blames the publication\n%s", r.stdout)
+			}
+		}
+	})
+
 	t.Run("again with changed options", func(t *testing.T) {
 		before := workflowIDs(t, api)
 		r := runIdemhook(t, append([]string{"deploy", "--guard", "lease"}, remote...)...)
@@ -324,6 +362,16 @@ func TestDeployThroughTheAPI(t *testing.T) {
 			t.Errorf("deploy --probe did not prove the published version live\n%s%s", r.stdout, r.stderr)
 		}
 		wantAnswer(t, url, `{"id":"evt_dep_4"}`, "processed")
+		check = append([]string{"check", "--guard", "lease"}, remote...)
+		if r := runIdemhook(t, check...); r.code != 1 {
+			t.Errorf("check beside two same-name credentials without --credential-id: exit %d, want 1\n%s", r.code, r.stdout)
+		}
+		if r := runIdemhook(t, append(check, "--credential-id", cred.ID)...); r.code != 0 {
+			t.Errorf("check --credential-id %s, the one deploy bound: exit %d, want 0\n%s%s", cred.ID, r.code, r.stdout, r.stderr)
+		}
+		if err := api.DeleteCredential(ctx, second.ID); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	t.Run("cleanup now while n8n runs", func(t *testing.T) {
@@ -339,6 +387,16 @@ func TestDeployThroughTheAPI(t *testing.T) {
 			if strings.Contains(w, "(temporary)") {
 				t.Errorf("the temporary workflow %s is still in n8n", w)
 			}
+		}
+	})
+
+	t.Run("the bound credential deleted", func(t *testing.T) {
+		if err := api.DeleteCredential(ctx, cred.ID); err != nil {
+			t.Fatal(err)
+		}
+		r := runIdemhook(t, append([]string{"check", "--guard", "lease"}, remote...)...)
+		if r.code != 1 || !strings.Contains(r.stdout, "which no longer exists, and no postgres credential is named") || !strings.Contains(r.stdout, "Create it") {
+			t.Errorf("check with no credential of that name left: exit %d, want 1 saying to create it\n%s", r.code, r.stdout)
 		}
 	})
 }

@@ -176,7 +176,14 @@ func runDeploy(args []string, stdout, stderr io.Writer) int {
 		return deployExit(err)
 	}
 	for _, d := range deployed {
-		fmt.Fprintf(stdout, "%-24s %s  %q\n", d.File, d.ID, d.Name)
+		what := "updated"
+		switch {
+		case d.Created:
+			what = "created"
+		case d.Unchanged:
+			what = "unchanged"
+		}
+		fmt.Fprintf(stdout, "%-24s %-9s %s  %q\n", d.File, what, d.ID, d.Name)
 	}
 	if r.probe {
 		seen, err := r.runProbe(ctx, client, ws, credIDs, opts)
@@ -185,7 +192,7 @@ func runDeploy(args []string, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 		fmt.Fprintln(stdout, seen)
-	} else if slices.ContainsFunc(deployed, func(d deploy.Deployed) bool { return !d.Created && d.URL != "" }) {
+	} else if slices.ContainsFunc(deployed, func(d deploy.Deployed) bool { return !d.Created && !d.Unchanged && d.URL != "" }) {
 		fmt.Fprintln(stdout, "\nn8n puts an updated version live in the background: for a moment, deliveries can still run the\n"+
 			"previous one. --probe waits until they run the new version.")
 	}
@@ -213,10 +220,13 @@ func deployExit(err error) int {
 
 func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", "idemhook check --n8n-url URL --api-key-file FILE [--from DIR | options]\n\n"+
-		"Checks, without changing anything, that the workflows are in n8n, bound to credentials that exist\n"+
-		"and are not ambiguous, published, and live. Exits 0 only when all is well.", stderr)
+		"Checks, without changing anything, that the workflows are in n8n and are what the options (or --from)\n"+
+		"describe, node by node, bound to credentials that exist and are not ambiguous, published, and live.\n"+
+		"Exits 0 only when all is well.", stderr)
 	var r remote
 	r.flags(fs)
+	var credIDs multiFlag
+	fs.Var(&credIDs, "credential-id", "`ID` of the credential deploy bound when several share its name (repeatable)")
 	r.probeFlag(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
@@ -227,13 +237,17 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	problems, err := deploy.Check(ctx, client, ws, r.deployOptions(nil))
+	checkOpts := r.deployOptions(nil)
+	checkOpts.CredentialIDs = credIDs
+	problems, err := deploy.Check(ctx, client, ws, checkOpts)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemhook check: %v\n", err)
 		return exitFail
 	}
-	if len(problems) == 0 && r.probe {
-		seen, err := r.runProbe(ctx, client, ws, nil, r.deployOptions(stderr))
+	// A workflow that differs from the options can still be probed: what it
+	// does with a delivery tells the user more than the difference.
+	if r.probe && !slices.ContainsFunc(problems, func(p deploy.Problem) bool { return !p.Drift }) {
+		seen, err := r.runProbe(ctx, client, ws, credIDs, r.deployOptions(stderr))
 		if err != nil {
 			problems = append(problems, deploy.Problem{What: err.Error(), Fix: "A missing table: apply idemhook schema in the database the credential points at. A Code node that cannot require('crypto'): start n8n with NODE_FUNCTION_ALLOW_BUILTIN=crypto"})
 		} else {
