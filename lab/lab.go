@@ -8,12 +8,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/idemhook/idemhook/deploy"
@@ -21,6 +24,7 @@ import (
 	"github.com/idemhook/idemhook/internal/stack"
 	"github.com/idemhook/idemhook/keysvc"
 	"github.com/idemhook/idemhook/n8napi"
+	"github.com/idemhook/idemhook/signature"
 )
 
 // Lab is a running lab. Close stops all of it.
@@ -43,29 +47,60 @@ type Lab struct {
 	Deployed    []deploy.Deployed
 	Options     generator.Options
 	LogDir      string
+	// Dir is the lab's own folder (mode 0700): APIKeyFile, and keysvc's
+	// endpoints file when keysvc receives. Close removes it.
+	Dir, APIKeyFile string
+	// Outbox records the inbox pattern's outbox calls, when the options
+	// name no outbox URL of their own.
+	Outbox *Recorder
+	// InboxURL is keysvc's inbox route the provider posts to, with
+	// --receiver keysvc (the workflows' webhook is then keysvc's target).
+	InboxURL string
+	// KeepLogs makes Close keep the logs (in LogDir) instead of removing
+	// them with the rest of the lab's files.
+	KeepLogs bool
 
 	st     *stack.Stack
 	keysvc *http.Server
+	inbox  *keysvc.Inbox
 }
 
 // Start starts the lab for the generate options o (the workflows that
 // would be generated for them are deployed). It removes what it started
 // when it fails.
+//
+// With the inbox pattern and no outbox URL of the options' own, the outbox
+// calls the lab's Recorder; with --receiver keysvc, keysvc's inbox (in this
+// process) verifies and saves the deliveries and forwards them to the target
+// workflow, as docker-compose's keysvc profile does.
 func Start(ctx context.Context, o generator.Options, progress io.Writer) (l *Lab, err error) {
-	if o.Pattern == generator.PatternInbox && o.Receiver == generator.ReceiverKeysvc {
-		return nil, errors.New("the lab runs the inbox pattern with n8n as the receiver; keysvc's inbox in front of n8n needs an endpoints file (see the README)")
-	}
 	l, err = StartEmpty(ctx, "local", nil, progress) // keysvc in this process must be reachable from n8n
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
+			l.KeepLogs = true // for whoever reads why it failed
 			l.Close()
 		}
 	}()
-	if err := l.StartKeysvc(ctx); err != nil {
+	if o.Pattern == generator.PatternInbox && o.OutboxURL == "" {
+		if l.Outbox, err = StartRecorder(progress); err != nil {
+			return l, err
+		}
+		o.OutboxURL = l.Outbox.URL
+	}
+	var endpoints []keysvc.Endpoint
+	if o.Pattern == generator.PatternInbox && o.Receiver == generator.ReceiverKeysvc {
+		if endpoints, err = l.inboxEndpoints(o); err != nil {
+			return l, err
+		}
+	}
+	if err := l.startKeysvc(ctx, endpoints, o.DBSchema); err != nil {
 		return l, err
+	}
+	if len(endpoints) > 0 {
+		l.InboxURL = l.KeysvcURL + "/v1/inbox/" + endpoints[0].Name
 	}
 	if o.KeysvcURL == "" {
 		o.KeysvcURL = l.KeysvcURL
@@ -98,13 +133,19 @@ func Start(ctx context.Context, o generator.Options, progress io.Writer) (l *Lab
 // environment, creates n8n's owner account and an API key, and deploys
 // nothing: `idemhook verify` deploys the user's workflow itself.
 func StartEmpty(ctx context.Context, runtime string, n8nEnv map[string]string, progress io.Writer) (l *Lab, err error) {
-	st, err := stack.Start(ctx, stack.Options{Durable: true, Runtime: runtime, Progress: progress, N8NEnv: n8nEnv})
+	dir, err := os.MkdirTemp("", "idemhook-lab-")
 	if err != nil {
 		return nil, err
 	}
-	l = &Lab{st: st, EditorURL: st.N8NURL, WebhookURL: st.WebhookURL, DatabaseURL: st.BusinessDSN, LogDir: st.LogDir, Email: "lab@idemhook.local"}
+	st, err := stack.Start(ctx, stack.Options{Durable: true, Runtime: runtime, Progress: progress, N8NEnv: n8nEnv})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	l = &Lab{st: st, EditorURL: st.N8NURL, WebhookURL: st.WebhookURL, DatabaseURL: st.BusinessDSN, LogDir: st.LogDir, Email: "lab@idemhook.local", Dir: dir}
 	defer func() {
 		if err != nil {
+			l.KeepLogs = true
 			l.Close()
 		}
 	}()
@@ -113,10 +154,53 @@ func StartEmpty(ctx context.Context, runtime string, n8nEnv map[string]string, p
 	if l.APIKey, err = n8napi.SetupOwner(ctx, st.N8NURL, l.Email, l.Password); err != nil {
 		return l, err
 	}
+	l.APIKeyFile = filepath.Join(dir, "n8n-api-key")
+	if err := os.WriteFile(l.APIKeyFile, []byte(l.APIKey+"\n"), 0o600); err != nil {
+		return l, err
+	}
 	if l.API, err = n8napi.New(st.N8NURL, l.APIKey); err != nil {
 		return l, err
 	}
 	return l, nil
+}
+
+// inboxEndpoints is the generated keysvc endpoints file for o with its
+// target pointed at this lab's n8n, as keysvc loads it.
+func (l *Lab) inboxEndpoints(o generator.Options) ([]keysvc.Endpoint, error) {
+	files, err := generator.Files(o)
+	if err != nil {
+		return nil, err
+	}
+	var f keysvc.EndpointsFile
+	if err := json.Unmarshal(files[generator.FileEndpoints], &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", generator.FileEndpoints, err)
+	}
+	wfs, err := generator.WorkflowFiles(o)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range wfs {
+		if w.WebhookPath != "" {
+			for i := range f.Endpoints {
+				f.Endpoints[i].Target = l.WebhookURL + "/webhook/" + w.WebhookPath
+			}
+		}
+	}
+	raw, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	file := filepath.Join(l.Dir, generator.FileEndpoints)
+	if err := os.WriteFile(file, raw, 0o600); err != nil {
+		return nil, err
+	}
+	secrets := map[signature.Provider][]string{}
+	if o.Verify != "none" {
+		for _, p := range signature.Providers {
+			secrets[p] = []string{l.SigningSecret}
+		}
+	}
+	return keysvc.LoadEndpoints(file, secrets)
 }
 
 // Exec runs sql (a schema file) on the business database.
@@ -155,10 +239,27 @@ func (l *Lab) credentialData(typ string) (map[string]any, error) {
 
 // StartKeysvc serves keysvc on a free loopback port, on the business
 // database, with the lab's token (none when KeysvcToken is empty).
-func (l *Lab) StartKeysvc(ctx context.Context) error {
+func (l *Lab) StartKeysvc(ctx context.Context) error { return l.startKeysvc(ctx, nil, "") }
+
+// startKeysvc is StartKeysvc with keysvc's inbox serving endpoints (none:
+// no inbox), its tables in schema.
+func (l *Lab) startKeysvc(ctx context.Context, endpoints []keysvc.Endpoint, schema string) error {
 	store, err := keysvc.OpenPG(ctx, l.st.BusinessDSN, keysvc.PGOptions{CreateSchema: true})
 	if err != nil {
 		return fmt.Errorf("keysvc: %w", err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := keysvc.Config{Store: store, Token: l.KeysvcToken, Logger: quiet}
+	if len(endpoints) > 0 {
+		if l.inbox, err = keysvc.OpenInbox(ctx, store.Pool(), endpoints, keysvc.InboxOptions{Schema: schema, CreateSchema: true, Logger: quiet}); err != nil {
+			store.Close()
+			return fmt.Errorf("keysvc inbox: %w", err)
+		}
+		if err := l.inbox.Start(ctx); err != nil {
+			store.Close()
+			return fmt.Errorf("keysvc inbox: %w", err)
+		}
+		cfg.Inbox = l.inbox
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -166,25 +267,35 @@ func (l *Lab) StartKeysvc(ctx context.Context) error {
 		return err
 	}
 	l.KeysvcURL = "http://" + ln.Addr().String()
-	l.keysvc = &http.Server{
-		Handler:           keysvc.New(keysvc.Config{Store: store, Token: l.KeysvcToken, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	l.keysvc = &http.Server{Handler: keysvc.New(cfg), ReadHeaderTimeout: 10 * time.Second}
 	l.keysvc.RegisterOnShutdown(func() { store.Close() })
 	go l.keysvc.Serve(ln)
 	return nil
 }
 
-// Close stops keysvc, n8n and PostgreSQL; nothing of the lab keeps
-// running. The logs stay in LogDir.
+// Close stops the recorder, keysvc, n8n and PostgreSQL; nothing of the lab
+// keeps running, and its files go with it: the logs too, unless KeepLogs.
 func (l *Lab) Close() error {
 	var errs []error
+	if l.Outbox != nil {
+		errs = append(errs, l.Outbox.Close())
+	}
+	if l.inbox != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		errs = append(errs, l.inbox.Close(ctx))
+		cancel()
+	}
 	if l.keysvc != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		errs = append(errs, l.keysvc.Shutdown(ctx))
 		cancel()
 	}
-	errs = append(errs, l.st.Close())
+	if l.KeepLogs {
+		errs = append(errs, l.st.Close())
+	} else {
+		errs = append(errs, l.st.CloseAndRemove())
+	}
+	errs = append(errs, os.RemoveAll(l.Dir))
 	return errors.Join(errs...)
 }
 

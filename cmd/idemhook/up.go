@@ -25,6 +25,7 @@ func runUp(args []string, stdout, stderr io.Writer) int {
 		"into the cache (a few minutes).", stderr)
 	var o generator.Options
 	optionFlags(fs, &o)
+	keepLogs := fs.Bool("keep-logs", false, "keep n8n's and PostgreSQL's logs after Ctrl-C (they are removed with the rest of the lab)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
@@ -43,10 +44,14 @@ func runUp(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemhook up: %v\n", err)
 		return exitFail
 	}
+	l.KeepLogs = *keepLogs
 	defer func() {
 		fmt.Fprintln(stderr, "idemhook up: stopping keysvc, n8n and PostgreSQL")
 		if err := l.Close(); err != nil {
 			fmt.Fprintf(stderr, "idemhook up: %v\n", err)
+		}
+		if l.KeepLogs {
+			fmt.Fprintf(stderr, "idemhook up: the logs are kept in %s\n", l.LogDir)
 		}
 	}()
 	printLab(stdout, l)
@@ -56,9 +61,12 @@ func runUp(args []string, stdout, stderr io.Writer) int {
 
 func printLab(w io.Writer, l *lab.Lab) {
 	fmt.Fprintf(w, "n8n editor:  %s  (log in as %s, password %s)\n", l.EditorURL, l.Email, l.Password)
-	fmt.Fprintf(w, "n8n API key: %s\n", l.APIKey)
+	fmt.Fprintf(w, "n8n API key: %s  (in %s)\n", l.APIKey, l.APIKeyFile)
 	fmt.Fprintf(w, "keysvc:      %s  (Authorization: Bearer %s)\n", l.KeysvcURL, l.KeysvcToken)
 	fmt.Fprintf(w, "database:    %s\n", l.DatabaseURL)
+	if l.Outbox != nil {
+		fmt.Fprintf(w, "outbox API:  %s  (the lab's stand-in for your API: %s shows what the outbox sent)\n", l.Outbox.URL, l.Outbox.Page)
+	}
 	if l.SigningSecret != "" && l.Options.Verify != "" || l.Options.Pattern == generator.PatternInbox {
 		fmt.Fprintf(w, "signing secret of the workflows' signature check: %s\n", l.SigningSecret)
 	}
@@ -68,6 +76,10 @@ func printLab(w io.Writer, l *lab.Lab) {
 	for _, d := range l.Deployed {
 		if d.URL == "" {
 			continue
+		}
+		if l.InboxURL != "" {
+			fmt.Fprintf(w, "target:      %s  (keysvc forwards each saved event here)\n", d.URL)
+			d.URL = l.InboxURL
 		}
 		fmt.Fprintf(w, "webhook:     %s\n\nTry it (run it twice: the second answer is a duplicate):\n", d.URL)
 		body := `{"id":"evt_try_1","type":"payment_intent.succeeded"}`
@@ -82,7 +94,15 @@ func printLab(w io.Writer, l *lab.Lab) {
 		}
 		fmt.Fprintf(w, "  curl -s -X POST %s -H 'Content-Type: application/json'%s -d '%s'\n", d.URL, header, body)
 	}
-	fmt.Fprintf(w, "\nidemhook check --n8n-url %s --api-key-file <file holding the API key> [the same options]\n", l.EditorURL)
+	// The options the lab filled in are part of what check compares.
+	added := ""
+	if l.Outbox != nil {
+		added += " --outbox-url " + l.Outbox.URL
+	}
+	if l.Options.Hashing == generator.HashingKeysvc {
+		added += " --keysvc-url " + l.Options.KeysvcURL
+	}
+	fmt.Fprintf(w, "\nidemhook check --n8n-url %s --api-key-file %s [the same options]%s\n", l.EditorURL, l.APIKeyFile, added)
 	fmt.Fprintln(w, "Ctrl-C stops the lab.")
 }
 

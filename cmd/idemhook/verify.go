@@ -149,6 +149,8 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
+	// The logs are kept for a run that failed: they say why.
+	l.KeepLogs = err != nil || res == nil || !res.OK()
 	if err != nil {
 		fmt.Fprintf(stderr, "idemhook verify: %v (n8n and PostgreSQL logs: %s)\n", err, l.LogDir)
 		var unsupported *verify.UnsupportedError

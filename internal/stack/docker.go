@@ -178,6 +178,8 @@ func (rt *dockerRuntime) logs() []string {
 	return []string{filepath.Join(rt.logDir, "n8n.log"), filepath.Join(rt.logDir, "postgres.log")}
 }
 
+func (rt *dockerRuntime) folder() string { return rt.logDir }
+
 // saveLogs copies a container's output into logDir before it is removed.
 func (rt *dockerRuntime) saveLogs(c testcontainers.Container, name string) {
 	if c == nil {

@@ -542,6 +542,8 @@ func (rt *localRuntime) logs() []string {
 // close stops n8n, then PostgreSQL: SIGTERM (PostgreSQL's smart shutdown is
 // SIGTERM; n8n drains), then SIGKILL after 20 s. It removes the data folders
 // and keeps the logs.
+func (rt *localRuntime) folder() string { return rt.base }
+
 func (rt *localRuntime) close() error {
 	rt.mu.Lock()
 	procs := rt.procs

@@ -100,8 +100,10 @@ type runtime interface {
 	// nodeTypes returns n8n's catalogue of node types (types/nodes.json),
 	// which n8n writes at start-up.
 	nodeTypes(ctx context.Context) ([]byte, error)
-	// logs returns the paths of the kept logs.
+	// logs returns the paths of the kept logs; folder is the folder that
+	// holds them and every other file of the stack.
 	logs() []string
+	folder() string
 	// killN8N stops n8n at once (SIGKILL: no drain, no clean-up), and
 	// startN8N starts it again on the same database; startN8N returns n8n's
 	// base URL, which the docker runtime may change.
@@ -228,6 +230,14 @@ func (s *Stack) Close() error {
 		s.closeErr = s.rt.close()
 	})
 	return s.closeErr
+}
+
+// CloseAndRemove closes the stack and removes its files, the logs
+// included, for a stack whose logs nobody will read (the lab stopped on
+// purpose).
+func (s *Stack) CloseAndRemove() error {
+	err := s.Close()
+	return errors.Join(err, os.RemoveAll(s.rt.folder()))
 }
 
 // CloseOnSignal closes the stack when the process is interrupted, so an
