@@ -35,12 +35,11 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	if strings.Join(documented, "\n") != strings.Join(registered, "\n") {
 		t.Errorf("openapi.json documents:\n%s\n\nthe server registers:\n%s", strings.Join(documented, "\n"), strings.Join(registered, "\n"))
 	}
-	// Every documented operation answers something other than the catch-all.
+	// Every documented operation is routed to its own path.
 	s := New(Config{Store: nil})
+	fill := strings.NewReplacer("{key}", "k", "{endpoint}", "e", "{id}", "1")
 	for _, rt := range routes {
-		path := strings.ReplaceAll(rt.Path, "{key}", "k")
-		_, pattern := s.mux.Handler(httptest.NewRequest(rt.Method, path, nil))
-		if pattern == "/" || pattern == "" {
+		if p, _, ok := s.match(fill.Replace(rt.Path)); !ok || p.pattern != rt.Path {
 			t.Errorf("%s %s is not routed", rt.Method, rt.Path)
 		}
 	}

@@ -1,0 +1,51 @@
+package keysvc_test
+
+import (
+	"testing"
+
+	"github.com/idemhook/idemhook/keysvc"
+)
+
+// keysvc routes the path as it was sent, one segment for each {key}, {id}
+// or {endpoint}, percent-decoded: a key "." or ".." (which url.PathEscape
+// leaves as is) reaches its reservation, an empty segment is an empty key,
+// and an unclean path is a JSON 404, never net/http's ServeMux cleaning it
+// into a redirect to another route.
+func TestRoutesMatchThePathAsSent(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store keysvc.Store) {
+		c := start(t, keysvc.Config{Store: store})
+		for _, key := range []string{".", ".."} {
+			c.do("POST", "/v1/reservations", nil, map[string]string{keysvc.KeyHeader: key}).want(t, 201, "")
+		}
+		for _, tc := range []struct {
+			method, path string
+			status       int
+			code         string
+			key          string // the key answered, for a 200
+		}{
+			{"GET", "/v1/reservations/.", 200, "", "."},
+			{"GET", "/v1/reservations/..", 200, "", ".."},
+			{"GET", "/v1/reservations/%2E", 200, "", "."},
+			{"POST", "/v1/reservations/./done", 200, "", "."},
+			{"DELETE", "/v1/reservations/..", 204, "", ""},
+			{"GET", "/v1/reservations/..", 404, "not_found", ""},
+			{"GET", "/v1/%72eservations/.", 200, "", "."}, // segments are compared decoded, as ServeMux does
+			{"GET", "/v1/reservations/", 400, "invalid_key", ""},
+			{"POST", "/v1/reservations//done", 400, "invalid_key", ""},
+			{"DELETE", "/v1/reservations/", 400, "invalid_key", ""},
+			{"GET", "/v1/inbox/ep/", 501, "inbox_unavailable", ""},
+			{"POST", "/v1//keys", 404, "not_found", ""},
+			{"GET", "/v1/reservations//k", 404, "not_found", ""},
+			{"GET", "/v1/reservations/a/../b", 404, "not_found", ""},
+			{"GET", "//healthz", 404, "not_found", ""},
+			{"GET", "/v1/keys/", 404, "not_found", ""},
+		} {
+			r := c.do(tc.method, tc.path, nil, nil)
+			if r.status != tc.status || r.str("code") != tc.code || (tc.status >= 400 && r.str("error") == "") ||
+				(tc.status != 204 && r.header.Get("Content-Type") != "application/json") || (tc.key != "" && r.str("key") != tc.key) {
+				t.Errorf("%s %s: %d %s %q (Location %q), want %d %s %q", tc.method, tc.path, r.status, r.header.Get("Content-Type"), r.body,
+					r.header.Get("Location"), tc.status, tc.code, tc.key)
+			}
+		}
+	})
+}
