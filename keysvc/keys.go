@@ -1,6 +1,7 @@
 package keysvc
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -37,8 +38,8 @@ func (s *Server) deriveKey(w http.ResponseWriter, r *http.Request) error {
 
 // requestKey returns the key of a request. With ?provider= it first
 // verifies the provider's signature over the raw body (401 and nothing more
-// when it fails). Then it takes the caller's own key (header or query,
-// validated like an event id) when allowed and given, else derives one from
+// when it fails). Then it takes the caller's own key (header or query, by
+// the key rule) when allowed and given, else derives one from
 // the body with ?preset= and ?scope= (the provider's preset by default).
 func (s *Server) requestKey(r *http.Request, allowExplicit bool) (key, source string, err error) {
 	q := r.URL.Query()
@@ -73,13 +74,13 @@ func (s *Server) requestKey(r *http.Request, allowExplicit bool) (key, source st
 		explicit := fromHeader
 		switch {
 		case fromHeader != "" && fromQuery != "" && fromHeader != fromQuery:
-			return "", "", httpError(http.StatusBadRequest, "conflicting_key", "the %s header and the key parameter differ", KeyHeader)
+			return "", "", errConflictingKey
 		case fromHeader == "":
 			explicit = fromQuery
 		}
 		if explicit != "" || q.Has("key") {
-			if !eventkey.ValidID(explicit) {
-				return "", "", httpError(http.StatusBadRequest, "invalid_key", "a caller's key must be 1-%d bytes of UTF-8 with no control character", eventkey.MaxIDBytes)
+			if err := checkKey(explicit); err != nil {
+				return "", "", err
 			}
 			return explicit, SourceExplicit, tenantMayUse(r, explicit)
 		}
@@ -120,11 +121,33 @@ func providerParam(r *http.Request) (signature.Provider, error) {
 	return p, nil
 }
 
+// Answers about the keys a caller names.
+var (
+	// errInvalidKey is every route's answer to a key that breaks the key
+	// rule (checkKey).
+	errInvalidKey = &statusError{Status: http.StatusBadRequest, Code: "invalid_key",
+		Msg: fmt.Sprintf("a key must be 1-%d bytes of UTF-8 with no control character, percent-encoded in a path or query", eventkey.MaxKeyBytes)}
+	errConflictingKey = &statusError{Status: http.StatusBadRequest, Code: "conflicting_key",
+		Msg: "the " + KeyHeader + " header and the key parameter differ"}
+)
+
+// checkKey is the key rule, the one check of every key a caller names (in
+// the Idempotency-Key header, the key parameter or a path): 1 to
+// eventkey.MaxKeyBytes bytes of valid UTF-8 with no control character. The
+// limit is the longest key keysvc derives, so any key it answers can be
+// passed back, and one key gets one answer on every route.
+func checkKey(key string) error {
+	if !eventkey.ValidKey(key) {
+		return errInvalidKey
+	}
+	return nil
+}
+
 // pathKey returns the {key} path segment, percent-decoded and validated.
 func pathKey(r *http.Request) (string, error) {
 	key := r.PathValue("key")
-	if !eventkey.ValidKey(key) {
-		return "", httpError(http.StatusBadRequest, "invalid_key", "the key must be 1-%d bytes of UTF-8 with no control character, percent-encoded in the path", eventkey.MaxKeyBytes)
+	if err := checkKey(key); err != nil {
+		return "", err
 	}
 	return key, nil
 }

@@ -187,7 +187,7 @@ func TestExplicitKeys(t *testing.T) {
 		c.do("POST", "/v1/reservations?key=a", nil, map[string]string{keysvc.KeyHeader: "b"}).want(t, 400, "conflicting_key")
 		c.do("POST", "/v1/reservations?key=", nil, nil).want(t, 400, "invalid_key")
 		c.do("POST", "/v1/reservations?key="+url.QueryEscape("a\x00b"), nil, nil).want(t, 400, "invalid_key")
-		c.do("POST", "/v1/reservations?key="+strings.Repeat("k", 256), nil, nil).want(t, 400, "invalid_key")
+		c.do("POST", "/v1/reservations?key="+strings.Repeat("k", eventkey.MaxKeyBytes+1), nil, nil).want(t, 400, "invalid_key")
 		c.do("POST", "/v1/reservations", nil, nil).want(t, 400, "empty_body")
 		c.do("GET", "/v1/reservations/"+url.PathEscape("bad\x01key"), nil, nil).want(t, 400, "invalid_key")
 	})
