@@ -3,6 +3,8 @@ package keysvc
 import (
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/idemhook/idemhook/eventkey"
@@ -70,18 +72,11 @@ func (s *Server) requestKey(r *http.Request, allowExplicit bool) (key, source st
 		}
 	}
 	if allowExplicit {
-		fromHeader, fromQuery := r.Header.Get(KeyHeader), q.Get("key")
-		explicit := fromHeader
-		switch {
-		case fromHeader != "" && fromQuery != "" && fromHeader != fromQuery:
-			return "", "", errConflictingKey
-		case fromHeader == "":
-			explicit = fromQuery
+		explicit, given, err := explicitKey(r, q)
+		if err != nil {
+			return "", "", err
 		}
-		if explicit != "" || q.Has("key") {
-			if err := checkKey(explicit); err != nil {
-				return "", "", err
-			}
+		if given {
 			return explicit, SourceExplicit, tenantMayUse(r, explicit)
 		}
 	}
@@ -128,7 +123,7 @@ var (
 	errInvalidKey = &statusError{Status: http.StatusBadRequest, Code: "invalid_key",
 		Msg: fmt.Sprintf("a key must be 1-%d bytes of UTF-8 with no control character, percent-encoded in a path or query", eventkey.MaxKeyBytes)}
 	errConflictingKey = &statusError{Status: http.StatusBadRequest, Code: "conflicting_key",
-		Msg: "the " + KeyHeader + " header and the key parameter differ"}
+		Msg: "the " + KeyHeader + " headers and key parameters name different keys"}
 )
 
 // checkKey is the key rule, the one check of every key a caller names (in
@@ -141,6 +136,28 @@ func checkKey(key string) error {
 		return errInvalidKey
 	}
 	return nil
+}
+
+// explicitKey returns the caller's own key: every Idempotency-Key header and
+// key parameter present, even empty, is a key the rule judges (an empty one
+// is an error, never a reason to derive the body's key), and all must name
+// the same key. given is false when there is none.
+func explicitKey(r *http.Request, q url.Values) (key string, given bool, err error) {
+	keys := slices.Concat(r.Header.Values(KeyHeader), q["key"])
+	if len(keys) == 0 {
+		return "", false, nil
+	}
+	for _, k := range keys {
+		if err := checkKey(k); err != nil {
+			return "", true, err
+		}
+	}
+	for _, k := range keys[1:] {
+		if k != keys[0] {
+			return "", true, errConflictingKey
+		}
+	}
+	return keys[0], true, nil
 }
 
 // pathKey returns the {key} path segment, percent-decoded and validated.
