@@ -49,3 +49,30 @@ func TestRoutesMatchThePathAsSent(t *testing.T) {
 		}
 	})
 }
+
+// The inbox's {id} is one segment too, judged before the store is asked: an
+// empty or non-numeric id is 400 invalid_id on both routes that take one, an
+// id that names no entry 404; an empty endpoint is an unknown one.
+func TestInboxIDsAreOneSegmentAsSent(t *testing.T) {
+	in := openInbox(t, "ks_inbox_ids", `{"endpoints":[{"name":"stripe","provider":"stripe","target":"http://127.0.0.1:1/"}]}`, keysvc.InboxOptions{})
+	c := start(t, keysvc.Config{Store: newBoltStore(t), Inbox: in})
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		code         string
+	}{
+		{"GET", "/v1/inbox/stripe/", 400, "invalid_id"},
+		{"POST", "/v1/inbox/stripe//replay", 400, "invalid_id"},
+		{"GET", "/v1/inbox/stripe/abc", 400, "invalid_id"},
+		{"POST", "/v1/inbox/stripe/-1/replay", 400, "invalid_id"},
+		{"GET", "/v1/inbox/stripe/999999", 404, "not_found"},
+		{"POST", "/v1/inbox/stripe/999999/replay", 404, "not_found"},
+		{"GET", "/v1/inbox//1", 404, "unknown_endpoint"},
+		{"GET", "/v1/inbox/stripe/./", 404, "not_found"},
+	} {
+		r := c.do(tc.method, tc.path, nil, nil)
+		if r.status != tc.status || r.str("code") != tc.code || r.str("error") == "" {
+			t.Errorf("%s %s: %d %s (Location %q), want %d %s", tc.method, tc.path, r.status, r.body, r.header.Get("Location"), tc.status, tc.code)
+		}
+	}
+}
