@@ -17,12 +17,7 @@ func TestRoutesMatchThePathAsSent(t *testing.T) {
 		for _, key := range []string{".", ".."} {
 			c.do("POST", "/v1/reservations", nil, map[string]string{keysvc.KeyHeader: key}).want(t, 201, "")
 		}
-		for _, tc := range []struct {
-			method, path string
-			status       int
-			code         string
-			key          string // the key answered, for a 200
-		}{
+		checkRoutes(t, c, []routeCase{
 			{"GET", "/v1/reservations/.", 200, "", "."},
 			{"GET", "/v1/reservations/..", 200, "", ".."},
 			{"GET", "/v1/reservations/%2E", 200, "", "."},
@@ -39,15 +34,29 @@ func TestRoutesMatchThePathAsSent(t *testing.T) {
 			{"GET", "/v1/reservations/a/../b", 404, "not_found", ""},
 			{"GET", "//healthz", 404, "not_found", ""},
 			{"GET", "/v1/keys/", 404, "not_found", ""},
-		} {
-			r := c.do(tc.method, tc.path, nil, nil)
-			if r.status != tc.status || r.str("code") != tc.code || (tc.status >= 400 && r.str("error") == "") ||
-				(tc.status != 204 && r.header.Get("Content-Type") != "application/json") || (tc.key != "" && r.str("key") != tc.key) {
-				t.Errorf("%s %s: %d %s %q (Location %q), want %d %s %q", tc.method, tc.path, r.status, r.header.Get("Content-Type"), r.body,
-					r.header.Get("Location"), tc.status, tc.code, tc.key)
-			}
-		}
+		})
 	})
+}
+
+type routeCase struct {
+	method, path string
+	status       int
+	code         string
+	key          string // the key answered, when set
+}
+
+// checkRoutes sends each request without a body and checks its answer: the
+// status, the code and a message for an error, JSON but for a 204.
+func checkRoutes(t *testing.T, c client, cases []routeCase) {
+	t.Helper()
+	for _, tc := range cases {
+		r := c.do(tc.method, tc.path, nil, nil)
+		if r.status != tc.status || r.str("code") != tc.code || (tc.status >= 400 && r.str("error") == "") ||
+			(tc.status != 204 && r.header.Get("Content-Type") != "application/json") || (tc.key != "" && r.str("key") != tc.key) {
+			t.Errorf("%s %s: %d %s %q (Location %q), want %d %s %q", tc.method, tc.path, r.status, r.header.Get("Content-Type"), r.body,
+				r.header.Get("Location"), tc.status, tc.code, tc.key)
+		}
+	}
 }
 
 // The inbox's {id} is one segment too, judged before the store is asked: an
@@ -56,23 +65,14 @@ func TestRoutesMatchThePathAsSent(t *testing.T) {
 func TestInboxIDsAreOneSegmentAsSent(t *testing.T) {
 	in := openInbox(t, "ks_inbox_ids", `{"endpoints":[{"name":"stripe","provider":"stripe","target":"http://127.0.0.1:1/"}]}`, keysvc.InboxOptions{})
 	c := start(t, keysvc.Config{Store: newBoltStore(t), Inbox: in})
-	for _, tc := range []struct {
-		method, path string
-		status       int
-		code         string
-	}{
-		{"GET", "/v1/inbox/stripe/", 400, "invalid_id"},
-		{"POST", "/v1/inbox/stripe//replay", 400, "invalid_id"},
-		{"GET", "/v1/inbox/stripe/abc", 400, "invalid_id"},
-		{"POST", "/v1/inbox/stripe/-1/replay", 400, "invalid_id"},
-		{"GET", "/v1/inbox/stripe/999999", 404, "not_found"},
-		{"POST", "/v1/inbox/stripe/999999/replay", 404, "not_found"},
-		{"GET", "/v1/inbox//1", 404, "unknown_endpoint"},
-		{"GET", "/v1/inbox/stripe/./", 404, "not_found"},
-	} {
-		r := c.do(tc.method, tc.path, nil, nil)
-		if r.status != tc.status || r.str("code") != tc.code || r.str("error") == "" {
-			t.Errorf("%s %s: %d %s (Location %q), want %d %s", tc.method, tc.path, r.status, r.body, r.header.Get("Location"), tc.status, tc.code)
-		}
-	}
+	checkRoutes(t, c, []routeCase{
+		{"GET", "/v1/inbox/stripe/", 400, "invalid_id", ""},
+		{"POST", "/v1/inbox/stripe//replay", 400, "invalid_id", ""},
+		{"GET", "/v1/inbox/stripe/abc", 400, "invalid_id", ""},
+		{"POST", "/v1/inbox/stripe/-1/replay", 400, "invalid_id", ""},
+		{"GET", "/v1/inbox/stripe/999999", 404, "not_found", ""},
+		{"POST", "/v1/inbox/stripe/999999/replay", 404, "not_found", ""},
+		{"GET", "/v1/inbox//1", 404, "unknown_endpoint", ""},
+		{"GET", "/v1/inbox/stripe/./", 404, "not_found", ""},
+	})
 }
