@@ -1,7 +1,10 @@
 package keysvc
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/idemhook/idemhook/eventkey"
@@ -37,8 +40,8 @@ func (s *Server) deriveKey(w http.ResponseWriter, r *http.Request) error {
 
 // requestKey returns the key of a request. With ?provider= it first
 // verifies the provider's signature over the raw body (401 and nothing more
-// when it fails). Then it takes the caller's own key (header or query,
-// validated like an event id) when allowed and given, else derives one from
+// when it fails). Then it takes the caller's own key (header or query, by
+// the key rule) when allowed and given, else derives one from
 // the body with ?preset= and ?scope= (the provider's preset by default).
 func (s *Server) requestKey(r *http.Request, allowExplicit bool) (key, source string, err error) {
 	q := r.URL.Query()
@@ -69,18 +72,11 @@ func (s *Server) requestKey(r *http.Request, allowExplicit bool) (key, source st
 		}
 	}
 	if allowExplicit {
-		fromHeader, fromQuery := r.Header.Get(KeyHeader), q.Get("key")
-		explicit := fromHeader
-		switch {
-		case fromHeader != "" && fromQuery != "" && fromHeader != fromQuery:
-			return "", "", httpError(http.StatusBadRequest, "conflicting_key", "the %s header and the key parameter differ", KeyHeader)
-		case fromHeader == "":
-			explicit = fromQuery
+		explicit, given, err := explicitKey(r, q)
+		if err != nil {
+			return "", "", err
 		}
-		if explicit != "" || q.Has("key") {
-			if !eventkey.ValidID(explicit) {
-				return "", "", httpError(http.StatusBadRequest, "invalid_key", "a caller's key must be 1-%d bytes of UTF-8 with no control character", eventkey.MaxIDBytes)
-			}
+		if given {
 			return explicit, SourceExplicit, tenantMayUse(r, explicit)
 		}
 	}
@@ -120,11 +116,55 @@ func providerParam(r *http.Request) (signature.Provider, error) {
 	return p, nil
 }
 
+// Answers about the keys a caller names.
+var (
+	// errInvalidKey is every route's answer to a key that breaks the key
+	// rule (checkKey).
+	errInvalidKey = &statusError{Status: http.StatusBadRequest, Code: "invalid_key",
+		Msg: fmt.Sprintf("a key must be 1-%d bytes of UTF-8 with no control character, percent-encoded in a path or query", eventkey.MaxKeyBytes)}
+	errConflictingKey = &statusError{Status: http.StatusBadRequest, Code: "conflicting_key",
+		Msg: "the " + KeyHeader + " headers and key parameters name different keys"}
+)
+
+// checkKey is the key rule, the one check of every key a caller names (in
+// the Idempotency-Key header, the key parameter or a path): 1 to
+// eventkey.MaxKeyBytes bytes of valid UTF-8 with no control character. The
+// limit is the longest key keysvc derives, so any key it answers can be
+// passed back, and one key gets one answer on every route.
+func checkKey(key string) error {
+	if !eventkey.ValidKey(key) {
+		return errInvalidKey
+	}
+	return nil
+}
+
+// explicitKey returns the caller's own key: every Idempotency-Key header and
+// key parameter present, even empty, is a key the rule judges (an empty one
+// is an error, never a reason to derive the body's key), and all must name
+// the same key. given is false when there is none.
+func explicitKey(r *http.Request, q url.Values) (key string, given bool, err error) {
+	keys := slices.Concat(r.Header.Values(KeyHeader), q["key"])
+	if len(keys) == 0 {
+		return "", false, nil
+	}
+	for _, k := range keys {
+		if err := checkKey(k); err != nil {
+			return "", true, err
+		}
+	}
+	for _, k := range keys[1:] {
+		if k != keys[0] {
+			return "", true, errConflictingKey
+		}
+	}
+	return keys[0], true, nil
+}
+
 // pathKey returns the {key} path segment, percent-decoded and validated.
 func pathKey(r *http.Request) (string, error) {
 	key := r.PathValue("key")
-	if !eventkey.ValidKey(key) {
-		return "", httpError(http.StatusBadRequest, "invalid_key", "the key must be 1-%d bytes of UTF-8 with no control character, percent-encoded in the path", eventkey.MaxKeyBytes)
+	if err := checkKey(key); err != nil {
+		return "", err
 	}
 	return key, nil
 }

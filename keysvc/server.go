@@ -61,7 +61,8 @@ const DefaultMaxBodyBytes = 1 << 20
 // Server is keysvc's HTTP handler.
 type Server struct {
 	cfg     Config
-	mux     *http.ServeMux
+	paths   []apiPath      // the routes' paths, matched as sent
+	mux     *http.ServeMux // the planner page only
 	metrics *metrics
 	logged  atomic.Uint64 // requests seen, for LogSample
 	tokens  atomic.Pointer[Tokens]
@@ -129,16 +130,86 @@ func New(cfg Config) *Server {
 		byPath[rt.Path] = append(byPath[rt.Path], rt)
 	}
 	for _, path := range order {
-		s.mux.Handle(path, s.dispatch(path, byPath[path]))
+		s.paths = append(s.paths, apiPath{pattern: path, segments: strings.Split(path, "/"), handler: s.dispatch(path, byPath[path])})
 	}
 	// The planner page (static, no data, no token) lives under /planner/,
 	// where its relative file names resolve; / sends browsers there.
 	s.mux.Handle("GET /{$}", http.RedirectHandler("/planner/", http.StatusFound))
 	s.mux.Handle("GET /planner/", planner.Handler("/planner/"))
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no such route; see /openapi.json")
-	})
+	s.mux.HandleFunc("/", noRoute)
 	return s
+}
+
+func noRoute(w http.ResponseWriter, _ *http.Request) {
+	writeError(w, http.StatusNotFound, "not_found", "no such route; see /openapi.json")
+}
+
+// apiPath is the path of one or more routes, split at its slashes: each
+// segment a literal or a {name} that takes one segment of the request's.
+type apiPath struct {
+	pattern  string
+	segments []string
+	handler  http.Handler
+}
+
+// route serves r by the route its path names, as sent: split at the
+// slashes of the escaped path, each segment percent-decoded (so a %2F stays
+// in its segment, and a key "." or ".." or "" is a key). ServeMux would
+// clean the path first, into a redirect (HTML) to another route; here an
+// unclean path is no route, a JSON 404. Only / and the planner page go to
+// the mux.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	if p, values, ok := s.match(r.URL.EscapedPath()); ok {
+		r.Pattern = p.pattern
+		for name, v := range values {
+			r.SetPathValue(name, v)
+		}
+		p.handler.ServeHTTP(w, r)
+		return
+	}
+	if r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, "/planner") {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	noRoute(w, r)
+}
+
+// match returns the apiPath of escaped and the decoded value of each of its
+// {name} segments.
+func (s *Server) match(escaped string) (*apiPath, map[string]string, bool) {
+	segments := strings.Split(escaped, "/")
+	for i, seg := range segments {
+		// EscapedPath is always valid: this fails only for a Request
+		// built by hand, whose path is then no route.
+		dec, err := url.PathUnescape(seg)
+		if err != nil {
+			return nil, nil, false
+		}
+		segments[i] = dec
+	}
+next:
+	for i := range s.paths {
+		p := &s.paths[i]
+		if len(p.segments) != len(segments) {
+			continue
+		}
+		var values map[string]string
+		for j, want := range p.segments {
+			name, wild := strings.CutPrefix(want, "{")
+			if !wild {
+				if segments[j] != want {
+					continue next
+				}
+				continue
+			}
+			if values == nil {
+				values = map[string]string{}
+			}
+			values[strings.TrimSuffix(name, "}")] = segments[j]
+		}
+		return p, values, true
+	}
+	return nil, nil, false
 }
 
 func (s *Server) dispatch(path string, rts []route) http.Handler {
@@ -228,7 +299,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer func() {
-		pattern := r.Pattern // set by the mux when it routed the request
+		pattern := r.Pattern // set by route, or the mux, when it routed the request
 		if p := recover(); p != nil {
 			s.cfg.Logger.Error("panic in handler", "request_id", id, "route", pattern, "panic", p)
 			if !rec.wrote {
@@ -246,7 +317,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.cfg.Logger.Log(r.Context(), level, "request", "request_id", id, "method", r.Method, "route", pattern,
 			"status", rec.status, "duration_ms", float64(elapsed.Microseconds())/1000)
 	}()
-	s.mux.ServeHTTP(rec, r)
+	s.route(rec, r)
 }
 
 func newRequestID() string {

@@ -50,6 +50,17 @@ type reply struct {
 
 func (c client) do(method, path string, body []byte, header map[string]string) reply {
 	c.t.Helper()
+	values := map[string][]string{}
+	for k, v := range header {
+		values[k] = []string{v}
+	}
+	return c.doHeaders(method, path, body, values)
+}
+
+// doHeaders is do with headers of several values, or of an empty one; a nil
+// value sends no such header.
+func (c client) doHeaders(method, path string, body []byte, header map[string][]string) reply {
+	c.t.Helper()
 	req, err := http.NewRequest(method, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		c.t.Fatal(err)
@@ -58,9 +69,11 @@ func (c client) do(method, path string, body []byte, header map[string]string) r
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	for k, v := range header {
-		req.Header.Set(k, v)
+		if v != nil {
+			req.Header[http.CanonicalHeaderKey(k)] = v
+		}
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := noRedirects.Do(req)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -70,6 +83,10 @@ func (c client) do(method, path string, body []byte, header map[string]string) r
 	_ = json.Unmarshal(b, &r.json)
 	return r
 }
+
+// noRedirects is the tests' HTTP client: it shows keysvc's own answer, a
+// redirect included, where http.DefaultClient would follow it elsewhere.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 func (r reply) str(field string) string {
 	s, _ := r.json[field].(string)
@@ -170,7 +187,7 @@ func TestExplicitKeys(t *testing.T) {
 		c.do("POST", "/v1/reservations?key=a", nil, map[string]string{keysvc.KeyHeader: "b"}).want(t, 400, "conflicting_key")
 		c.do("POST", "/v1/reservations?key=", nil, nil).want(t, 400, "invalid_key")
 		c.do("POST", "/v1/reservations?key="+url.QueryEscape("a\x00b"), nil, nil).want(t, 400, "invalid_key")
-		c.do("POST", "/v1/reservations?key="+strings.Repeat("k", 256), nil, nil).want(t, 400, "invalid_key")
+		c.do("POST", "/v1/reservations?key="+strings.Repeat("k", eventkey.MaxKeyBytes+1), nil, nil).want(t, 400, "invalid_key")
 		c.do("POST", "/v1/reservations", nil, nil).want(t, 400, "empty_body")
 		c.do("GET", "/v1/reservations/"+url.PathEscape("bad\x01key"), nil, nil).want(t, 400, "invalid_key")
 	})

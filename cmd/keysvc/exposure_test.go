@@ -200,6 +200,22 @@ func TestSlowAndIdleClients(t *testing.T) {
 
 // With --tls-cert and --tls-key keysvc serves HTTPS, with HTTP/2.
 func TestTLSWithHTTP2(t *testing.T) {
+	addr, pool := serveKeysvcTLS(t)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
+	resp, err := client.Get("https://" + addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Proto != "HTTP/2.0" {
+		t.Errorf("HTTPS: %d over %s, want 200 over HTTP/2.0", resp.StatusCode, resp.Proto)
+	}
+}
+
+// serveKeysvcTLS runs keysvc with a self-signed certificate for 127.0.0.1
+// until the test ends, and returns its address and the pool that trusts it.
+func serveKeysvcTLS(t *testing.T) (string, *x509.CertPool) {
+	t.Helper()
 	dir := t.TempDir()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
@@ -217,24 +233,20 @@ func TestTLSWithHTTP2(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"--addr", addr, "--db-file", filepath.Join(dir, "k.db"), "--tls-cert", certFile, "--tls-key", keyFile}, io.Discard, io.Discard)
 	}()
-	defer func() { cancel(); <-done }()
+	t.Cleanup(func() { cancel(); <-done })
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
-	var resp *http.Response
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	var err error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var resp *http.Response
 		if resp, err = client.Get("https://" + addr + "/healthz"); err == nil {
-			break
+			resp.Body.Close()
+			return addr, pool
 		}
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 || resp.Proto != "HTTP/2.0" {
-		t.Errorf("HTTPS: %d over %s, want 200 over HTTP/2.0", resp.StatusCode, resp.Proto)
-	}
+	t.Fatal(err)
+	return "", nil
 }
 
 // --insecure-no-auth warns at start and then every hour, until keysvc stops
