@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,38 @@ func TestStripe(t *testing.T) {
 		{"no secret", body, header, nil, opts, signature.ErrNoSecret},
 	} {
 		wantErr(t, tc.name, signature.Stripe(tc.body, tc.header, tc.secrets, tc.opts), tc.want)
+	}
+}
+
+// A Stripe-Signature whose only v1 values are not HMACs fails as one with
+// no valid signature (as stripe-go), and the message names the first of
+// them, so a sender's bug is told apart from a missing signature; a
+// malformed v1 beside a valid one is skipped.
+func TestStripeNamesTheMalformedV1(t *testing.T) {
+	body := []byte(`{"id":"evt_1"}`)
+	now := time.Unix(1_750_000_000, 0)
+	valid := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: body, Secret: "whsec_s", Timestamp: now}).Header
+	validV1 := strings.SplitN(valid, "v1=", 2)[1]
+	ts := "t=" + strconv.FormatInt(now.Unix(), 10)
+	for _, tc := range []struct {
+		name, header string
+		want         error
+		mentions     []string // what the message must say
+	}{
+		{"one short v1", ts + ",v1=00", signature.ErrNoValidSignature, []string{"v1 value 1", "64-hex-digit"}},
+		{"not hex, then short", ts + ",v1=" + strings.Repeat("z", 64) + ",v1=00", signature.ErrNoValidSignature, []string{"v1 value 1 "}},
+		{"v0, then one v1 too long", ts + ",v0=" + validV1 + ",v1=" + validV1 + "00", signature.ErrNoValidSignature, []string{"v1 value 1 "}},
+		{"no v1 at all", ts + ",v0=" + validV1, signature.ErrNoValidSignature, []string{"no v1"}},
+		{"malformed before the valid one", ts + ",v1=00,v1=" + validV1, nil, nil},
+		{"malformed after the valid one", valid + ",v1=zz", nil, nil},
+	} {
+		err := signature.Stripe(body, tc.header, []string{"whsec_s"}, signature.Options{Now: now})
+		wantErr(t, tc.name, err, tc.want)
+		for _, m := range tc.mentions {
+			if err == nil || !strings.Contains(err.Error(), m) {
+				t.Errorf("%s: message %q does not say %q", tc.name, err, m)
+			}
+		}
 	}
 }
 
