@@ -96,58 +96,6 @@ func Stripe(body []byte, header string, secrets []string, opts Options) error {
 	return nil
 }
 
-// StandardWebhooks verifies the Standard Webhooks scheme (used by Svix):
-// webhook-signature holds space-separated "v1,<base64>" entries, each an
-// HMAC-SHA256 of "id.timestamp.body" keyed by the base64 secret (prefix
-// whsec_ optional). The timestamp must be within the tolerance both ways.
-func StandardWebhooks(body []byte, id, timestamp, signatures string, secrets []string, opts Options) error {
-	if err := checkSecrets(secrets); err != nil {
-		return err
-	}
-	for _, h := range [][2]string{{"webhook-id", id}, {"webhook-timestamp", timestamp}, {"webhook-signature", signatures}} {
-		if h[1] == "" {
-			return fmt.Errorf("%w: %s", ErrMissingHeader, h[0])
-		}
-		if err := headerTooLong(h[1]); err != nil {
-			return err
-		}
-	}
-	if _, err := checkTimestamp(timestamp, opts); err != nil {
-		return err
-	}
-	var candidates [][]byte
-	for _, entry := range strings.Fields(signatures) {
-		version, sig, ok := strings.Cut(entry, ",")
-		if !ok {
-			return fmt.Errorf("%w: webhook-signature entry %.32q is not version,signature", ErrMalformedHeader, entry)
-		}
-		if version != "v1" {
-			continue // other schemes (v1a: asymmetric) are not ours to check
-		}
-		if raw, err := base64.StdEncoding.DecodeString(sig); err == nil {
-			candidates = append(candidates, raw)
-		}
-	}
-	if len(candidates) == 0 {
-		return fmt.Errorf("%w: webhook-signature has no v1 signature", ErrNoValidSignature)
-	}
-	var expected [][]byte
-	for _, s := range secrets {
-		if s == "" {
-			continue
-		}
-		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, "whsec_"))
-		if err != nil || len(key) == 0 {
-			return fmt.Errorf("%w: a Standard Webhooks secret is whsec_ followed by base64", ErrInvalidSecret)
-		}
-		expected = append(expected, mac(key, []byte(id), []byte("."), []byte(timestamp), []byte("."), body))
-	}
-	if !anyMatch(expected, candidates) {
-		return fmt.Errorf("%w: no v1 signature matches the body and secret", ErrNoValidSignature)
-	}
-	return nil
-}
-
 // GitHub verifies X-Hub-Signature-256 ("sha256=<hex>"), an HMAC-SHA256 of
 // the body. GitHub signs no timestamp: a captured delivery can be replayed
 // as long as the secret lives, and only the idempotency key stops it.
