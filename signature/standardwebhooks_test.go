@@ -149,3 +149,30 @@ process.stdout.write(JSON.stringify({ pub: pub.toString('base64'), sig: sig.toSt
 	wantErr(t, "node-signed, tampered body", signature.StandardWebhooks(append(body, ' '), id, ts, "v1a,"+v.Sig, key, opts), signature.ErrNoValidSignature)
 	wantErr(t, "node-signed, another key", signature.StandardWebhooks(body, id, ts, "v1a,"+v.Sig, []string{whpk(fixedKey(8))}, opts), signature.ErrNoValidSignature)
 }
+
+// CheckSecrets refuses at start what StandardWebhooks would refuse on every
+// delivery, and takes what every scheme takes.
+func TestCheckSecrets(t *testing.T) {
+	pub := whpk(fixedKey(1))
+	b64 := base64.StdEncoding.EncodeToString
+	for _, tc := range []struct {
+		name     string
+		provider signature.Provider
+		secrets  []string
+		want     error
+	}{
+		{"whsec_ and whpk_", signature.ProviderStandardWebhooks, []string{"whsec_" + b64([]byte("s")), pub}, nil},
+		{"whpk_ only", signature.ProviderStandardWebhooks, []string{pub}, nil},
+		{"whpk_ of 31 bytes", signature.ProviderStandardWebhooks, []string{pub, "whpk_" + b64(make([]byte, 31))}, signature.ErrInvalidSecret},
+		{"whsec_ not base64", signature.ProviderStandardWebhooks, []string{"whsec_***"}, signature.ErrInvalidSecret},
+		{"whsk_", signature.ProviderStandardWebhooks, []string{"whsk_" + b64(make([]byte, 32))}, signature.ErrInvalidSecret},
+		{"none", signature.ProviderStandardWebhooks, nil, signature.ErrNoSecret},
+		{"stripe takes any string", signature.ProviderStripe, []string{"whsec_***"}, nil},
+		{"github, none", signature.ProviderGitHub, []string{""}, signature.ErrNoSecret},
+	} {
+		wantErr(t, tc.name, tc.provider.CheckSecrets(tc.secrets), tc.want)
+	}
+	if signature.Provider("paypal").CheckSecrets([]string{"x"}) == nil {
+		t.Error("CheckSecrets took an unknown provider")
+	}
+}
