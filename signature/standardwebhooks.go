@@ -18,9 +18,10 @@ const (
 )
 
 // maxAsymmetricSignatures bounds the v1a signatures read from one header.
-// Each costs an ed25519 verification per public key (tens of microseconds,
-// where an HMAC costs one): a sender signs with one key per active key, and
-// a forger must not buy a hundred verifications with one request.
+// Each costs an ed25519 verification per public key (about 90 µs on the
+// project's 2-core machine, where an HMAC of a small body costs about one):
+// a sender signs with one key per active key, and a forger must not buy a
+// hundred verifications with one request.
 const maxAsymmetricSignatures = 8
 
 // swKeys are the keys of a Standard Webhooks secret list.
