@@ -91,7 +91,7 @@ var Flags = []Flag{
 		Usage: "how long cleanup keeps keys (or finished inbox work), a `DURATION` such as 30d or 720h",
 		set:   duration(func(o *Options) *time.Duration { return &o.Retention })},
 	{Name: "verify", Option: "verify provider",
-		Usage: "check this `PROVIDER`'s signature first: stripe, github, shopify, slack (standardwebhooks with --hashing keysvc); none to skip (the inbox pattern verifies stripe by default)",
+		Usage: "check this `PROVIDER`'s signature first: stripe, github, shopify, slack (standardwebhooks with --hashing keysvc or --receiver keysvc); none to skip (the inbox pattern verifies stripe by default)",
 		set:   text(func(o *Options) *string { return &o.Verify })},
 	{Name: "verify-credential", Option: "verify credential", Default: DefaultVerifyCredential,
 		Usage: "`name` of the n8n Crypto credential whose HMAC secret is the signing secret",

@@ -1,6 +1,7 @@
 package generator_test
 
 import (
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"slices"
@@ -231,6 +232,25 @@ func TestInboxSchema(t *testing.T) {
 			strings.HasPrefix(line, "DROP ") && !strings.HasPrefix(line, "DROP FUNCTION IF EXISTS pay.idemhook_"):
 			t.Errorf("schema.sql changes what it does not own: %s", line)
 		}
+	}
+}
+
+// Standard Webhooks, which the n8n receiver cannot verify, is verified by
+// keysvc as the inbox's receiver: the example endpoint names the provider,
+// and keysvc loads it with a whpk_ public key.
+func TestInboxKeysvcReceiverVerifiesStandardWebhooks(t *testing.T) {
+	if err := (generator.Options{Pattern: generator.PatternInbox, Verify: "standardwebhooks"}).Validate(); err == nil {
+		t.Error("the n8n receiver took standardwebhooks, which its Crypto node cannot verify")
+	}
+	files, _ := inboxFiles(t, generator.Options{Receiver: generator.ReceiverKeysvc, Verify: "standardwebhooks"})
+	file := filepath.Join(t.TempDir(), generator.FileEndpoints)
+	if err := os.WriteFile(file, files[generator.FileEndpoints], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key := "whpk_" + base64.StdEncoding.EncodeToString(make([]byte, 32))
+	eps, err := keysvc.LoadEndpoints(file, map[signature.Provider][]string{signature.ProviderStandardWebhooks: {key}})
+	if err != nil || len(eps) != 1 || eps[0].Provider != signature.ProviderStandardWebhooks {
+		t.Errorf("keysvc loaded %+v, %v from\n%s", eps, err, files[generator.FileEndpoints])
 	}
 }
 

@@ -136,8 +136,9 @@ type Options struct {
 	// holding keysvc's token; the token itself is never in the workflow.
 	KeysvcCredential string
 	// Verify names the provider whose signature is checked before the key
-	// is reserved (stripe, github, shopify, slack; standardwebhooks with
-	// HashingKeysvc only). Empty: no check.
+	// is reserved (stripe, github, shopify, slack; standardwebhooks only
+	// where keysvc verifies: HashingKeysvc, or the inbox pattern with
+	// ReceiverKeysvc). Empty: no check.
 	Verify string
 	// VerifyCredential names the n8n Crypto credential holding the signing
 	// secret (encrypted by n8n; never in the workflow).
@@ -357,8 +358,10 @@ func (o Options) resolve() (resolved, error) {
 		if err != nil {
 			return bad("verify provider", o.Verify, "use "+signature.Names())
 		}
-		if p == signature.ProviderStandardWebhooks && o.Hashing != HashingKeysvc {
-			return bad("verify provider", o.Verify, "Standard Webhooks signs with a binary key that n8n's Crypto credential cannot hold: use --hashing keysvc")
+		// keysvc verifies in the keysvc mode and as the inbox's receiver.
+		keysvcVerifies := o.Hashing == HashingKeysvc || (o.Pattern == PatternInbox && o.Receiver == ReceiverKeysvc)
+		if p == signature.ProviderStandardWebhooks && !keysvcVerifies {
+			return bad("verify provider", o.Verify, "Standard Webhooks signs with a binary key (or an ed25519 one, v1a) that n8n's Crypto credential cannot hold: use --hashing keysvc, or --pattern inbox --receiver keysvc")
 		}
 	}
 	if strings.TrimSpace(o.VerifyCredential) == "" || len(o.VerifyCredential) > 128 || strings.ContainsAny(o.VerifyCredential, "\x00\r\n") {

@@ -36,7 +36,9 @@ type Endpoint struct {
 	TargetTokenEnv  string `json:"target_token_env"`
 	TargetTokenFile string `json:"target_token_file"`
 	// SecretEnv or SecretFile hold this endpoint's signing secrets (one per
-	// line in the file, for rotations); default KEYSVC_SECRET_<PROVIDER>.
+	// line, for rotations; for standardwebhooks whsec_ secrets or whpk_
+	// public keys); default KEYSVC_SECRET_<PROVIDER>. A secret of the wrong
+	// form fails LoadEndpoints.
 	SecretEnv  string `json:"secret_env"`
 	SecretFile string `json:"secret_file"`
 	// MaxAttempts bounds the deliveries of one event; it is then failed,
@@ -161,6 +163,11 @@ func (e *Endpoint) resolve(providerSecrets map[signature.Provider][]string) erro
 	}
 	if e.Provider != "" && len(e.secrets) == 0 {
 		return fmt.Errorf("no signing secret for %s: set secret_env or secret_file, or KEYSVC_SECRET_%s", e.Provider, strings.ToUpper(string(e.Provider)))
+	}
+	if e.Provider != "" {
+		if err := e.Provider.CheckSecrets(e.secrets); err != nil {
+			return fmt.Errorf("signing secret: %w", err)
+		}
 	}
 	return nil
 }

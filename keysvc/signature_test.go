@@ -1,7 +1,13 @@
 package keysvc_test
 
 import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/base64"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -90,4 +96,82 @@ func TestProviderPresetKey(t *testing.T) {
 	}
 	c.do("POST", "/v1/keys?preset=github&scope="+url.QueryEscape("no spaces"), []byte("x"), h).want(t, 400, "invalid_scope")
 	c.do("POST", "/v1/keys?preset=paypal", []byte("x"), nil).want(t, 400, "invalid_preset")
+}
+
+// standardWebhooksV1a signs a delivery as a Standard Webhooks sender with an
+// ed25519 key does (the spec: "v1a," and the base64 signature of
+// "id.timestamp.body"), and returns its headers.
+func standardWebhooksV1a(key ed25519.PrivateKey, id string, at time.Time, body []byte) map[string]string {
+	ts := strconv.FormatInt(at.Unix(), 10)
+	sig := ed25519.Sign(key, append([]byte(id+"."+ts+"."), body...))
+	return map[string]string{"webhook-id": id, "webhook-timestamp": ts, "webhook-signature": "v1a," + base64.StdEncoding.EncodeToString(sig)}
+}
+
+func publicKeyLine(key ed25519.PrivateKey) string {
+	return "whpk_" + base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey))
+}
+
+// keysvc verifies Standard Webhooks' ed25519 signatures with a whpk_ public
+// key configured beside a whsec_ secret, as KEYSVC_SECRET_STANDARDWEBHOOKS
+// gives them: a delivery signed with the key's private half passes
+// /v1/verify and reserves its webhook-id, one signed with another key is a
+// 401, and so is one made with the right key that was not configured.
+func TestStandardWebhooksV1aVerified(t *testing.T) {
+	now := time.Unix(1_750_000_000, 0)
+	sender := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0x5a}, ed25519.SeedSize))
+	other := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0xa5}, ed25519.SeedSize))
+	body := []byte(`{"type":"invoice.paid","data":{"id":"in_1"}}`)
+	configured := func(lines ...string) client {
+		return start(t, keysvc.Config{Store: newBoltStore(t), Now: func() time.Time { return now },
+			Secrets: map[signature.Provider][]string{signature.ProviderStandardWebhooks: lines}})
+	}
+	c := configured("whsec_"+base64.StdEncoding.EncodeToString([]byte("symmetric")), publicKeyLine(sender))
+
+	r := c.do("POST", "/v1/verify?provider=standardwebhooks", body, standardWebhooksV1a(sender, "msg_1", now, body))
+	r.want(t, 200, "")
+	if r.json["valid"] != true {
+		t.Fatalf("%s", r.body)
+	}
+	c.do("POST", "/v1/verify?provider=standardwebhooks", body, standardWebhooksV1a(other, "msg_1", now, body)).want(t, 401, "invalid_signature")
+	c.do("POST", "/v1/verify?provider=standardwebhooks", append(body, ' '), standardWebhooksV1a(sender, "msg_1", now, body)).want(t, 401, "invalid_signature")
+	c.do("POST", "/v1/verify?provider=standardwebhooks", body, standardWebhooksV1a(sender, "msg_1", now.Add(-10*time.Minute), body)).want(t, 401, "signature_too_old")
+
+	forged := c.do("POST", "/v1/reservations?provider=standardwebhooks", body, standardWebhooksV1a(other, "msg_2", now, body))
+	forged.want(t, 401, "invalid_signature")
+	genuine := c.do("POST", "/v1/reservations?provider=standardwebhooks", body, standardWebhooksV1a(sender, "msg_2", now, body))
+	genuine.want(t, 201, "")
+	if genuine.str("key") != "swh::msg_2" {
+		t.Errorf("key %q, want the webhook-id's swh::msg_2", genuine.str("key"))
+	}
+
+	wrong := configured(publicKeyLine(other))
+	wrong.do("POST", "/v1/verify?provider=standardwebhooks", body, standardWebhooksV1a(sender, "msg_1", now, body)).want(t, 401, "invalid_signature")
+}
+
+// An endpoint's secret_file may hold whpk_ public keys, one per line, as it
+// holds whsec_ secrets; a line that is not a 32-byte key stops the load,
+// named by its position and never by its value.
+func TestEndpointSecretFileTakesPublicKeys(t *testing.T) {
+	sender := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0x5a}, ed25519.SeedSize))
+	dir := t.TempDir()
+	good := filepath.Join(dir, "keys")
+	bad := filepath.Join(dir, "bad-keys")
+	short := "whpk_" + base64.StdEncoding.EncodeToString(make([]byte, 31))
+	if os.WriteFile(good, []byte("whsec_c3ltbWV0cmlj\n\n"+publicKeyLine(sender)+"\n"), 0o600) != nil ||
+		os.WriteFile(bad, []byte(publicKeyLine(sender)+"\n"+short+"\n"), 0o600) != nil {
+		t.Fatal("write the key files")
+	}
+	endpoint := func(file string) string {
+		return writeEndpoints(t, `{"endpoints":[{"name":"swh","provider":"standardwebhooks","target":"http://n8n/webhook/x","secret_file":"`+file+`"}]}`)
+	}
+	if _, err := keysvc.LoadEndpoints(endpoint(good), nil); err != nil {
+		t.Errorf("whsec_ and whpk_ lines: %v", err)
+	}
+	_, err := keysvc.LoadEndpoints(endpoint(bad), nil)
+	if err == nil || !strings.Contains(err.Error(), "key 2") || !strings.Contains(err.Error(), "31 bytes") {
+		t.Errorf("a 31-byte whpk_: %v, want an error naming key 2 and its 31 bytes", err)
+	}
+	if err != nil && strings.Contains(err.Error(), strings.TrimPrefix(short, "whpk_")) {
+		t.Errorf("the error repeats the key: %v", err)
+	}
 }

@@ -56,6 +56,27 @@ func (p Provider) Headers() []string {
 	return nil
 }
 
+// CheckSecrets reports whether secrets have the form p's scheme needs, so
+// that a service can refuse a bad configuration at start rather than fail
+// every delivery. It fails with ErrNoSecret when no secret is set, and with
+// ErrInvalidSecret, naming the secret's position in the list (never its
+// value), when a Standard Webhooks secret is neither whsec_<base64> nor a
+// whpk_ public key (the base64 of 32 bytes). The other schemes key an HMAC
+// with the secret as given, so any non-empty secret fits them.
+func (p Provider) CheckSecrets(secrets []string) error {
+	if err := checkSecrets(secrets); err != nil {
+		return err
+	}
+	switch p {
+	case ProviderStandardWebhooks:
+		_, err := standardWebhooksKeys(secrets)
+		return err
+	case ProviderStripe, ProviderGitHub, ProviderShopify, ProviderSlack:
+		return nil
+	}
+	return fmt.Errorf("unknown provider %q", string(p))
+}
+
 // Header is what Verify reads of a request's headers; http.Header has it.
 type Header interface {
 	Get(name string) string

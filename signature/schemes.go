@@ -1,6 +1,7 @@
 package signature
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -30,7 +31,9 @@ func headerTooLong(h string) error {
 // HMAC-SHA256, keyed by the endpoint secret (whsec_…, used as is), of
 // "t.body". Any v1 value may match any secret: Stripe sends one v1 per
 // active secret while a secret is rolled. The timestamp must be within the
-// tolerance in both directions.
+// tolerance in both directions. A v1 value that is not 64 hex digits is
+// skipped; when no v1 value is left, the error (ErrNoValidSignature) names
+// the first malformed one.
 func Stripe(body []byte, header string, secrets []string, opts Options) error {
 	if err := checkSecrets(secrets); err != nil {
 		return err
@@ -43,6 +46,7 @@ func Stripe(body []byte, header string, secrets []string, opts Options) error {
 	}
 	var timestamp string
 	var candidates [][]byte
+	v1s, malformed := 0, 0 // malformed: position among the v1 values of the first unusable one
 	for _, part := range strings.Split(header, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
@@ -55,10 +59,17 @@ func Stripe(body []byte, header string, secrets []string, opts Options) error {
 			}
 			timestamp = v
 		case "v1":
-			// Like stripe-go, a v1 value that is not hex cannot match and is skipped.
-			if sig, err := hex.DecodeString(v); err == nil {
-				candidates = append(candidates, sig)
+			// Like stripe-go, a v1 value that cannot be an HMAC-SHA256 is
+			// skipped: another v1 may still match.
+			v1s++
+			sig, err := hex.DecodeString(v)
+			if err != nil || len(sig) != sha256.Size {
+				if malformed == 0 {
+					malformed = v1s
+				}
+				continue
 			}
+			candidates = append(candidates, sig)
 		}
 	}
 	if timestamp == "" {
@@ -68,6 +79,9 @@ func Stripe(body []byte, header string, secrets []string, opts Options) error {
 		return err
 	}
 	if len(candidates) == 0 {
+		if malformed > 0 {
+			return fmt.Errorf("%w: Stripe-Signature v1 value %d is not a 64-hex-digit HMAC-SHA256", ErrNoValidSignature, malformed)
+		}
 		return fmt.Errorf("%w: Stripe-Signature has no v1 signature", ErrNoValidSignature)
 	}
 	var expected [][]byte
@@ -75,58 +89,6 @@ func Stripe(body []byte, header string, secrets []string, opts Options) error {
 		if s != "" {
 			expected = append(expected, mac([]byte(s), []byte(timestamp), []byte("."), body))
 		}
-	}
-	if !anyMatch(expected, candidates) {
-		return fmt.Errorf("%w: no v1 signature matches the body and secret", ErrNoValidSignature)
-	}
-	return nil
-}
-
-// StandardWebhooks verifies the Standard Webhooks scheme (used by Svix):
-// webhook-signature holds space-separated "v1,<base64>" entries, each an
-// HMAC-SHA256 of "id.timestamp.body" keyed by the base64 secret (prefix
-// whsec_ optional). The timestamp must be within the tolerance both ways.
-func StandardWebhooks(body []byte, id, timestamp, signatures string, secrets []string, opts Options) error {
-	if err := checkSecrets(secrets); err != nil {
-		return err
-	}
-	for _, h := range [][2]string{{"webhook-id", id}, {"webhook-timestamp", timestamp}, {"webhook-signature", signatures}} {
-		if h[1] == "" {
-			return fmt.Errorf("%w: %s", ErrMissingHeader, h[0])
-		}
-		if err := headerTooLong(h[1]); err != nil {
-			return err
-		}
-	}
-	if _, err := checkTimestamp(timestamp, opts); err != nil {
-		return err
-	}
-	var candidates [][]byte
-	for _, entry := range strings.Fields(signatures) {
-		version, sig, ok := strings.Cut(entry, ",")
-		if !ok {
-			return fmt.Errorf("%w: webhook-signature entry %.32q is not version,signature", ErrMalformedHeader, entry)
-		}
-		if version != "v1" {
-			continue // other schemes (v1a: asymmetric) are not ours to check
-		}
-		if raw, err := base64.StdEncoding.DecodeString(sig); err == nil {
-			candidates = append(candidates, raw)
-		}
-	}
-	if len(candidates) == 0 {
-		return fmt.Errorf("%w: webhook-signature has no v1 signature", ErrNoValidSignature)
-	}
-	var expected [][]byte
-	for _, s := range secrets {
-		if s == "" {
-			continue
-		}
-		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, "whsec_"))
-		if err != nil || len(key) == 0 {
-			return fmt.Errorf("%w: a Standard Webhooks secret is whsec_ followed by base64", ErrInvalidSecret)
-		}
-		expected = append(expected, mac(key, []byte(id), []byte("."), []byte(timestamp), []byte("."), body))
 	}
 	if !anyMatch(expected, candidates) {
 		return fmt.Errorf("%w: no v1 signature matches the body and secret", ErrNoValidSignature)

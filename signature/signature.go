@@ -5,8 +5,10 @@
 // One function per scheme, each over the raw body exactly as received:
 // Stripe, StandardWebhooks (also Svix), GitHub, Shopify and Slack. Every
 // function accepts several secrets (during a rotation, any may match),
-// compares in constant time, and fails with an error wrapping one of the
-// sentinel errors below, which callers test with errors.Is.
+// compares HMACs in constant time, and fails with an error wrapping one of
+// the sentinel errors below, which callers test with errors.Is. Standard
+// Webhooks' asymmetric v1a signatures are checked with ed25519.Verify
+// against whpk_ public keys given in the same list.
 package signature
 
 import (
@@ -33,8 +35,9 @@ var (
 	ErrTooNew = errors.New("timestamp too far in the future")
 	// ErrNoSecret: no secret was configured; nothing can be verified.
 	ErrNoSecret = errors.New("no secret configured")
-	// ErrInvalidSecret: a secret has the wrong form (a Standard Webhooks
-	// whsec_ secret that is not base64).
+	// ErrInvalidSecret: a secret has the wrong form: a Standard Webhooks
+	// whsec_ secret that is not base64, a whpk_ public key that is not the
+	// base64 of 32 bytes, or a whsk_ private key (the sender's).
 	ErrInvalidSecret = errors.New("invalid secret")
 )
 

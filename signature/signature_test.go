@@ -1,10 +1,12 @@
 package signature_test
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +26,16 @@ func wantErr(t *testing.T, name string, err, want error) {
 	}
 	if !errors.Is(err, want) {
 		t.Errorf("%s: %v, want %v", name, err, want)
+	}
+}
+
+// wantSays checks that err's message says each of parts.
+func wantSays(t *testing.T, name string, err error, parts []string) {
+	t.Helper()
+	for _, m := range parts {
+		if err == nil || !strings.Contains(err.Error(), m) {
+			t.Errorf("%s: message %q does not say %q", name, err, m)
+		}
 	}
 }
 
@@ -68,6 +80,34 @@ func TestStripe(t *testing.T) {
 		{"no secret", body, header, nil, opts, signature.ErrNoSecret},
 	} {
 		wantErr(t, tc.name, signature.Stripe(tc.body, tc.header, tc.secrets, tc.opts), tc.want)
+	}
+}
+
+// A Stripe-Signature whose only v1 values are not HMACs fails as one with
+// no valid signature (as stripe-go), and the message names the first of
+// them, so a sender's bug is told apart from a missing signature; a
+// malformed v1 beside a valid one is skipped.
+func TestStripeNamesTheMalformedV1(t *testing.T) {
+	body := []byte(`{"id":"evt_1"}`)
+	now := time.Unix(1_750_000_000, 0)
+	valid := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: body, Secret: "whsec_s", Timestamp: now}).Header
+	validV1 := strings.SplitN(valid, "v1=", 2)[1]
+	ts := "t=" + strconv.FormatInt(now.Unix(), 10)
+	for _, tc := range []struct {
+		name, header string
+		want         error
+		mentions     []string // what the message must say
+	}{
+		{"one short v1", ts + ",v1=00", signature.ErrNoValidSignature, []string{"v1 value 1", "64-hex-digit"}},
+		{"not hex, then short", ts + ",v1=" + strings.Repeat("z", 64) + ",v1=00", signature.ErrNoValidSignature, []string{"v1 value 1 "}},
+		{"v0, then one v1 too long", ts + ",v0=" + validV1 + ",v1=" + validV1 + "00", signature.ErrNoValidSignature, []string{"v1 value 1 "}},
+		{"no v1 at all", ts + ",v0=" + validV1, signature.ErrNoValidSignature, []string{"no v1"}},
+		{"malformed before the valid one", ts + ",v1=00,v1=" + validV1, nil, nil},
+		{"malformed after the valid one", valid + ",v1=zz", nil, nil},
+	} {
+		err := signature.Stripe(body, tc.header, []string{"whsec_s"}, signature.Options{Now: now})
+		wantErr(t, tc.name, err, tc.want)
+		wantSays(t, tc.name, err, tc.mentions)
 	}
 }
 
@@ -229,20 +269,28 @@ func TestProviderVerifyReadsTheRightHeaders(t *testing.T) {
 }
 
 // FuzzParsers: no header, however malformed, panics or verifies without the
-// secret.
+// secret. Standard Webhooks is also fuzzed with a list that mixes a whsec_
+// secret and a whpk_ key, from seeds that include a v1a signature of the
+// same body under another message id (one changed byte away from valid).
 func FuzzParsers(f *testing.F) {
-	for _, seed := range []string{"t=1614265330,v1=abcd", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", "sha256=00", "v0=zz", "", ",,,", "t=,v1=", "=", "v1,"} {
-		f.Add(seed, "1614265330", []byte(`{"test": 2432232314}`))
+	key := fixedKey(1)
+	body := []byte(`{"test": 2432232314}`)
+	otherID := signV1a(key, "msg_0", "1614265330", body)
+	for _, seed := range []string{"t=1614265330,v1=abcd", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", "sha256=00", "v0=zz", "", ",,,", "t=,v1=", "=", "v1,",
+		otherID, "v1a,", "v1a,!!!", "v1a," + base64.StdEncoding.EncodeToString(make([]byte, 63)), "v1,AAAA " + otherID, strings.Repeat(otherID+" ", 9)} {
+		f.Add(seed, "1614265330", body)
 	}
 	f.Fuzz(func(t *testing.T, header, ts string, body []byte) {
 		secrets := []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
+		mixed := []string{secrets[0], whpk(key)}
 		opts := signature.Options{Now: time.Unix(1614265330, 0)}
 		for name, err := range map[string]error{
-			"stripe":           signature.Stripe(body, header, secrets, opts),
-			"standardwebhooks": signature.StandardWebhooks(body, "msg_1", ts, header, secrets, opts),
-			"github":           signature.GitHub(body, header, secrets),
-			"shopify":          signature.Shopify(body, header, secrets),
-			"slack":            signature.Slack(body, ts, header, secrets, opts),
+			"stripe":                             signature.Stripe(body, header, secrets, opts),
+			"standardwebhooks":                   signature.StandardWebhooks(body, "msg_1", ts, header, secrets, opts),
+			"standardwebhooks, whsec_ and whpk_": signature.StandardWebhooks(body, "msg_1", ts, header, mixed, opts),
+			"github":                             signature.GitHub(body, header, secrets),
+			"shopify":                            signature.Shopify(body, header, secrets),
+			"slack":                              signature.Slack(body, ts, header, secrets, opts),
 		} {
 			if err == nil {
 				t.Fatalf("%s verified a fuzzed header %q", name, header)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,6 +67,8 @@ func TestSignatureScriptsAgreeWithGo(t *testing.T) {
 		{"stripe future", "stripe", "whsec_new", stripeBody, map[string]string{"stripe-signature": stripeSig("whsec_new", now.Add(301*time.Second))}, now, ""},
 		{"stripe missing", "stripe", "whsec_new", stripeBody, map[string]string{}, now, ""},
 		{"stripe malformed", "stripe", "whsec_new", stripeBody, map[string]string{"stripe-signature": "v1=ab"}, now, ""},
+		{"stripe v1 not an HMAC", "stripe", "whsec_new", stripeBody, map[string]string{"stripe-signature": "t=1750000000,v1=00"}, now, ""},
+		{"stripe v1 not hex", "stripe", "whsec_new", stripeBody, map[string]string{"stripe-signature": "t=1750000000,v1=" + strings.Repeat("zz", 32)}, now, ""},
 		{"stripe body not UTF-8", "stripe", "whsec_new", []byte("\xff\xfe"), map[string]string{"stripe-signature": ""}, now, ""},
 		{"github documented", "github", "It's a Secret to Everybody", []byte("Hello, World!"), github, now, ""},
 		{"github tampered", "github", "It's a Secret to Everybody", []byte("Hello, World?"), github, now, ""},

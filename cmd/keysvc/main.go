@@ -428,7 +428,10 @@ func parseConfig(args []string, stdout, stderr io.Writer) (config, int, bool) {
 
 // providerSecrets reads each provider's signing secrets from
 // KEYSVC_SECRET_<PROVIDER> (one secret) and KEYSVC_SECRET_<PROVIDER>_FILE
-// (one secret per line, for rotations).
+// (one secret per line, for rotations). For standardwebhooks a line is a
+// whsec_ secret or a whpk_ public key. A file that cannot be read, or a
+// secret of the wrong form (signature.Provider.CheckSecrets), fails, naming
+// the variable and the secret's position but never its value.
 func providerSecrets() (map[signature.Provider][]string, error) {
 	out := map[signature.Provider][]string{}
 	for _, p := range signature.Providers {
@@ -445,6 +448,11 @@ func providerSecrets() (map[signature.Provider][]string, error) {
 				if line = strings.TrimSpace(line); line != "" {
 					out[p] = append(out[p], line)
 				}
+			}
+		}
+		if len(out[p]) > 0 {
+			if err := p.CheckSecrets(out[p]); err != nil {
+				return nil, fmt.Errorf("%s, then the lines of %s_FILE: %w", name, name, err)
 			}
 		}
 	}

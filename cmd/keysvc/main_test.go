@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"io"
 	"os"
 	"path/filepath"
@@ -47,6 +48,39 @@ func TestParseConfigRejectsBadInput(t *testing.T) {
 	var stderr bytes.Buffer
 	if _, code, ok := parseConfig(nil, io.Discard, &stderr); ok || code != 2 || !strings.Contains(stderr.String(), "KEYSVC_SECRET_SLACK_FILE") {
 		t.Errorf("missing secret file: ok=%v code=%d %s", ok, code, stderr.String())
+	}
+}
+
+// KEYSVC_SECRET_STANDARDWEBHOOKS(_FILE) takes whpk_ public keys beside
+// whsec_ secrets, one a line; a whpk_ that is not 32 bytes of base64 stops
+// keysvc at start, naming the variable but not the key.
+func TestParseConfigStandardWebhooksKeys(t *testing.T) {
+	dir := t.TempDir()
+	pub := "whpk_" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32))
+	good := filepath.Join(dir, "keys")
+	os.WriteFile(good, []byte(pub+"\n\nwhpk_"+base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{2}, 32))+"\n"), 0o600)
+	t.Setenv("KEYSVC_SECRET_STANDARDWEBHOOKS", "whsec_c3ltbWV0cmlj")
+	t.Setenv("KEYSVC_SECRET_STANDARDWEBHOOKS_FILE", good)
+	var stderr bytes.Buffer
+	cfg, code, ok := parseConfig(nil, io.Discard, &stderr)
+	if !ok {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if got := cfg.secrets[signature.ProviderStandardWebhooks]; len(got) != 3 || got[0] != "whsec_c3ltbWV0cmlj" || got[1] != pub {
+		t.Errorf("standardwebhooks secrets %q", got)
+	}
+
+	short := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{3}, 31))
+	bad := filepath.Join(dir, "bad-keys")
+	os.WriteFile(bad, []byte(pub+"\nwhpk_"+short+"\n"), 0o600)
+	t.Setenv("KEYSVC_SECRET_STANDARDWEBHOOKS_FILE", bad)
+	stderr.Reset()
+	_, code, ok = parseConfig(nil, io.Discard, &stderr)
+	if msg := stderr.String(); ok || code != 2 || !strings.Contains(msg, "KEYSVC_SECRET_STANDARDWEBHOOKS_FILE") || !strings.Contains(msg, "key 3") {
+		t.Errorf("a 31-byte whpk_: ok=%v code=%d %s", ok, code, msg)
+	}
+	if strings.Contains(stderr.String(), short) {
+		t.Errorf("the message repeats the key: %s", stderr.String())
 	}
 }
 
