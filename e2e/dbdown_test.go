@@ -31,7 +31,7 @@ func TestReservationWithDatabaseDown(t *testing.T) {
 	}
 	for _, guard := range []generator.Guard{generator.GuardReserve, generator.GuardLease} {
 		t.Run(string(guard), func(t *testing.T) {
-			opts := seedOptions("dbdown-"+string(guard), generator.HashingCodeNode)
+			opts := seedOptions("dbdown_"+string(guard), generator.HashingCodeNode)
 			opts.Guard, opts.CredentialName = guard, cred
 			d := deployOn(t, opts, down.Business)
 			business := generator.BusinessNodeName(opts.BusinessTable)

@@ -90,56 +90,88 @@ END $$`)
 		})
 	}
 
-	// An error the decision cannot catch (its statement cancelled while it
-	// waits for a lock) leaves by the node's error output: it is recorded on
-	// that row, and the rows offered with it are processed.
+	// A statement cancelled while it waits for a lock (statement_timeout,
+	// an operator) is one row's fault: recorded on that row, with the
+	// database's message, and the rows offered with it are processed.
 	t.Run("a cancelled statement among three rows", func(t *testing.T) {
-		ctx := context.Background()
-		var events []string
-		for i := range 3 {
-			evt := fmt.Sprintf("evt_ib_cancel_%d", i)
-			wantReceipt(t, evt, d.deliver(t, paymentSucceeded(evt, "pi_"+evt, fmt.Sprintf("cancel_o%d", i), 700)), "received")
-			events = append(events, evt)
-		}
-		d.waitRows(t, events, "deferred", time.Minute)
-		for i := range 3 {
-			d.newOrder(t, fmt.Sprintf("cancel_o%d", i), 700)
-		}
-		tx, err := st.Business.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback(ctx)
-		if _, err := tx.Exec(ctx, "SELECT 1 FROM "+d.db.Orders().String()+" WHERE id = 'cancel_o0' FOR UPDATE"); err != nil {
-			t.Fatal(err)
-		}
-		d.waitDue(t, events)
-		done := make(chan error, 1)
-		go func() { _, err := runWorkflowNoFatal(d.ids[generator.FileRecoverer]); done <- err }()
-		var pid int
-		waitFor(t, 30*time.Second, "the worker to wait for the held order", func() bool {
-			return st.Business.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%idemhook_apply_event%'`).Scan(&pid) == nil
-		})
-		execSQL(t, "SELECT pg_cancel_backend($1)", pid)
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		tx.Rollback(ctx)
-		r, _ := d.row(t, events[0])
-		if r.State != "processing" || !strings.Contains(r.LastError, "canceling statement") {
-			t.Errorf("the cancelled row: %+v; want processing with the database's message", r)
-		}
-		for _, evt := range events[1:] {
-			if r, _ := d.row(t, evt); r.State != "processed" {
-				t.Errorf("%s, offered with the cancelled row: %+v; want processed", evt, r)
+		d.cutWhileWaiting(t, "cancel", "pg_cancel_backend", func(t *testing.T, events []string) {
+			r, _ := d.row(t, events[0])
+			if r.State != "processing" || !strings.Contains(r.LastError, "canceling statement due to user request") {
+				t.Errorf("the cancelled row: %+v; want processing with the database's message", r)
 			}
-		}
-		d.waitDue(t, events[:1])
-		runWorkflow(t, d.ids[generator.FileRecoverer])
-		if r := d.waitRow(t, events[0], "processed"); r.Outcome != "applied" || len(d.effects(t, "cancel_o0")) != 1 {
-			t.Errorf("the cancelled row once the lock is gone: %+v, effects %v; want applied once", r, d.effects(t, "cancel_o0"))
-		}
+			for _, evt := range events[1:] {
+				if r, _ := d.row(t, evt); r.State != "processed" {
+					t.Errorf("%s, offered with the cancelled row: %+v; want processed", evt, r)
+				}
+			}
+		})
 	})
+
+	// The worker's connection cut while it waits: the decision cannot
+	// record that itself, so its error output does, on each row the
+	// connection was deciding, and every row completes later: none is lost.
+	t.Run("the worker's connection cut among three rows", func(t *testing.T) {
+		d.cutWhileWaiting(t, "terminate", "pg_terminate_backend", func(t *testing.T, events []string) {
+			for _, evt := range events {
+				r, _ := d.row(t, evt)
+				if r.State == "processed" {
+					continue // decided before the cut
+				}
+				if r.State != "processing" || !strings.Contains(r.LastError, "the decision did not finish in n8n (execution ") {
+					t.Errorf("%s after the cut: %+v; want processing with what n8n kept of the error", evt, r)
+				}
+			}
+		})
+	})
+}
+
+// cutWhileWaiting delivers three payments before their orders exist, then
+// holds the first order's row while the recoverer offers all three to one
+// worker execution, and runs fn (pg_cancel_backend or pg_terminate_backend)
+// on the worker's statement as it waits; check looks at the rows after that
+// cycle. Once the lock is gone, every row completes, each order with one
+// effect.
+func (d inboxDeployment) cutWhileWaiting(t *testing.T, prefix, fn string, check func(t *testing.T, events []string)) {
+	t.Helper()
+	ctx := context.Background()
+	var events, orders []string
+	for i := range 3 {
+		evt, order := fmt.Sprintf("evt_ib_%s_%d", prefix, i), fmt.Sprintf("%s_o%d", prefix, i)
+		wantReceipt(t, evt, d.deliver(t, paymentSucceeded(evt, "pi_"+evt, order, 700)), "received")
+		events, orders = append(events, evt), append(orders, order)
+	}
+	d.waitRows(t, events, "deferred", time.Minute)
+	for _, order := range orders {
+		d.newOrder(t, order, 700)
+	}
+	tx, err := st.Business.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+d.db.Orders().String()+" WHERE id = $1 FOR UPDATE", orders[0]); err != nil {
+		t.Fatal(err)
+	}
+	d.waitDue(t, events)
+	done := make(chan error, 1)
+	go func() { _, err := runWorkflowNoFatal(d.ids[generator.FileRecoverer]); done <- err }()
+	var pid int
+	waitFor(t, 30*time.Second, "the worker to wait for the held order", func() bool {
+		return st.Business.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%idemhook_apply_event%'`).Scan(&pid) == nil
+	})
+	execSQL(t, "SELECT "+fn+"($1)", pid)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	tx.Rollback(ctx)
+	check(t, events)
+	d.waitDue(t, events)
+	runWorkflow(t, d.ids[generator.FileRecoverer])
+	for i, evt := range events {
+		if r := d.waitRow(t, evt, "processed"); r.Outcome != "applied" || len(d.effects(t, orders[i])) != 1 {
+			t.Errorf("%s once the lock is gone: %+v, effects %v; want applied once", evt, r, d.effects(t, orders[i]))
+		}
+	}
 }
 
 // waitDue waits until each event's row is due for the recoverer: deferred

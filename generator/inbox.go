@@ -298,8 +298,8 @@ func workerGraph(g *graph, r resolved, ids map[string]string) error {
 	// what it could not catch. n8n merges the failed item's input (the
 	// claimed row) into it, so the item names its own row.
 	g.add(independently(postgresNode(NodeRecordError, g.at(4, 1), r.inbox.RecordEventError(r.RetryBackoff),
-		"={{ [ $json.id, $json.attempts, String(($json.error && ($json.error.message || $json.error.description)) || $json.message || "+
-			"JSON.stringify($json.error ?? 'the decision failed')) ] }}", r.CredentialName)))
+		"={{ [ $json.id, $json.attempts, 'the decision did not finish in n8n (execution ' + $execution.id + '): ' + "+
+			"String(($json.error && ($json.error.message || $json.error.description)) || $json.message || 'no message') ] }}", r.CredentialName)))
 	g.connect(NodeApplyEvent, 1, NodeRecordError)
 	if ids[FileOutbox] == "" {
 		return nil // no outbox: the tasks wait in outbox_tasks

@@ -142,10 +142,13 @@ func (in Inbox) ApplyEventCall(deferLimit, backoff time.Duration) string {
 
 // RecordEventError keeps the error $3 of a decision that did not run to its
 // end on row $1 (attempt $2): ApplyEvent records its own errors, so this is
-// for the ones it cannot catch (the connection lost, the statement
-// cancelled). The row is retried after backoff doubled per attempt (at most
-// 15 minutes), as ApplyEvent retries it; only the attempt that holds the
-// claim may write.
+// for what it cannot catch (the connection lost). n8n 2.41.1's Postgres
+// node drops the message of such an error from its error output ("Query
+// Batching: Independent" spreads the error object, whose message is not an
+// own enumerable field), so $3 is what is left: the failed query and the
+// execution to read. The row is retried after backoff doubled per attempt
+// (at most 15 minutes), as ApplyEvent retries it; only the attempt that
+// holds the claim may write.
 func (in Inbox) RecordEventError(backoff time.Duration) string {
 	return fmt.Sprintf(`UPDATE %s SET last_error = left($3, 2000), outcome = 'error',
   claimed_until = now() + least(interval '%d milliseconds' * power(2, least(attempts - 1, 20)), interval '15 minutes'),
