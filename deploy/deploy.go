@@ -93,11 +93,18 @@ func Deploy(ctx context.Context, c *n8napi.Client, ws []Workflow, opts Options) 
 				found = append(found, e)
 			}
 		}
-		if len(found) > 1 {
+		if len(found) > 1 && w.TargetID == "" {
 			return nil, &AmbiguousWorkflowError{Name: w.Doc.Name, IDs: ids(found)}
 		}
 		if len(found) == 1 {
 			targets[w.Doc.Name] = found[0]
+		}
+		if w.TargetID != "" {
+			i := slices.IndexFunc(existing, func(e n8napi.Workflow) bool { return e.ID == w.TargetID })
+			if i < 0 {
+				return nil, fmt.Errorf("%s: workflow %s is not in n8n", w.File, w.TargetID)
+			}
+			targets[w.Doc.Name] = existing[i]
 		}
 	}
 
@@ -218,20 +225,28 @@ func bindCredentials(refs []CredentialRef, creds []n8napi.Credential, picked []s
 	return bound, nil
 }
 
-// prepare returns w's document with credentials bound by id and
-// sub-workflow references pointing at the ids n8n assigned. w is not
-// modified.
+// prepare returns w's document with credentials bound by id (a node bound
+// to a credential by id already, as a user's own nodes are, keeps it),
+// and sub-workflow and error workflow references pointing at the ids n8n
+// assigned. w is not modified.
 func prepare(w Workflow, bound map[CredentialRef]string, assigned map[string]string) (n8napi.Workflow, error) {
 	doc, err := w.Doc.Clone()
 	if err != nil {
 		return n8napi.Workflow{}, err
+	}
+	if id, ok := doc.Settings["errorWorkflow"].(string); ok && id != "" {
+		if n8nID, ok := assigned[id]; ok {
+			doc.Settings["errorWorkflow"] = n8nID
+		}
 	}
 	for _, n := range doc.Nodes {
 		creds, _ := n["credentials"].(map[string]any)
 		for typ, v := range creds {
 			ref, _ := v.(map[string]any)
 			name, _ := ref["name"].(string)
-			ref["id"] = bound[CredentialRef{Type: typ, Name: name}]
+			if id, ok := bound[CredentialRef{Type: typ, Name: name}]; ok {
+				ref["id"] = id
+			}
 		}
 		if ref := subWorkflowRef(n); ref != nil {
 			id, _ := ref["value"].(string)

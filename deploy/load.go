@@ -28,6 +28,9 @@ type Workflow struct {
 	Doc         n8napi.Workflow
 	// WebhookPath is the production path of its Webhook node, if any.
 	WebhookPath string
+	// TargetID, when set, is the workflow in n8n to update, whatever its
+	// name (idemhook guard --apply edits a user's workflow in place).
+	TargetID string
 }
 
 // Load reads the workflows among files (a generated folder: file name →
@@ -112,13 +115,10 @@ func order(ws []Workflow) ([]Workflow, error) {
 			return nil
 		}
 		state[i] = 1
-		for _, n := range ws[i].Doc.Nodes {
-			if ref := subWorkflowRef(n); ref != nil {
-				id, _ := ref["value"].(string)
-				if j, ok := byID[id]; ok && j != i {
-					if err := visit(j); err != nil {
-						return err
-					}
+		for _, id := range references(ws[i].Doc) {
+			if j, ok := byID[id]; ok && j != i {
+				if err := visit(j); err != nil {
+					return err
 				}
 			}
 		}
@@ -134,8 +134,26 @@ func order(ws []Workflow) ([]Workflow, error) {
 	return out, nil
 }
 
+// references lists the ids of the workflows w runs: its sub-workflows and
+// its error workflow (settings.errorWorkflow).
+func references(w n8napi.Workflow) []string {
+	var out []string
+	for _, n := range w.Nodes {
+		if ref := subWorkflowRef(n); ref != nil {
+			if id, ok := ref["value"].(string); ok {
+				out = append(out, id)
+			}
+		}
+	}
+	if id, ok := w.Settings["errorWorkflow"].(string); ok && id != "" {
+		out = append(out, id)
+	}
+	return out
+}
+
 // Credentials lists the credentials (type and name) the workflows' nodes
-// use, each once.
+// use, each once, but for those a node names by id already (a user's own
+// nodes in a workflow idemhook guard edited): deploy binds the others.
 func Credentials(ws []Workflow) []CredentialRef {
 	var out []CredentialRef
 	for _, w := range ws {
@@ -143,6 +161,9 @@ func Credentials(ws []Workflow) []CredentialRef {
 			creds, _ := n["credentials"].(map[string]any)
 			for typ, v := range creds {
 				ref, _ := v.(map[string]any)
+				if id, _ := ref["id"].(string); id != "" {
+					continue
+				}
 				name, _ := ref["name"].(string)
 				k := CredentialRef{Type: typ, Name: name}
 				if !slices.Contains(out, k) {

@@ -174,8 +174,8 @@ func (d inboxDeployment) cutWhileWaiting(t *testing.T, prefix, fn string, check 
 	}
 }
 
-// waitDue waits until each event's row is due for the recoverer: deferred
-// and past its backoff, or processing past its claim.
+// waitDue waits until each event's row that is not finished is due for the
+// recoverer: deferred and past its backoff, or processing past its claim.
 func (d inboxDeployment) waitDue(t *testing.T, eventIDs []string) {
 	t.Helper()
 	keys := make([]string, len(eventIDs))
@@ -185,7 +185,7 @@ func (d inboxDeployment) waitDue(t *testing.T, eventIDs []string) {
 	waitFor(t, time.Minute, fmt.Sprintf("%d rows to fall due", len(keys)), func() bool {
 		var waiting int
 		st.Business.QueryRow(context.Background(), `SELECT count(*) FROM `+d.db.Inbox().String()+` WHERE event_id = ANY ($1)
-			AND NOT ((state = 'deferred' AND next_attempt_at <= now()) OR (state = 'processing' AND claimed_until < now()))`, keys).Scan(&waiting)
+			AND ((state = 'deferred' AND next_attempt_at > now()) OR (state = 'processing' AND claimed_until >= now()) OR state = 'received')`, keys).Scan(&waiting)
 		return waiting == 0
 	})
 }

@@ -20,8 +20,9 @@ func workflowID(seed string) string {
 	return string(out)
 }
 
-// uuidFrom returns a name-based UUID (version 5 layout, SHA-256 truncated).
-func uuidFrom(seed string) string {
+// UUIDFrom returns a name-based UUID (version 5 layout, SHA-256 truncated):
+// the same seed gives the same id, so re-importing updates in place.
+func UUIDFrom(seed string) string {
 	sum := sha256.Sum256([]byte("idemhook/uuid/" + seed))
 	b := sum[:16]
 	b[6] = (b[6] & 0x0f) | 0x50

@@ -214,7 +214,7 @@ func targetGraph(g *graph, r resolved, ids map[string]string) error {
 	g.add(node{Name: NodeInboxEntry, Type: typeSet, Position: g.at(1, 0), Parameters: map[string]any{
 		"mode": "manual",
 		"assignments": map[string]any{"assignments": []any{
-			map[string]any{"id": uuidFrom(g.seed + "/set/id"), "name": "id", "type": "string", "value": "={{ $json.headers['x-idemhook-inbox-id'] }}"},
+			map[string]any{"id": UUIDFrom(g.seed + "/set/id"), "name": "id", "type": "string", "value": "={{ $json.headers['x-idemhook-inbox-id'] }}"},
 		}},
 		"options": map[string]any{},
 	}})

@@ -23,6 +23,9 @@ const (
 	typeHTTP     = "n8n-nodes-base.httpRequest"
 
 	typeExecWorkflow = "n8n-nodes-base.executeWorkflow"
+	typeStopAndError = "n8n-nodes-base.stopAndError"
+	typeNoOp         = "n8n-nodes-base.noOp"
+	typeErrorTrigger = "n8n-nodes-base.errorTrigger"
 )
 
 // TypeVersions maps every node type the generator emits to its typeVersion.
@@ -39,6 +42,9 @@ var TypeVersions = map[string]float64{
 	typeHTTP:     4.5,
 
 	typeExecWorkflow: 1.4,
+	typeStopAndError: 1,
+	typeNoOp:         1,
+	typeErrorTrigger: 1,
 }
 
 type credentialRef struct {
@@ -96,9 +102,16 @@ func newGraph(seed string) *graph {
 }
 
 func (g *graph) add(n node) {
-	n.ID = uuidFrom(g.seed + "/node/" + n.Name)
+	n.ID = UUIDFrom(g.seed + "/node/" + n.Name)
 	n.TypeVersion = TypeVersions[n.Type]
 	g.nodes = append(g.nodes, n)
+}
+
+// addNode adds n and returns its name, for a node whose name its maker
+// chose (an answerer's).
+func (g *graph) addNode(n node) string {
+	g.add(n)
+	return n.Name
 }
 
 // connect wires output number out of from to the main input of to.
@@ -164,7 +177,7 @@ func ifCondition(seed, left string, operator map[string]any, right any) map[stri
 		"conditions": map[string]any{
 			"options": map[string]any{"caseSensitive": true, "leftValue": "", "typeValidation": "strict", "version": 3},
 			"conditions": []any{map[string]any{
-				"id":         uuidFrom(seed),
+				"id":         UUIDFrom(seed),
 				"leftValue":  left,
 				"rightValue": right,
 				"operator":   operator,

@@ -308,6 +308,9 @@ type resolved struct {
 	Options
 	events, business pgsql.Table
 	inbox            pgsql.Inbox
+	// byExecution: the reservation records the n8n execution that holds
+	// the key (the guard `idemhook guard` puts into a user's workflow).
+	byExecution bool
 }
 
 func (o Options) resolve() (resolved, error) {

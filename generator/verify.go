@@ -21,6 +21,11 @@ const (
 // body and the headers, never the secret. It returns the node that passes
 // verified requests on: the Webhook itself when r verifies nothing.
 func addVerifyNodes(g *graph, r resolved) (string, error) {
+	return addVerifyNodesAnswering(g, r, respondNode)
+}
+
+// addVerifyNodesAnswering is addVerifyNodes with the 401 given by answer.
+func addVerifyNodesAnswering(g *graph, r resolved, answer answerer) (string, error) {
 	if r.Verify == "" {
 		return NodeWebhook, nil
 	}
@@ -49,13 +54,13 @@ func addVerifyNodes(g *graph, r resolved) (string, error) {
 	}})
 	g.add(ifNode(g, NodeSignatureValid, g.at(4, 0), "={{ $json.signature.valid }}",
 		opBooleanTrue, ""))
-	g.add(respondNode(NodeRespond401, g.at(5, 2), 401,
+	rejected := g.addNode(answer(NodeRespond401, g.at(5, 2), 401,
 		"={{ JSON.stringify({ status: 'rejected', code: $json.signature.code, error: $json.signature.reason }) }}"))
 	g.connect(NodeWebhook, 0, NodePrepareSignature)
 	g.connect(NodePrepareSignature, 0, NodeComputeSignature)
 	g.connect(NodeComputeSignature, 0, NodeCheckSignature)
 	g.connect(NodeCheckSignature, 0, NodeSignatureValid)
-	g.connect(NodeSignatureValid, 1, NodeRespond401)
+	g.connect(NodeSignatureValid, 1, rejected)
 	g.col += 4
 	return NodeSignatureValid, nil
 }

@@ -100,7 +100,7 @@ func webhookNode(g *graph, r resolved, rawBody bool) node {
 	if rawBody {
 		options["rawBody"] = true
 	}
-	return node{Name: NodeWebhook, Type: typeWebhook, Position: g.at(0, 0), WebhookID: uuidFrom("webhook/" + r.WebhookPath),
+	return node{Name: NodeWebhook, Type: typeWebhook, Position: g.at(0, 0), WebhookID: UUIDFrom("webhook/" + r.WebhookPath),
 		Parameters: map[string]any{
 			"httpMethod":   "POST",
 			"path":         r.WebhookPath,
@@ -109,9 +109,69 @@ func webhookNode(g *graph, r resolved, rawBody bool) node {
 		}}
 }
 
-// addLocalFlow builds the key in n8n and reserves it with the Postgres node.
+// addLocalFlow builds the key in n8n and reserves it with the Postgres node,
+// then runs the example business step for a new event, releasing the key
+// when it fails.
 func addLocalFlow(g *graph, r resolved) error {
-	from, err := addVerifyNodes(g, r)
+	if r.Guard == GuardTransactional {
+		from, err := addVerifyNodes(g, r)
+		if err != nil {
+			return err
+		}
+		afterKey, err := addKeyNodes(g, r)
+		if err != nil {
+			return err
+		}
+		g.connect(from, 0, afterKey.first)
+		addTransactional(g, r, afterKey.last)
+		return nil
+	}
+	business := BusinessNodeName(r.BusinessTable)
+	respond := func(status, extra string) string {
+		return "={{ JSON.stringify({ status: '" + status + "', key: " + keyExpr + extra + " }) }}"
+	}
+	err := addGuardHead(g, r, respondNode, func(from string) {
+		g.add(businessStep(r, g.at(4, -1), keyExpr, eventTypeExpr))
+		g.connect(from, 0, business)
+		if r.Guard == GuardLease {
+			g.add(postgresNode(NodeMarkDone, g.at(5, -1), pgsql.MarkDone(r.events), "={{ [ "+keyExpr+" ] }}", r.CredentialName))
+			g.connect(business, 0, NodeMarkDone)
+			g.add(respondNode(NodeRespond200, g.at(6, -1), 200, respond("processed", "")))
+			g.connect(NodeMarkDone, 0, NodeRespond200)
+			return
+		}
+		g.add(respondNode(NodeRespond200, g.at(5, -1), 200, respond("processed", "")))
+		g.connect(business, 0, NodeRespond200)
+	})
+	if err != nil {
+		return err
+	}
+	release := postgresNode(NodeRelease, g.at(5, 0), pgsql.Release(r.events), "={{ [ "+keyExpr+" ] }}", r.CredentialName)
+	if r.Guard == GuardLease {
+		release = postgresNode(NodeRelease, g.at(5, 0), pgsql.ReleaseLease(r.events),
+			"={{ [ "+keyExpr+", $('"+NodeAcquireLease+"').item.json.attempt ] }}", r.CredentialName)
+	}
+	g.add(release)
+	g.connect(business, 1, NodeRelease)
+	// A 5xx makes the provider retry; the key is free again by then.
+	g.add(respondNode(NodeRespond500, g.at(6, 0), 500, respond("failed", ", released: true")))
+	g.connect(NodeRelease, 0, NodeRespond500)
+	return nil
+}
+
+// answerer makes the node that gives one of the guard's own answers: a
+// Respond node where the Webhook answers from one (respondNode), or what
+// stands for one in the other response modes (see Fragment).
+type answerer func(name string, pos [2]int, status any, body string, headers ...[2]string) node
+
+// addGuardHead adds the guard up to its decision: the signature check, the
+// key, the empty-body answer, the reservation (reserve or lease) with its
+// answer when the database does not answer, and the decision with its
+// answers for a duplicate and, with a lease, for an attempt in progress.
+// onNew adds what a new event runs, from the decision's first output; it is
+// called where those nodes go in the file's order.
+func addGuardHead(g *graph, r resolved, answer answerer, onNew func(from string)) error {
+	from, err := addVerifyNodesAnswering(g, r, answer)
 	if err != nil {
 		return err
 	}
@@ -120,19 +180,11 @@ func addLocalFlow(g *graph, r resolved) error {
 		return err
 	}
 	g.connect(from, 0, afterKey.first)
-	if r.Guard == GuardTransactional {
-		addTransactional(g, r, afterKey.last)
-		return nil
-	}
 	// An empty body has no key: answer 400 and reserve nothing.
 	g.add(ifNode(g, NodeKeyBuilt, g.at(1, 0), "={{ $json.key }}", opStringNotEmpty, ""))
 	g.connect(afterKey.last, 0, NodeKeyBuilt)
-	g.add(respondNode(NodeRespond400, g.at(2, 2), 400,
-		`{"status":"rejected","error":"empty body: there is nothing to derive an idempotency key from"}`))
-	g.connect(NodeKeyBuilt, 1, NodeRespond400)
-
-	business := BusinessNodeName(r.BusinessTable)
-	businessNode := businessStep(r, g.at(4, -1), keyExpr, eventTypeExpr)
+	g.connect(NodeKeyBuilt, 1, g.addNode(answer(NodeRespond400, g.at(2, 2), 400,
+		`{"status":"rejected","error":"empty body: there is nothing to derive an idempotency key from"}`)))
 
 	respond := func(status, extra string) string {
 		return "={{ JSON.stringify({ status: '" + status + "', key: " + keyExpr + extra + " }) }}"
@@ -140,14 +192,21 @@ func addLocalFlow(g *graph, r resolved) error {
 	// The reservation failed (the database is unreachable): nothing was
 	// reserved and nothing ran, so the provider is told to retry.
 	unavailable := func(from string) {
-		g.add(respondNode(NodeRespond503DB, g.at(3, 3), 503,
+		g.connect(from, 1, g.addNode(answer(NodeRespond503DB, g.at(3, 3), 503,
 			`{"status":"unavailable","error":"the idempotency key could not be reserved (the database did not answer); nothing was processed: retry later"}`,
-			[2]string{"Retry-After", "5"}))
-		g.connect(from, 1, NodeRespond503DB)
+			[2]string{"Retry-After", "5"})))
+	}
+	// keyParams binds the key, and in a workflow `idemhook guard` edited
+	// the execution that holds it.
+	keyParams := "={{ [ $json.key ] }}"
+	reserveSQL, acquireSQL := pgsql.Reserve(r.events), pgsql.AcquireLease(r.events, r.Lease)
+	if r.byExecution {
+		keyParams = "={{ [ $json.key, $execution.id ] }}"
+		reserveSQL, acquireSQL = pgsql.ReserveForExecution(r.events), pgsql.AcquireLeaseForExecution(r.events, r.Lease)
 	}
 	switch r.Guard {
 	case GuardReserve:
-		reserve := postgresNode(NodeReserve, g.at(2, 0), pgsql.Reserve(r.events), "={{ [ $json.key ] }}", r.CredentialName)
+		reserve := postgresNode(NodeReserve, g.at(2, 0), reserveSQL, keyParams, r.CredentialName)
 		reserve.OnError = "continueErrorOutput"
 		g.add(reserve)
 		g.connect(NodeKeyBuilt, 0, NodeReserve)
@@ -156,43 +215,24 @@ func addLocalFlow(g *graph, r resolved) error {
 		// than no item, so test for the returned column.
 		g.add(ifNode(g, NodeRowReturned, g.at(3, 0), "={{ $json.key }}", opStringExist, ""))
 		g.connect(NodeReserve, 0, NodeRowReturned)
-		g.add(businessNode)
-		g.connect(NodeRowReturned, 0, business)
-		g.add(respondNode(NodeRespond200, g.at(5, -1), 200, respond("processed", "")))
-		g.connect(business, 0, NodeRespond200)
-		g.add(respondNode(NodeRespondDup, g.at(4, 1), 200, respond("duplicate", "")))
-		g.connect(NodeRowReturned, 1, NodeRespondDup)
-		g.add(postgresNode(NodeRelease, g.at(5, 0), pgsql.Release(r.events), "={{ [ "+keyExpr+" ] }}", r.CredentialName))
-		g.connect(business, 1, NodeRelease)
+		onNew(NodeRowReturned)
+		g.connect(NodeRowReturned, 1, g.addNode(answer(NodeRespondDup, g.at(4, 1), 200, respond("duplicate", ""))))
 
 	case GuardLease:
-		acquire := postgresNode(NodeAcquireLease, g.at(2, 0), pgsql.AcquireLease(r.events, r.Lease), "={{ [ $json.key ] }}", r.CredentialName)
+		acquire := postgresNode(NodeAcquireLease, g.at(2, 0), acquireSQL, keyParams, r.CredentialName)
 		acquire.OnError = "continueErrorOutput"
 		g.add(acquire)
 		g.connect(NodeKeyBuilt, 0, NodeAcquireLease)
 		unavailable(NodeAcquireLease)
 		g.add(ifNode(g, NodeLeaseAcquired, g.at(3, 0), "={{ $json.outcome }}", opStringEq, pgsql.OutcomeAcquired))
 		g.connect(NodeAcquireLease, 0, NodeLeaseAcquired)
-		g.add(businessNode)
-		g.connect(NodeLeaseAcquired, 0, business)
-		g.add(postgresNode(NodeMarkDone, g.at(5, -1), pgsql.MarkDone(r.events), "={{ [ "+keyExpr+" ] }}", r.CredentialName))
-		g.connect(business, 0, NodeMarkDone)
-		g.add(respondNode(NodeRespond200, g.at(6, -1), 200, respond("processed", "")))
-		g.connect(NodeMarkDone, 0, NodeRespond200)
+		onNew(NodeLeaseAcquired)
 		g.add(ifNode(g, NodeAlreadyDone, g.at(4, 1), "={{ $json.outcome }}", opStringEq, pgsql.OutcomeDone))
 		g.connect(NodeLeaseAcquired, 1, NodeAlreadyDone)
-		g.add(respondNode(NodeRespondDup, g.at(5, 1), 200, respond("duplicate", "")))
-		g.connect(NodeAlreadyDone, 0, NodeRespondDup)
+		g.connect(NodeAlreadyDone, 0, g.addNode(answer(NodeRespondDup, g.at(5, 1), 200, respond("duplicate", ""))))
 		retryAfter := fmt.Sprint(int64(min(r.Lease, 300e9) / 1e9))
-		g.add(respondNode(NodeRespond409, g.at(5, 2), 409, respond("in_progress", ""), [2]string{"Retry-After", retryAfter}))
-		g.connect(NodeAlreadyDone, 1, NodeRespond409)
-		g.add(postgresNode(NodeRelease, g.at(5, 0), pgsql.ReleaseLease(r.events),
-			"={{ [ "+keyExpr+", $('"+NodeAcquireLease+"').item.json.attempt ] }}", r.CredentialName))
-		g.connect(business, 1, NodeRelease)
+		g.connect(NodeAlreadyDone, 1, g.addNode(answer(NodeRespond409, g.at(5, 2), 409, respond("in_progress", ""), [2]string{"Retry-After", retryAfter})))
 	}
-	// A 5xx makes the provider retry; the key is free again by then.
-	g.add(respondNode(NodeRespond500, g.at(6, 0), 500, respond("failed", ", released: true")))
-	g.connect(NodeRelease, 0, NodeRespond500)
 	return nil
 }
 

@@ -233,6 +233,14 @@ func (c *Client) Workflow(ctx context.Context, id string) (Workflow, error) {
 	return out, err
 }
 
+// WorkflowJSON reads one workflow as n8n answers it, every field kept (a
+// backup before an edit).
+func (c *Client) WorkflowJSON(ctx context.Context, id string) ([]byte, error) {
+	var out json.RawMessage
+	err := c.do(ctx, http.MethodGet, "/workflows/"+url.PathEscape(id), nil, &out)
+	return out, err
+}
+
 // CreateWorkflow creates w and returns it with the id n8n assigned.
 func (c *Client) CreateWorkflow(ctx context.Context, w Workflow) (Workflow, error) {
 	var out Workflow
@@ -323,8 +331,10 @@ type Run struct {
 	// Errors has each node that failed and its error message.
 	Errors map[string]string
 	// First has, for each node that sent items on its first output, the
-	// first item's JSON.
-	First map[string]map[string]any
+	// first item's JSON; FirstBinary its binary properties, each with its
+	// MIME type (the bytes are not part of the execution data).
+	First       map[string]map[string]any
+	FirstBinary map[string]map[string]string
 	// Took has, for each node that ran, the time n8n recorded for it
 	// (summed over the node's runs).
 	Took map[string]time.Duration
@@ -357,7 +367,8 @@ func (c *Client) ExecutionRun(ctx context.Context, id ID) (Run, error) {
 	if err := c.do(ctx, http.MethodGet, "/executions/"+url.PathEscape(string(id))+"?includeData=true", nil, &raw); err != nil {
 		return Run{}, err
 	}
-	r := Run{Execution: raw.Execution, Outputs: map[string][]int{}, Errors: map[string]string{}, First: map[string]map[string]any{}, Took: map[string]time.Duration{}}
+	r := Run{Execution: raw.Execution, Outputs: map[string][]int{}, Errors: map[string]string{}, First: map[string]map[string]any{},
+		FirstBinary: map[string]map[string]string{}, Took: map[string]time.Duration{}}
 	for node, runs := range raw.Data.ResultData.RunData {
 		var counts []int
 		for _, run := range runs {
@@ -368,10 +379,19 @@ func (c *Client) ExecutionRun(ctx context.Context, id ID) (Run, error) {
 				counts[i] += len(items)
 				if _, seen := r.First[node]; i == 0 && len(items) > 0 && !seen {
 					var item struct {
-						JSON map[string]any `json:"json"`
+						JSON   map[string]any `json:"json"`
+						Binary map[string]struct {
+							MimeType string `json:"mimeType"`
+						} `json:"binary"`
 					}
 					if json.Unmarshal(items[0], &item) == nil {
 						r.First[node] = item.JSON
+						if len(item.Binary) > 0 {
+							r.FirstBinary[node] = map[string]string{}
+							for k, b := range item.Binary {
+								r.FirstBinary[node][k] = b.MimeType
+							}
+						}
 					}
 				}
 			}

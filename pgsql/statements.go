@@ -40,6 +40,17 @@ ALTER TABLE %s
 	return b.String()
 }
 
+// ExecutionDDL adds the column in which `idemhook guard`'s workflows keep
+// the n8n execution that holds each key, so that their error workflow can
+// give the key up when that execution fails (ReleaseExecution). Running it
+// again changes nothing.
+func ExecutionDDL(events Table) string {
+	return fmt.Sprintf(`-- The n8n execution that holds the key; its error workflow releases it.
+ALTER TABLE %s ADD COLUMN IF NOT EXISTS execution_id text;
+CREATE INDEX IF NOT EXISTS %s_execution_idx ON %s (execution_id) WHERE execution_id IS NOT NULL;
+`, events, events.Name, events)
+}
+
 // BusinessDDL creates the example business table of the template.
 func BusinessDDL(business Table) string {
 	return fmt.Sprintf(`-- Example business table used by the template. Replace it with your own step.
@@ -76,6 +87,23 @@ func ReserveAndWrite(events, business Table) string {
 SELECT $1::text AS key, EXISTS (SELECT 1 FROM reserved) AS new`, events, business)
 }
 
+// ReserveForExecution is Reserve that also records the n8n execution $2
+// that holds key $1 (ExecutionDDL's column).
+func ReserveForExecution(events Table) string {
+	return fmt.Sprintf("INSERT INTO %s (key, execution_id) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING RETURNING key", events)
+}
+
+// ReleaseExecution gives up every key that execution $1 holds: its
+// workflow failed, and the provider's retry must be processed. A key taken
+// over by a later execution (a lease that expired) records that one, so it
+// is not the failed one's to give up. A key one branch of the failed
+// execution marked done is given up too: a retry then runs that branch
+// again rather than losing the one that failed (at least once, not at most
+// once).
+func ReleaseExecution(events Table) string {
+	return fmt.Sprintf("DELETE FROM %s WHERE execution_id = $1 RETURNING key", events)
+}
+
 // Release deletes key $1 so that the provider's next retry is processed.
 func Release(events Table) string {
 	return fmt.Sprintf("DELETE FROM %s WHERE key = $1", events)
@@ -96,11 +124,26 @@ func Lookup(events Table) string {
 // statement after this one's snapshot reads as busy, which is safe: the
 // caller answers 409 and the provider retries.
 func AcquireLease(events Table, lease time.Duration) string {
+	return acquireLease(events, lease, false)
+}
+
+// AcquireLeaseForExecution is AcquireLease that also records the n8n
+// execution $2 that holds the lease (ExecutionDDL's column); a takeover
+// records the new holder.
+func AcquireLeaseForExecution(events Table, lease time.Duration) string {
+	return acquireLease(events, lease, true)
+}
+
+func acquireLease(events Table, lease time.Duration, execution bool) string {
+	cols, vals, set := "key, state, lease_until", "$1, 'processing', now() + interval '%[2]d seconds'", ""
+	if execution {
+		cols, vals, set = cols+", execution_id", vals+", $2", ", execution_id = EXCLUDED.execution_id"
+	}
 	return fmt.Sprintf(`WITH acquired AS (
-  INSERT INTO %[1]s AS e (key, state, lease_until)
-  VALUES ($1, 'processing', now() + interval '%[2]d seconds')
+  INSERT INTO %[1]s AS e (`+cols+`)
+  VALUES (`+vals+`)
   ON CONFLICT (key) DO UPDATE
-    SET state = 'processing', lease_until = EXCLUDED.lease_until, attempts = e.attempts + 1
+    SET state = 'processing', lease_until = EXCLUDED.lease_until, attempts = e.attempts + 1`+set+`
     WHERE e.state = 'processing' AND e.lease_until < now()
   RETURNING e.attempts, e.lease_until
 )
@@ -118,6 +161,13 @@ SELECT $1::text AS key,
 // final: later deliveries are duplicates.
 func MarkDone(events Table) string {
 	return fmt.Sprintf("UPDATE %s SET state = 'done', lease_until = NULL WHERE key = $1 RETURNING key", events)
+}
+
+// MarkExecutionDone is MarkDone for the keys n8n execution $1 holds, for
+// a workflow whose last nodes cannot name the key (a node of the user's
+// between them and the guard may not keep n8n's paired items).
+func MarkExecutionDone(events Table) string {
+	return fmt.Sprintf("UPDATE %s SET state = 'done', lease_until = NULL WHERE execution_id = $1 AND state = 'processing' RETURNING key", events)
 }
 
 // ReleaseLease gives key $1 up after a failed attempt $2, so the next retry

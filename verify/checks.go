@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/idemhook/idemhook/deploy"
 	"github.com/idemhook/idemhook/n8napi"
@@ -132,8 +133,8 @@ func (r *runner) failure(ctx context.Context) (Status, string, error) {
 	if slices.Contains(r.guard.SubWorkflowCalls, first) {
 		return Skip, fmt.Sprintf("not checked here: the new event goes on to another workflow (%q), which runs and retries it from the saved receipt; verify that workflow on its own", first), nil
 	}
-	if !r.guard.HasErrorOutput(first) {
-		return Skip, fmt.Sprintf("weakness: %q has no error output, so when it fails the key stays reserved and every retry of the provider is answered as a duplicate (the event is lost). Set its Settings → On Error to \"Continue (using error output)\" and release the key there (DELETE FROM %s WHERE key = …)", first, r.guard.EventsTable), nil
+	if !r.guard.HasErrorOutput(first) && r.releaser == "" {
+		return Skip, fmt.Sprintf("weakness: %q has no error output and the workflow no error workflow that releases the key, so when it fails the key stays reserved and every retry of the provider is answered as a duplicate (the event is lost). Set its Settings → On Error to \"Continue (using error output)\" and release the key there (DELETE FROM %s WHERE key = …), or let idemhook guard put the guard in, which releases a failed execution's key from an error workflow", first, r.guard.EventsTable), nil
 	}
 	// The failing copy is a workflow of its own on another path: switching
 	// one workflow between versions is not safe, as n8n can run the old
@@ -149,7 +150,24 @@ func (r *runner) failure(ctx context.Context) (Status, string, error) {
 		return Fail, "", fmt.Errorf("deploy the copy whose %q fails: %w", first, err)
 	}
 	body := event("evt_verify_"+r.nonce+"_F", r.nonce)
-	answers := []answer{r.send(ctx, body), r.send(ctx, body)}
+	// The error workflow runs after a failed execution, in one of its own:
+	// the provider's retry comes later than it. It has run before, for
+	// the executions that failed on purpose (a duplicate stopped while the
+	// first attempt held a lease), so its runs are counted from here.
+	released, err := r.releases(ctx)
+	if err != nil {
+		return Fail, "", err
+	}
+	var answers []answer
+	for range 2 {
+		answers = append(answers, r.send(ctx, body))
+		if r.releaser != "" {
+			released++
+			if err := r.waitReleased(ctx, released); err != nil {
+				return Fail, err.Error(), nil
+			}
+		}
+	}
 	runs, runsErr := r.runs(ctx, 2)
 	if err := r.t.API.DeleteWorkflow(ctx, r.id); err != nil {
 		r.progress("could not delete the failing copy %s: %v", r.id, err)
@@ -183,6 +201,43 @@ func (r *runner) failure(ctx context.Context) (Status, string, error) {
 	return status, strings.Join(lines, "\n"), nil
 }
 
+// releases counts the error workflow's finished executions (0 without
+// one).
+func (r *runner) releases(ctx context.Context) (int, error) {
+	if r.releaser == "" {
+		return 0, nil
+	}
+	execs, err := r.t.API.Executions(ctx, r.releaser)
+	done := 0
+	for _, e := range execs {
+		if e.Status == "success" {
+			done++
+		}
+	}
+	return done, err
+}
+
+// waitReleased waits until the error workflow has finished n executions.
+func (r *runner) waitReleased(ctx context.Context, n int) error {
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		done, err := r.releases(ctx)
+		if err != nil {
+			return err
+		}
+		if done >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the error workflow %s finished %d of %d releases within 60 s", r.releaser, done, n)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // failed tells whether node failed in run: an error n8n recorded, or items
 // on its error output.
 func (r *runner) failed(run n8napi.Run, node string) bool {
@@ -206,6 +261,11 @@ func throwing(w n8napi.Workflow, name, webhook, path string) (n8napi.Workflow, e
 		if n["name"] == webhook {
 			n["parameters"].(map[string]any)["path"] = path
 			n["webhookId"] = deploy.NewUUID()
+		} else if params, ok := n["parameters"].(map[string]any); ok && n["type"] == typeWebhook {
+			// Another Webhook of the workflow, on a path of the copy's own:
+			// the original serves its path.
+			params["path"] = fmt.Sprintf("%s-%d", path, i)
+			n["webhookId"] = deploy.NewUUID()
 		}
 		if n["name"] == name {
 			doc.Nodes[i] = map[string]any{
@@ -214,8 +274,10 @@ func throwing(w n8napi.Workflow, name, webhook, path string) (n8napi.Workflow, e
 				"type":        "n8n-nodes-base.code",
 				"typeVersion": 2,
 				"position":    n["position"],
-				"onError":     n["onError"],
 				"parameters":  map[string]any{"jsCode": "throw new Error('idemhook verify: this node fails on purpose');"},
+			}
+			if onError, ok := n["onError"].(string); ok {
+				doc.Nodes[i]["onError"] = onError
 			}
 		}
 	}

@@ -24,6 +24,7 @@ const (
 	// typeExecuteWorkflow calls another workflow (the inbox receiver hands
 	// receipts to its worker this way).
 	typeExecuteWorkflow = "n8n-nodes-base.executeWorkflow"
+	typeErrorTrigger    = "n8n-nodes-base.errorTrigger"
 )
 
 // Guard is what Find recognised in a workflow. Names are node names.
@@ -259,6 +260,19 @@ func (g graph) reach(start []string, withErrors bool) []string {
 	return out
 }
 
+// reservation returns the first node after hook that reserves a key, or "".
+func reservation(g graph, hook string) string {
+	for _, name := range g.reach([]string{hook}, true) {
+		n := g.nodes[name]
+		q, _ := param(n, "query")
+		url, _ := param(n, "url")
+		if n["disabled"] != true && ((n["type"] == typePostgres && insertOnConflict.MatchString(q)) || (n["type"] == typeHTTP && keysvcReserve.MatchString(url))) {
+			return name
+		}
+	}
+	return ""
+}
+
 // findReservation finds the Webhook and the node that reserves, the part
 // of the guard every pattern has (the transactional guard has no decision
 // after it).
@@ -270,14 +284,26 @@ func findReservation(w n8napi.Workflow) (Guard, error) {
 			hooks = append(hooks, name)
 		}
 	}
-	switch len(hooks) {
-	case 0:
+	if len(hooks) == 0 {
 		return Guard{}, &NotAGuardError{"the workflow has no Webhook node"}
-	case 1:
-	default:
-		return Guard{}, &UnsupportedError{fmt.Sprintf("%d Webhook nodes (%s): verify checks a workflow with one", len(hooks), strings.Join(hooks, ", "))}
 	}
-	gd := Guard{Webhook: hooks[0], NewOutput: -1, g: g}
+	// Of several Webhooks, the guarded one is checked: the one a
+	// reservation follows.
+	var guarded []string
+	for _, h := range hooks {
+		if reservation(g, h) != "" {
+			guarded = append(guarded, h)
+		}
+	}
+	switch {
+	case len(hooks) == 1:
+		guarded = hooks
+	case len(guarded) == 0:
+		return Guard{}, &NotAGuardError{fmt.Sprintf("no Postgres node after any of the %d Webhook nodes (%s) runs INSERT … ON CONFLICT on an events table", len(hooks), strings.Join(hooks, ", "))}
+	case len(guarded) > 1:
+		return Guard{}, &UnsupportedError{fmt.Sprintf("%d guarded Webhook nodes (%s): verify checks a workflow with one", len(guarded), strings.Join(guarded, ", "))}
+	}
+	gd := Guard{Webhook: guarded[0], NewOutput: -1, g: g}
 	for _, name := range g.order {
 		if g.nodes[name]["type"] == typeExecuteWorkflow {
 			gd.SubWorkflowCalls = append(gd.SubWorkflowCalls, name)

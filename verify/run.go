@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +47,11 @@ type Options struct {
 	Concurrency, Deliveries int
 	// Keep leaves the workflow in n8n after the run.
 	Keep bool
+	// Companions are workflows the one checked relies on, deployed beside
+	// it: its error workflow (settings.errorWorkflow names it by the id in
+	// its file), such as the one idemhook guard writes, which gives a
+	// failed execution's key up.
+	Companions []n8napi.Workflow
 	// Progress receives a line per step; nil discards them.
 	Progress io.Writer
 }
@@ -109,14 +115,34 @@ func Run(ctx context.Context, t Target, w n8napi.Workflow, opts Options) (*Repor
 		return nil, err
 	}
 	doc.Name = "idemhook verify: " + w.Name
+	var companions []string
+	for _, c := range opts.Companions {
+		id, releases, err := r.deployCompanion(ctx, c)
+		if err != nil {
+			return nil, fmt.Errorf("companion %q: %w", c.Name, err)
+		}
+		companions = append(companions, id)
+		if doc.Settings["errorWorkflow"] == c.ID {
+			doc.Settings["errorWorkflow"] = id
+			if releases {
+				r.releaser = id
+			}
+		}
+	}
+	if ew, _ := doc.Settings["errorWorkflow"].(string); ew != "" && !slices.Contains(companions, ew) {
+		r.progress("the workflow names error workflow %s, which is not deployed here (give its file with --with): a failed execution runs none", ew)
+		delete(doc.Settings, "errorWorkflow")
+	}
 	r.original = doc
 	if err := r.deploy(ctx, doc); err != nil {
 		return nil, err
 	}
 	if !opts.Keep {
 		defer func() {
-			if err := t.API.DeleteWorkflow(context.WithoutCancel(ctx), r.id); err != nil {
-				r.progress("could not delete workflow %s: %v", r.id, err)
+			for _, id := range append([]string{r.id}, companions...) {
+				if err := t.API.DeleteWorkflow(context.WithoutCancel(ctx), id); err != nil {
+					r.progress("could not delete workflow %s: %v", id, err)
+				}
 			}
 		}()
 	}
@@ -147,7 +173,10 @@ type runner struct {
 	t     Target
 	opts  Options
 	guard Guard
-	nonce string
+	// releaser is the deployed error workflow that gives a failed
+	// execution's key up ("" when there is none).
+	releaser string
+	nonce    string
 	// id and path are the workflow deliveries go to, seen its executions
 	// accounted for: the deployed workflow, or for a while its failing copy.
 	id, path string
@@ -203,6 +232,30 @@ func (r *runner) bindCredentials(w n8napi.Workflow) (n8napi.Workflow, error) {
 	}
 	doc.ID, doc.Active = "", false
 	return doc, nil
+}
+
+// deployCompanion deploys companion c (credentials bound as the
+// workflow's) under verify's prefix and returns its id, and whether it is an
+// error workflow that gives up the keys of the guard's events table by
+// execution (what a failed execution needs).
+func (r *runner) deployCompanion(ctx context.Context, c n8napi.Workflow) (string, bool, error) {
+	doc, err := r.bindCredentials(c)
+	if err != nil {
+		return "", false, err
+	}
+	doc.Name = "idemhook verify: " + c.Name
+	got, err := deploy.Deploy(ctx, r.t.API, []deploy.Workflow{{File: "companion.json", Doc: doc}}, deploy.Options{LiveTimeout: 60 * time.Second})
+	if err != nil {
+		return "", false, err
+	}
+	releasesByExecution := regexp.MustCompile(`(?is)\bdelete\s+from\s+"?` + regexp.QuoteMeta(strings.Trim(r.guard.EventsTable, `"`)) + `"?\s+where\s+execution_id\b`)
+	trigger, releases := false, false
+	for _, n := range doc.Nodes {
+		q, _ := param(n, "query")
+		trigger = trigger || n["type"] == typeErrorTrigger
+		releases = releases || (n["type"] == typePostgres && releasesByExecution.MatchString(q))
+	}
+	return got[0].ID, trigger && releases, nil
 }
 
 func (r *runner) deploy(ctx context.Context, doc n8napi.Workflow) error {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/generator"
@@ -48,6 +49,10 @@ Usage:
                                          run the cleanup workflow now, inside n8n
   idemhook up [options]                  a local lab: PostgreSQL, n8n and keysvc with
                                          the workflows live; Ctrl-C stops it all
+  idemhook guard --workflow FILE --out FILE
+                                         put the guard into a workflow you already
+                                         run (or --n8n-url … --workflow-id ID
+                                         --apply: in place, in n8n)
   idemhook verify --workflow FILE        prove that your own (edited, exported)
                                          workflow still guards, in a scratch n8n;
                                          for CI (--report junit.xml)
@@ -84,6 +89,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runUp(args[1:], stdout, stderr)
 	case "verify":
 		return runVerify(args[1:], stdout, stderr)
+	case "guard":
+		return runGuard(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -93,10 +100,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 }
 
-// optionFlags registers the generator options on fs, from the one table
-// the planner page uses too.
-func optionFlags(fs *flag.FlagSet, o *generator.Options) {
+// optionFlags registers the generator options on fs (only those named,
+// when names are given), from the one table the planner page uses too.
+func optionFlags(fs *flag.FlagSet, o *generator.Options, names ...string) {
 	for _, f := range generator.Flags {
+		if len(names) > 0 && !slices.Contains(names, f.Name) {
+			continue
+		}
 		usage := f.Usage
 		if f.Default != "" {
 			usage += " (default " + f.Default + ")"

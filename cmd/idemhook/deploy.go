@@ -97,24 +97,11 @@ func (r *remote) setup(cmd string, fs *flag.FlagSet, stderr io.Writer) (*n8napi.
 	if fs.NArg() > 0 {
 		return fail("unexpected argument %q", fs.Arg(0))
 	}
-	if r.n8nURL == "" {
-		return fail("--n8n-url is required (or set N8N_URL)")
+	client, ok := r.client(cmd, stderr)
+	if !ok {
+		return nil, nil, false
 	}
-	key := os.Getenv("N8N_API_KEY")
-	if r.apiKeyFile != "" {
-		b, err := os.ReadFile(r.apiKeyFile)
-		if err != nil {
-			return fail("--api-key-file: %v", err)
-		}
-		key = string(b)
-	}
-	if strings.TrimSpace(key) == "" {
-		return fail("an n8n API key is required: --api-key-file FILE or N8N_API_KEY (create one in n8n: Settings → n8n API)")
-	}
-	client, err := n8napi.New(r.n8nURL, key)
-	if err != nil {
-		return fail("%v", err)
-	}
+	var err error
 	files := map[string][]byte{}
 	if r.from != "" {
 		entries, err := os.ReadDir(r.from)
@@ -139,6 +126,35 @@ func (r *remote) setup(cmd string, fs *flag.FlagSet, stderr io.Writer) (*n8napi.
 		return fail("%v", err)
 	}
 	return client, ws, true
+}
+
+// client is n8n's public API at --n8n-url with the key of --api-key-file
+// (or $N8N_API_KEY), or false when they are missing or wrong (said on
+// stderr).
+func (r *remote) client(cmd string, stderr io.Writer) (*n8napi.Client, bool) {
+	fail := func(format string, args ...any) (*n8napi.Client, bool) {
+		fmt.Fprintf(stderr, "idemhook %s: "+format+"\n", append([]any{cmd}, args...)...)
+		return nil, false
+	}
+	if r.n8nURL == "" {
+		return fail("--n8n-url is required (or set N8N_URL)")
+	}
+	key := os.Getenv("N8N_API_KEY")
+	if r.apiKeyFile != "" {
+		b, err := os.ReadFile(r.apiKeyFile)
+		if err != nil {
+			return fail("--api-key-file: %v", err)
+		}
+		key = string(b)
+	}
+	if strings.TrimSpace(key) == "" {
+		return fail("an n8n API key is required: --api-key-file FILE or N8N_API_KEY (create one in n8n: Settings → n8n API)")
+	}
+	client, err := n8napi.New(r.n8nURL, key)
+	if err != nil {
+		return fail("%v", err)
+	}
+	return client, true
 }
 
 func (r *remote) deployOptions(stderr io.Writer) deploy.Options {

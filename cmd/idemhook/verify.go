@@ -15,6 +15,7 @@ import (
 	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/lab"
 	"github.com/idemhook/idemhook/n8napi"
+	"github.com/idemhook/idemhook/pgsql"
 	"github.com/idemhook/idemhook/verify"
 )
 
@@ -33,6 +34,9 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	report := fs.String("report", "", "write the checks as JUnit XML to `file`")
 	var env multiFlag
 	fs.Var(&env, "env", "`KEY=VALUE` added to n8n's environment (your test endpoints); repeatable")
+	var with multiFlag
+	fs.Var(&with, "with", "a workflow `file` the checked one relies on, deployed beside it: its error workflow (idemhook guard writes "+
+		"release-on-failure-workflow.json); repeatable")
 	keep := fs.Bool("keep", false, "keep n8n and PostgreSQL running after the checks, until Ctrl-C")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
@@ -67,6 +71,14 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	w, err := readWorkflow(*file)
 	if err != nil {
 		return fail("%v", err)
+	}
+	var companions []n8napi.Workflow
+	for _, f := range with {
+		c, err := readWorkflow(f)
+		if err != nil {
+			return fail("--with: %v", err)
+		}
+		companions = append(companions, c)
 	}
 	guard, err := verify.Find(w)
 	if err != nil {
@@ -135,7 +147,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 	}
-	res, err := verify.Run(ctx, target, w, verify.Options{Concurrency: *concurrency, Deliveries: *deliveries, Keep: *keep, Progress: stderr})
+	res, err := verify.Run(ctx, target, w, verify.Options{Concurrency: *concurrency, Deliveries: *deliveries, Keep: *keep, Progress: stderr, Companions: companions})
 	if res != nil {
 		res.WriteTable(stdout)
 		if *report != "" {
@@ -214,5 +226,10 @@ func eventsSchema(g verify.Guard) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("the events table %s: %v; create it with --schema FILE", g.EventsTable, err)
 	}
-	return string(files["schema.sql"]), nil
+	table := o.EventsTable
+	if o.DBSchema != "" {
+		table = o.DBSchema + "." + table
+	}
+	// A workflow idemhook guard edited records the execution holding a key.
+	return string(files["schema.sql"]) + pgsql.ExecutionDDL(pgsql.MustParseTable(table)), nil
 }

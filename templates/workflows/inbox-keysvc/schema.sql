@@ -98,8 +98,8 @@ CREATE INDEX IF NOT EXISTS outbox_tasks_due_idx ON outbox_tasks (next_attempt_at
 --   an effect already recorded               -> processed, outcome effect_exists
 --   otherwise: the effect key, the order change, the outbox tasks and the
 --   inbox row's final state are written together, or none of them.
--- An error inside the decision (a trigger, a constraint, a deadlock) rolls
--- back what the decision wrote, and only that: the row stays processing with
+-- An error inside the decision (a trigger, a constraint, a deadlock, a
+-- cancelled statement) rolls back what the decision wrote, and only that: the row stays processing with
 -- the database's message in last_error and is retried after the same backoff
 -- (ClaimEvent fails it after its attempts). The error is caught here, in the
 -- row's own subtransaction, so that a caller running several rows in one
@@ -283,8 +283,11 @@ BEGIN
       finished_at = CASE WHEN v_state <> 'deferred' THEN now() END,
       updated_at = now()
     WHERE id = ev.id;
-  EXCEPTION WHEN others THEN
-    -- Everything this block wrote is rolled back; the row lock is kept.
+  EXCEPTION WHEN others OR query_canceled THEN
+    -- Everything this block wrote is rolled back; the row lock is kept. A
+    -- cancelled statement (statement_timeout, an operator's
+    -- pg_cancel_backend) is recorded too: it is one row's transient fault,
+    -- and n8n keeps no message for it (see RecordEventError).
     GET STACKED DIAGNOSTICS v_detail = MESSAGE_TEXT, v_sqlstate = RETURNED_SQLSTATE;
     v_state := 'processing'; v_outcome := 'error'; v_tasks := 0;
     v_detail := format('the decision failed: %s (SQLSTATE %s); retried after %s', v_detail, v_sqlstate, v_backoff);
