@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/idemhook/idemhook/internal/stack"
 	"os"
 	"strconv"
 	"sync"
@@ -254,6 +255,8 @@ func webhookPaths(targets []*crashTarget) []string {
 // repeats is measured and printed (the gaps the README states).
 func TestCrashesMidLoad(t *testing.T) {
 	needStack(t)
+	// Its faults stop the whole stack: one of its own, beside the shared one.
+	useStack(t, stack.Options{})
 	ctx := context.Background()
 	t.Run("n8n killed", func(t *testing.T) {
 		targets := crashTargets(t, "xk")

@@ -40,6 +40,12 @@ func TestMain(m *testing.M) {
 	if testing.Short() {
 		os.Exit(m.Run()) // every test skips itself in -short mode
 	}
+	switch part() {
+	case "":
+		os.Exit(runParts())
+	case partOwn:
+		os.Exit(m.Run()) // each test starts the stack it needs
+	}
 	ctx := context.Background()
 	var err error
 	st, err = stack.Start(ctx, stack.Options{})
@@ -100,6 +106,10 @@ func needStack(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("e2e: skipped with -short")
+	}
+	top, _, _ := strings.Cut(t.Name(), "/")
+	if p := part(); p != partAll && (p == partOwn) != slices.Contains(ownStackTests, top) {
+		t.Skipf("runs in this package's other process (%s), beside this one", partEnv)
 	}
 }
 
