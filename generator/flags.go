@@ -3,9 +3,12 @@ package generator
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemhook/idemhook/internal/duration"
 )
 
 // Flag is one option of `idemhook generate`, spelled the same way wherever
@@ -24,8 +27,8 @@ type Flag struct {
 	Default string
 	// Choices lists the accepted values of an enumeration.
 	Choices []string
-	// Pattern is PatternInbox for options of the inbox pattern only, ""
-	// otherwise.
+	// Pattern is the one pattern the option applies to ("" for both):
+	// CheckApplies refuses it with the other.
 	Pattern Pattern
 	set     func(o *Options, v string) error
 }
@@ -37,9 +40,9 @@ func text(field func(*Options) *string) func(*Options, string) error {
 	return func(o *Options, v string) error { *field(o) = v; return nil }
 }
 
-func duration(field func(*Options) *time.Duration) func(*Options, string) error {
+func durationOf(field func(*Options) *time.Duration) func(*Options, string) error {
 	return func(o *Options, v string) error {
-		d, err := ParseDuration(v)
+		d, err := duration.Parse(v)
 		*field(o) = d
 		return err
 	}
@@ -56,23 +59,6 @@ func integer(field func(*Options) *int) func(*Options, string) error {
 	}
 }
 
-// ParseDuration parses a Go duration ("90s", "720h") or a whole number of
-// days ("30d").
-func ParseDuration(s string) (time.Duration, error) {
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		days, err := strconv.Atoi(n)
-		if err != nil || days <= 0 {
-			return 0, errors.New("want a positive number of days such as 30d")
-		}
-		return time.Duration(days) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, errors.New("want a duration such as 30d, 720h or 90s")
-	}
-	return d, nil
-}
-
 // Flags lists every option of `idemhook generate`, in the order help shows.
 var Flags = []Flag{
 	{Name: "pattern", Option: "pattern", Default: string(PatternReserve), Choices: []string{string(PatternReserve), string(PatternInbox)},
@@ -82,108 +68,133 @@ var Flags = []Flag{
 		Usage: "webhook path: the production URL is /webhook/`PATH` (default " + DefaultWebhookPath + "; " + DefaultInboxWebhookPath + " with --pattern inbox)",
 		set:   text(func(o *Options) *string { return &o.WebhookPath })},
 	{Name: "name", Option: "workflow name",
-		Usage: "workflow `name` shown in n8n (default \"" + DefaultWorkflowName + "\"; \"" + DefaultInboxWorkflowName + "\" with --pattern inbox)",
+		Usage: "workflow `NAME` shown in n8n (default \"" + DefaultWorkflowName + "\"; \"" + DefaultInboxWorkflowName + "\" with --pattern inbox)",
 		set:   text(func(o *Options) *string { return &o.WorkflowName })},
 	{Name: "credential", Option: "credential name", Default: DefaultCredentialName,
-		Usage: "`name` of the n8n Postgres credential the nodes use",
+		Usage: "`NAME` of the n8n Postgres credential the nodes use",
 		set:   text(func(o *Options) *string { return &o.CredentialName })},
 	{Name: "retention", Option: "retention", Default: "30d",
 		Usage: "how long cleanup keeps keys (or finished inbox work), a `DURATION` such as 30d or 720h",
-		set:   duration(func(o *Options) *time.Duration { return &o.Retention })},
+		set:   durationOf(func(o *Options) *time.Duration { return &o.Retention })},
 	{Name: "verify", Option: "verify provider",
 		Usage: "check this `PROVIDER`'s signature first: stripe, github, shopify, slack (standardwebhooks with --hashing keysvc or --receiver keysvc); none to skip (the inbox pattern verifies stripe by default)",
 		set:   text(func(o *Options) *string { return &o.Verify })},
 	{Name: "verify-credential", Option: "verify credential", Default: DefaultVerifyCredential,
-		Usage: "`name` of the n8n Crypto credential whose HMAC secret is the signing secret",
+		Usage: "`NAME` of the n8n Crypto credential whose HMAC secret is the signing secret",
 		set:   text(func(o *Options) *string { return &o.VerifyCredential })},
 	{Name: "tolerance", Option: "tolerance", Default: "5m",
 		Usage: "how far a signed timestamp may be from now, both ways, a `DURATION`",
-		set:   duration(func(o *Options) *time.Duration { return &o.Tolerance })},
+		set:   durationOf(func(o *Options) *time.Duration { return &o.Tolerance })},
 	{Name: "preset", Option: "preset",
 		Usage: "where the event id is read, a `PROVIDER` preset (default: the --verify provider)",
 		set:   text(func(o *Options) *string { return &o.Preset })},
 	{Name: "scope", Option: "scope",
-		Usage: "`scope` that prefixes a preset's key (letters, digits, '.', '_', '-')",
+		Usage: "`SCOPE` that prefixes a preset's key (letters, digits, '.', '_', '-')",
 		set:   text(func(o *Options) *string { return &o.Scope })},
 	{Name: "hashing", Option: "hashing mode", Default: string(HashingCodeNode), Choices: []string{string(HashingCodeNode), string(HashingCryptoNode), string(HashingKeysvc)},
 		Usage: "how the workflow builds the key, a `MODE`: code-node, crypto-node or keysvc",
 		set:   func(o *Options, v string) error { o.Hashing = Hashing(v); return nil }},
-	{Name: "guard", Option: "guard mode", Default: string(GuardReserve), Choices: []string{string(GuardReserve), string(GuardLease), string(GuardTransactional)},
+	{Name: "guard", Option: "guard mode", Default: string(GuardReserve), Choices: []string{string(GuardReserve), string(GuardLease), string(GuardTransactional)}, Pattern: PatternReserve,
 		Usage: "how the key is held while the business step runs, a `MODE`: reserve, lease, or transactional (one SQL statement reserves and writes)",
 		set:   func(o *Options, v string) error { o.Guard = Guard(v); return nil }},
-	{Name: "lease", Option: "lease", Default: "5m",
+	{Name: "lease", Option: "lease", Default: "5m", Pattern: PatternReserve,
 		Usage: "in lease mode, how long an attempt holds the key, a `DURATION` such as 90s or 5m",
-		set:   duration(func(o *Options) *time.Duration { return &o.Lease })},
-	{Name: "events-table", Option: "events table", Default: DefaultEventsTable,
-		Usage: "`table` of reserved keys (table or schema.table)",
+		set:   durationOf(func(o *Options) *time.Duration { return &o.Lease })},
+	{Name: "events-table", Option: "events table", Default: DefaultEventsTable, Pattern: PatternReserve,
+		Usage: "`TABLE` of reserved keys (table or schema.table)",
 		set:   text(func(o *Options) *string { return &o.EventsTable })},
-	{Name: "business-table", Option: "business table", Default: DefaultBusinessTable,
-		Usage: "`table` of the example business step",
+	{Name: "business-table", Option: "business table", Default: DefaultBusinessTable, Pattern: PatternReserve,
+		Usage: "`TABLE` of the example business step",
 		set:   text(func(o *Options) *string { return &o.BusinessTable })},
 	{Name: "save-success", Option: "save success", Choices: []string{SaveAll, SaveNone},
-		Usage: "what n8n keeps of a successful execution, which holds the webhook's body: `all` or none (default: n8n's setting; the inbox receiver: none)",
+		Usage: "what n8n keeps of a successful execution, which holds the webhook's body: `all|none` (default: n8n's setting; the inbox receiver: none)",
 		set:   text(func(o *Options) *string { return &o.Executions.SaveSuccess })},
 	{Name: "save-errors", Option: "save errors", Choices: []string{SaveAll, SaveNone},
-		Usage: "what n8n keeps of a failed execution: `all` or none (default: n8n's setting)",
+		Usage: "what n8n keeps of a failed execution: `all|none` (default: n8n's setting)",
 		set:   text(func(o *Options) *string { return &o.Executions.SaveErrors })},
 	{Name: "save-manual", Option: "save manual", Choices: []string{"true", "false"},
-		Usage: "whether n8n keeps runs started from the editor: `true` or false (default: n8n's setting)",
+		Usage: "whether n8n keeps runs started from the editor: `true|false` (default: n8n's setting)",
 		set:   text(func(o *Options) *string { return &o.Executions.SaveManual })},
 	{Name: "execution-timeout", Option: "execution timeout",
 		Usage: "stop an execution after this `DURATION`, such as 5m (default: n8n's setting)",
-		set:   duration(func(o *Options) *time.Duration { return &o.Executions.Timeout })},
-	{Name: "keysvc-url", Option: "keysvc URL", Default: DefaultKeysvcURL,
+		set:   durationOf(func(o *Options) *time.Duration { return &o.Executions.Timeout })},
+	{Name: "keysvc-url", Option: "keysvc URL", Default: DefaultKeysvcURL, Pattern: PatternReserve,
 		Usage: "keysvc's base `URL` as n8n reaches it (--hashing keysvc)",
 		set:   text(func(o *Options) *string { return &o.KeysvcURL })},
-	{Name: "keysvc-credential", Option: "keysvc credential",
-		Usage: "`name` of an n8n Bearer Auth credential holding keysvc's token (--hashing keysvc)",
+	{Name: "keysvc-credential", Option: "keysvc credential", Pattern: PatternReserve,
+		Usage: "`NAME` of an n8n Bearer Auth credential holding keysvc's token (--hashing keysvc)",
 		set:   text(func(o *Options) *string { return &o.KeysvcCredential })},
 
 	{Name: "receiver", Option: "receiver", Default: string(ReceiverN8N), Choices: []string{string(ReceiverN8N), string(ReceiverKeysvc)}, Pattern: PatternInbox,
 		Usage: "inbox: who saves the provider's deliveries, a `RECEIVER`: n8n (receiver-workflow.json) or keysvc (its durable inbox forwards to target-workflow.json)",
 		set:   func(o *Options, v string) error { o.Receiver = Receiver(v); return nil }},
 	{Name: "account", Option: "account", Default: DefaultAccount, Pattern: PatternInbox,
-		Usage: "inbox: the receipt's `account` when the event names none (Stripe Connect events carry \"account\")",
+		Usage: "inbox: the receipt's `ACCOUNT` when the event names none (Stripe Connect events carry \"account\")",
 		set:   text(func(o *Options) *string { return &o.Account })},
 	{Name: "events", Option: "events", Default: strings.Join(DefaultEvents, ","), Pattern: PatternInbox,
 		Usage: "inbox: the allowlist of event `TYPES` the worker acts on, comma-separated",
 		set:   func(o *Options, v string) error { o.Events = strings.Split(v, ","); return nil }},
 	{Name: "defer-limit", Option: "defer limit", Default: "24h", Pattern: PatternInbox,
 		Usage: "inbox: how long an event whose transition is not allowed yet is retried before it is failed, a `DURATION`",
-		set:   duration(func(o *Options) *time.Duration { return &o.DeferLimit })},
+		set:   durationOf(func(o *Options) *time.Duration { return &o.DeferLimit })},
 	{Name: "claim-lease", Option: "claim lease", Default: "2m", Pattern: PatternInbox,
 		Usage: "inbox: how long a worker holds an event before the recoverer may re-offer it, a `DURATION`",
-		set:   duration(func(o *Options) *time.Duration { return &o.ClaimLease })},
+		set:   durationOf(func(o *Options) *time.Duration { return &o.ClaimLease })},
 	{Name: "max-attempts", Option: "max attempts", Default: strconv.Itoa(DefaultMaxAttempts), Pattern: PatternInbox,
 		Usage: "inbox: claims of an event whose worker never finishes before it is failed, a `NUMBER`",
 		set:   integer(func(o *Options) *int { return &o.MaxAttempts })},
 	{Name: "retry-backoff", Option: "retry backoff", Default: "30s", Pattern: PatternInbox,
 		Usage: "inbox: first delay before a deferred event, or one whose decision failed, is offered again, doubled per attempt up to 15m, a `DURATION`",
-		set:   duration(func(o *Options) *time.Duration { return &o.RetryBackoff })},
+		set:   durationOf(func(o *Options) *time.Duration { return &o.RetryBackoff })},
 	{Name: "db-schema", Option: "database schema", Pattern: PatternInbox,
-		Usage: "inbox: PostgreSQL `schema` of the tables and functions (default: the search_path, public)",
+		Usage: "inbox: PostgreSQL `SCHEMA` of the tables and functions (default: the search_path, public)",
 		set:   text(func(o *Options) *string { return &o.DBSchema })},
 	{Name: "sweep-every", Option: "sweep interval", Default: "1m", Pattern: PatternInbox,
 		Usage: "inbox: schedule of the recoverer and the outbox dispatcher, a `DURATION`: 1m-59m, 1h-23h or 24h",
-		set:   duration(func(o *Options) *time.Duration { return &o.SweepEvery })},
+		set:   durationOf(func(o *Options) *time.Duration { return &o.SweepEvery })},
 	{Name: "outbox-url", Option: "outbox URL", Pattern: PatternInbox,
 		Usage: "inbox: the external API's `URL`: POST URL with Idempotency-Key, GET URL/{operation_key} to reconcile (none: no outbox workflow; the tasks wait in outbox_tasks)",
 		set:   text(func(o *Options) *string { return &o.OutboxURL })},
 	{Name: "outbox-credential", Option: "outbox credential", Pattern: PatternInbox,
-		Usage: "inbox: `name` of an n8n Bearer Auth credential for the outbox API",
+		Usage: "inbox: `NAME` of an n8n Bearer Auth credential for the outbox API",
 		set:   text(func(o *Options) *string { return &o.OutboxCredential })},
 	{Name: "outbox-max-attempts", Option: "outbox max attempts", Default: strconv.Itoa(DefaultOutboxMaxAttempts), Pattern: PatternInbox,
 		Usage: "inbox: sends of a task before it is failed, a `NUMBER`",
 		set:   integer(func(o *Options) *int { return &o.OutboxMaxAttempts })},
 	{Name: "outbox-backoff", Option: "outbox backoff", Default: "10s", Pattern: PatternInbox,
 		Usage: "inbox: first retry delay of a task, doubled per attempt with jitter, a `DURATION`",
-		set:   duration(func(o *Options) *time.Duration { return &o.OutboxBackoff })},
+		set:   durationOf(func(o *Options) *time.Duration { return &o.OutboxBackoff })},
 	{Name: "outbox-timeout", Option: "outbox timeout", Default: "10s", Pattern: PatternInbox,
 		Usage: "inbox: how long a call may take before its result is ambiguous, a `DURATION`",
-		set:   duration(func(o *Options) *time.Duration { return &o.OutboxTimeout })},
+		set:   durationOf(func(o *Options) *time.Duration { return &o.OutboxTimeout })},
 	{Name: "outbox-batch", Option: "outbox batch", Default: strconv.Itoa(DefaultOutboxBatch), Pattern: PatternInbox,
 		Usage: "inbox: tasks one dispatcher run claims, a `NUMBER`",
 		set:   integer(func(o *Options) *int { return &o.OutboxBatch })},
+}
+
+// NotApplicableError is a flag given with a pattern it does not apply to.
+type NotApplicableError struct {
+	Flag             string
+	Pattern, Applies Pattern
+}
+
+func (e *NotApplicableError) Error() string {
+	return fmt.Sprintf("--%s applies to --pattern %s only (this is --pattern %s)", e.Flag, e.Applies, e.Pattern)
+}
+
+// CheckApplies returns a *NotApplicableError for the first flag of set
+// (the names the command line gave) that does not apply to o's pattern: an
+// option of the inbox pattern with the reserve pattern, or one of the
+// reserve pattern with the inbox pattern. Ignoring it instead would
+// generate something else than the user asked for, without a word.
+func CheckApplies(o Options, set []string) error {
+	pattern := o.withDefaults().Pattern
+	for _, name := range set {
+		if f := FlagFor(name); f != nil && f.Pattern != "" && f.Pattern != pattern {
+			return &NotApplicableError{Flag: name, Pattern: pattern, Applies: f.Pattern}
+		}
+	}
+	return nil
 }
 
 // FlagError is a value a flag could not parse.
@@ -211,12 +222,15 @@ func OptionsFromFlags(values map[string]string) (Options, error) {
 			return Options{}, &FlagError{Flag: f.Name, Value: v, Reason: err.Error()}
 		}
 	}
+	names := make([]string, 0, len(values))
 	for name := range values {
 		if FlagFor(name) == nil {
 			return Options{}, &FlagError{Flag: name, Reason: "no such option"}
 		}
+		names = append(names, name)
 	}
-	return o, nil
+	slices.Sort(names)
+	return o, CheckApplies(o, names)
 }
 
 // FlagFor returns the flag called name, or nil.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/idemhook/idemhook/internal/duration"
 	"io"
 	"os"
 	"os/exec"
@@ -17,16 +18,17 @@ import (
 
 func runBench(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("bench", "idemhook bench [options]\n\nStarts PostgreSQL 16 (durable: fsync and synchronous_commit on) and n8n from the e2e stack's\ncache, and measures side by side: pgbench and a pgx loop against keysvc (PostgreSQL and embedded\nstore) at each concurrency, key derivation against SHA-256, and every guard in n8n against the same\nworkflow without one. Prints a table and writes bench.md and bench.svg.", stderr)
-	out := fs.String("out", ".", "`directory` for bench.md and bench.svg")
+	out := fs.String("out", ".", "`DIR` for bench.md and bench.svg")
 	concurrency := fs.String("concurrency", "8,32", "`LIST` of concurrent clients for the throughput runs")
-	duration := fs.Duration("duration", 10*time.Second, "length of each throughput run")
-	deliveries := fs.Int("deliveries", 50, "sequential deliveries per n8n workflow")
+	var runFor time.Duration
+	duration.Var(fs, &runFor, "duration", 10*time.Second, "`DURATION` of each throughput run")
+	deliveries := fs.Int("deliveries", 50, "`N` sequential deliveries per n8n workflow")
 	skipN8N := fs.Bool("skip-n8n", false, "leave out the n8n part")
 	keysvcBin := fs.String("keysvc", "", "keysvc `binary` to measure as its own process (default: built from this module when it can be, else run in process)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
-	opts := bench.Options{Duration: *duration, Deliveries: *deliveries, SkipN8N: *skipN8N, KeysvcBinary: *keysvcBin, Progress: stderr}
+	opts := bench.Options{Duration: runFor, Deliveries: *deliveries, SkipN8N: *skipN8N, KeysvcBinary: *keysvcBin, Progress: stderr}
 	for _, c := range strings.Split(*concurrency, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
 		if err != nil || n < 1 || n > 1000 {
@@ -35,7 +37,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		}
 		opts.Concurrency = append(opts.Concurrency, n)
 	}
-	if *duration < time.Second || *deliveries < 1 {
+	if runFor < time.Second || *deliveries < 1 {
 		fmt.Fprintln(stderr, "idemhook bench: --duration must be at least 1s and --deliveries at least 1")
 		return exitUsage
 	}

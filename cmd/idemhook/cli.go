@@ -1,18 +1,21 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/buildinfo"
 	"github.com/idemhook/idemhook/planner"
+	"github.com/idemhook/idemhook/signature"
 )
 
 // Exit codes: 1 when the work failed, 2 when the command line or the input
@@ -60,6 +63,8 @@ Usage:
                                          guard against your workflow without one,
                                          on a durable PostgreSQL and real n8n
 
+  idemhook version                       print the module version and VCS revision
+
 Run 'idemhook COMMAND --help' for the options of a command.
 `
 
@@ -93,6 +98,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runGuard(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
+		return exitOK
+	case "version", "--version", "-version":
+		fs := newFlagSet("version", "idemhook version\n\nPrints the module version and the VCS revision idemhook was built from.", stderr)
+		if code, ok := parse(fs, args[1:], stdout); !ok {
+			return code
+		}
+		fmt.Fprintln(stdout, buildinfo.Describe("idemhook"))
 		return exitOK
 	default:
 		fmt.Fprintf(stderr, "idemhook: unknown command %q\n\n%s", args[0], usage)
@@ -132,11 +144,12 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 
 // parse parses args and maps the outcome to an exit code; ok is false when
 // the command must stop with that code. --help prints the usage once, on
-// stdout; a mistake prints the flag package's reason and the usage on stderr.
-func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, ok bool) {
+// stdout; a mistake prints one line, the flag package's reason, and where
+// the help is. A generate option that does not apply to the chosen pattern
+// is a mistake too (generator.CheckApplies), when o holds the options.
+func parse(fs *flag.FlagSet, args []string, stdout io.Writer, o ...*generator.Options) (code int, ok bool) {
 	stderr := fs.Output()
-	var msg bytes.Buffer
-	fs.SetOutput(&msg)
+	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
 	fs.SetOutput(stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -145,8 +158,13 @@ func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, ok bool
 		fs.SetOutput(stderr)
 		return exitOK, false
 	}
+	if err == nil && len(o) > 0 {
+		var set []string
+		fs.Visit(func(f *flag.Flag) { set = append(set, f.Name) })
+		err = generator.CheckApplies(*o[0], set)
+	}
 	if err != nil {
-		io.Copy(stderr, &msg)
+		fmt.Fprintf(stderr, "idemhook %s: %v\nrun 'idemhook %s --help' for its options\n", fs.Name(), err, fs.Name())
 		return exitUsage, false
 	}
 	return exitOK, true
@@ -155,9 +173,9 @@ func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, ok bool
 func runGenerate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("generate", "idemhook generate --out DIR [options]", stderr)
 	var o generator.Options
-	out := fs.String("out", "", "`directory` to write the files into (created if missing; required)")
+	out := fs.String("out", "", "`DIR` to write the files into (created if missing; required)")
 	optionFlags(fs, &o)
-	if code, ok := parse(fs, args, stdout); !ok {
+	if code, ok := parse(fs, args, stdout, &o); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
@@ -187,8 +205,8 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 func runSchema(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("schema", "idemhook schema [options]", stderr)
 	var o generator.Options
-	optionFlags(fs, &o)
-	if code, ok := parse(fs, args, stdout); !ok {
+	optionFlags(fs, &o, schemaFlags...)
+	if code, ok := parse(fs, args, stdout, &o); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
@@ -204,10 +222,33 @@ func runSchema(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// schemaFlags are the generate options the schema depends on.
+var schemaFlags = []string{"pattern", "events-table", "business-table", "guard", "db-schema"}
+
 func runKey(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("key", "idemhook key [FILE]\n\nPrints the idempotency key of a webhook body (docs/key-spec.md); reads stdin without FILE.", stderr)
+	fs := newFlagSet("key", "idemhook key [--preset PROVIDER] [--header 'NAME: VALUE']... [FILE]\n\n"+
+		"Prints the idempotency key of a webhook body (docs/key-spec.md), as the workflows, keysvc and the planner\n"+
+		"derive it; reads stdin without FILE. A preset reads the provider's delivery id from its --header.", stderr)
+	preset := fs.String("preset", "", "where the event id is read, a `PROVIDER` preset: "+signature.Names()+" (default: the body's id)")
+	scope := fs.String("scope", "", "`SCOPE` that prefixes a preset's key")
+	var headers multiFlag
+	fs.Var(&headers, "header", "a request header of the delivery, `'NAME: VALUE'` (repeatable)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
+	}
+	p, err := eventkey.ParsePreset(*preset)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemhook key: --preset: %v\n", err)
+		return exitUsage
+	}
+	h := http.Header{}
+	for _, kv := range headers {
+		name, value, ok := strings.Cut(kv, ":")
+		if !ok || strings.TrimSpace(name) == "" {
+			fmt.Fprintf(stderr, "idemhook key: --header %q: want 'NAME: VALUE'\n", kv)
+			return exitUsage
+		}
+		h.Add(strings.TrimSpace(name), strings.TrimSpace(value))
 	}
 	if fs.NArg() > 1 {
 		fmt.Fprintln(stderr, "idemhook key: give at most one FILE")
@@ -232,7 +273,7 @@ func runKey(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemhook key: %s is larger than %d MiB\n", name, maxKeyInput>>20)
 		return exitUsage
 	}
-	k, err := eventkey.Derive(body)
+	k, err := eventkey.DeriveFor(p, h, body, *scope)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemhook key: %s: %v\n", name, err)
 		return exitUsage
@@ -243,7 +284,7 @@ func runKey(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 func runPlanner(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("planner", "idemhook planner --out DIR\n\nWrites the planner page: paste a delivery, see its key, download the workflow; all in the browser.", stderr)
-	out := fs.String("out", "", "`directory` to write the page into (created if missing; required)")
+	out := fs.String("out", "", "`DIR` to write the page into (created if missing; required)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -79,11 +81,16 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"unknown flag", []string{"generate", "--out", "x", "--bogus"}, "flag provided but not defined"},
 		{"missing --out", []string{"generate"}, "--out DIR is required"},
 		{"bad table", []string{"generate", "--out", "x", "--events-table", "a;b"}, "invalid events table"},
-		{"bad retention", []string{"schema", "--retention", "soon"}, "want a duration"},
+		{"bad retention", []string{"generate", "--out", "x", "--retention", "soon"}, "want a duration"},
 		{"bad guard", []string{"schema", "--guard", "mutex"}, "invalid guard mode"},
 		{"bad pattern", []string{"schema", "--pattern", "saga"}, "invalid pattern"},
 		{"inbox with crypto-node", []string{"generate", "--out", "x", "--pattern", "inbox", "--hashing", "crypto-node"}, "invalid hashing mode"},
-		{"bad sweep", []string{"schema", "--pattern", "inbox", "--sweep-every", "90m"}, "invalid sweep interval"},
+		{"bad sweep", []string{"generate", "--out", "x", "--pattern", "inbox", "--sweep-every", "90m"}, "invalid sweep interval"},
+		{"an inbox option with the reserve pattern", []string{"generate", "--out", "x", "--outbox-url", "https://api.example/v1/operations"}, "--outbox-url applies to --pattern inbox only"},
+		{"a reserve option with the inbox pattern", []string{"generate", "--out", "x", "--pattern", "inbox", "--guard", "lease"}, "--guard applies to --pattern reserve only"},
+		{"an option schema does not read", []string{"schema", "--outbox-url", "https://api.example"}, "flag provided but not defined: -outbox-url"},
+		{"a bad preset for key", []string{"key", "--preset", "paypal"}, "--preset"},
+		{"a bad header for key", []string{"key", "--header", "no colon"}, "want 'NAME: VALUE'"},
 		{"stray argument", []string{"schema", "extra"}, "unexpected argument"},
 		{"two files", []string{"key", "a", "b"}, "at most one FILE"},
 		{"missing file", []string{"key", "/nonexistent/body.json"}, "no such file"},
@@ -106,8 +113,58 @@ func TestHelpExitsZero(t *testing.T) {
 		}
 	}
 	// A command without options shows no empty "Options:" section.
-	if _, stdout, _ := runCLI("", "key", "--help"); strings.Contains(stdout, "Options:") {
-		t.Errorf("key --help shows an options section: %q", stdout)
+	if _, stdout, _ := runCLI("", "version", "--help"); strings.Contains(stdout, "Options:") {
+		t.Errorf("version --help shows an options section: %q", stdout)
+	}
+}
+
+// A mistake on the command line is one line and where the help is, not
+// the whole usage.
+func TestFlagErrorsAreOneLine(t *testing.T) {
+	code, stdout, stderr := runCLI("", "generate", "--out", "x", "--bogus")
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if code != 2 || stdout != "" || len(lines) != 2 || !strings.Contains(lines[1], "run 'idemhook generate --help'") {
+		t.Errorf("exit %d, stderr %q: want two lines, the error and where the help is", code, stderr)
+	}
+}
+
+// Each command's help lists the options it reads, once, with the same
+// placeholder words, and no default said twice.
+func TestHelpListsWhatEachCommandReads(t *testing.T) {
+	help := func(cmd string) string {
+		_, stdout, _ := runCLI("", cmd, "--help")
+		return stdout
+	}
+	for _, cmd := range []string{"schema", "cleanup"} {
+		if h := help(cmd); strings.Contains(h, "-outbox-url") || strings.Contains(h, "-save-success") {
+			t.Errorf("%s --help lists options it does not read:\n%s", cmd, h)
+		}
+	}
+	for _, cmd := range []string{"generate", "deploy", "check", "up", "guard", "schema", "cleanup", "verify", "key", "planner"} {
+		h := help(cmd)
+		if regexpDoubled.MatchString(h) {
+			t.Errorf("%s --help says a default twice:\n%s", cmd, h)
+		}
+		if placeholder := regexpLowerPlaceholder.FindString(h); placeholder != "" {
+			t.Errorf("%s --help has a lower-case placeholder: %q", cmd, placeholder)
+		}
+	}
+	if h := help("guard"); !strings.Contains(h, "-events-table TABLE") || strings.Contains(h, "-pattern") {
+		t.Errorf("guard --help: want the generate options it shares, not --pattern:\n%s", h)
+	}
+}
+
+var (
+	regexpDoubled          = regexp.MustCompile(`\(default [^)]*\)[^\n]*\(default `)
+	regexpLowerPlaceholder = regexp.MustCompile(`(?m)^  -[a-z-]+ [a-z]+$`)
+)
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, stdout, _ := runCLI("", args...)
+		if code != 0 || !strings.HasPrefix(stdout, "idemhook ") || !strings.Contains(stdout, "go1.") {
+			t.Errorf("%v: exit %d, %q", args, code, stdout)
+		}
 	}
 }
 
@@ -126,6 +183,12 @@ func TestKey(t *testing.T) {
 	code, stdout, stderr := runCLI("", "key")
 	if code != 2 || stdout != "" || !strings.Contains(stderr, "empty body") {
 		t.Errorf("empty stdin: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	// A preset reads the delivery id from its header, as keysvc and the
+	// planner do.
+	code, stdout, _ = runCLI(`{"ref":"x"}`, "key", "--preset", "github", "--header", "X-GitHub-Delivery: 72d3162e-cc78-11e3-81ab-4c9367dc0958", "--header", "X-GitHub-Hook-ID: 42")
+	if want, _ := eventkey.DeriveFor(eventkey.PresetGitHub, http.Header{"X-Github-Delivery": {"72d3162e-cc78-11e3-81ab-4c9367dc0958"}, "X-Github-Hook-Id": {"42"}}, []byte(`{"ref":"x"}`), ""); code != 0 || stdout != want.Value+"\n" {
+		t.Errorf("--preset github: exit %d, %q, want %q", code, stdout, want.Value)
 	}
 }
 

@@ -27,12 +27,14 @@ type remote struct {
 	probe                                bool
 }
 
-func (r *remote) flags(fs *flag.FlagSet) {
+// flags registers the remote flags and the generate options named (all
+// when none are: deploy and check compare and write every file).
+func (r *remote) flags(fs *flag.FlagSet, options ...string) {
 	fs.StringVar(&r.n8nURL, "n8n-url", os.Getenv("N8N_URL"), "n8n's `URL`, e.g. https://n8n.example.com (default $N8N_URL)")
-	fs.StringVar(&r.apiKeyFile, "api-key-file", "", "`file` holding an n8n API key (Settings → n8n API); default $N8N_API_KEY")
+	fs.StringVar(&r.apiKeyFile, "api-key-file", "", "`FILE` holding an n8n API key (Settings → n8n API); default $N8N_API_KEY")
 	fs.StringVar(&r.webhookURL, "webhook-url", "", "base `URL` deliveries reach n8n's webhooks at, when not n8n's URL (WEBHOOK_URL, queue-mode webhook processes)")
-	fs.StringVar(&r.from, "from", "", "`directory` written by idemhook generate (instead of the generate options)")
-	optionFlags(fs, &r.opts)
+	fs.StringVar(&r.from, "from", "", "`DIR` written by idemhook generate (instead of the generate options)")
+	optionFlags(fs, &r.opts, options...)
 }
 
 func (r *remote) probeFlag(fs *flag.FlagSet) {
@@ -284,7 +286,8 @@ func runCleanup(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("cleanup", "idemhook cleanup --now --n8n-url URL --api-key-file FILE [--from DIR | options]\n\n"+
 		"Runs the deployed cleanup workflow once, now, inside n8n (through a temporary workflow, deleted after).", stderr)
 	var r remote
-	r.flags(fs)
+	// The cleanup workflow is found by its name, which these give.
+	r.flags(fs, "pattern", "name")
 	now := fs.Bool("now", false, "run it now (required: the schedule runs it otherwise)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code

@@ -34,17 +34,17 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 		"credentials.example.json. Live, it changes nothing without --apply.", stderr)
 	var o generator.Options
 	optionFlags(fs, &o, guardFlags...)
-	file := fs.String("workflow", "", "the exported workflow `file` (the editor's or the CLI's export, or the API's)")
-	out := fs.String("out", "", "the guarded workflow's `file`; the other files are written beside it")
-	webhook := fs.String("webhook", "", "the Webhook node to guard, by `name`, when the workflow has several")
+	file := fs.String("workflow", "", "the exported workflow `FILE` (the editor's or the CLI's export, or the API's)")
+	out := fs.String("out", "", "the guarded workflow's `FILE`; the other files are written beside it")
+	webhook := fs.String("webhook", "", "the Webhook node to guard, by `NAME`, when the workflow has several")
 	var r remote
 	fs.StringVar(&r.n8nURL, "n8n-url", os.Getenv("N8N_URL"), "live: n8n's `URL` (default $N8N_URL)")
-	fs.StringVar(&r.apiKeyFile, "api-key-file", "", "live: `file` holding an n8n API key; default $N8N_API_KEY")
+	fs.StringVar(&r.apiKeyFile, "api-key-file", "", "live: `FILE` holding an n8n API key; default $N8N_API_KEY")
 	fs.StringVar(&r.webhookURL, "webhook-url", "", "live: base `URL` deliveries reach n8n's webhooks at, when not n8n's URL")
 	id := fs.String("workflow-id", "", "live: the workflow's `ID` in n8n")
-	name := fs.String("workflow-name", "", "live: the workflow's `name` in n8n")
+	name := fs.String("workflow-name", "", "live: the workflow's `NAME` in n8n")
 	apply := fs.Bool("apply", false, "live: write the guarded workflow back in place, publish it and probe it (the original is saved first)")
-	backup := fs.String("backup", ".", "live, with --apply: `directory` the original is saved into")
+	backup := fs.String("backup", ".", "live, with --apply: `DIR` the original is saved into")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}

@@ -26,16 +26,16 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		"and checks from n8n's execution data that a replay, a body without id, simultaneous deliveries and a\n"+
 		"failing business step behave. HTTP calls in your business branch go where the workflow sends them:\n"+
 		"point them at test endpoints (--env lets the workflow read where). Exit 0 when every check holds.", stderr)
-	file := fs.String("workflow", "", "the workflow `file` (an n8n export: one workflow, or an array holding one)")
+	file := fs.String("workflow", "", "the workflow `FILE` (an n8n export: one workflow, or an array holding one)")
 	var schemas multiFlag
-	fs.Var(&schemas, "schema", "SQL `file` applied after the events table's schema (your business tables); repeatable")
-	deliveries := fs.Int("deliveries", 10, "distinct events sent in the distinct-events check")
-	concurrency := fs.Int("concurrency", 20, "simultaneous deliveries of one event")
-	report := fs.String("report", "", "write the checks as JUnit XML to `file`")
+	fs.Var(&schemas, "schema", "SQL `FILE` applied after the events table's schema (your business tables); repeatable")
+	deliveries := fs.Int("deliveries", 10, "`N` distinct events sent in the distinct-events check")
+	concurrency := fs.Int("concurrency", 20, "`N` simultaneous deliveries of one event")
+	report := fs.String("report", "", "write the checks as JUnit XML to `FILE`")
 	var env multiFlag
 	fs.Var(&env, "env", "`KEY=VALUE` added to n8n's environment (your test endpoints); repeatable")
 	var with multiFlag
-	fs.Var(&with, "with", "a workflow `file` the checked one relies on, deployed beside it: its error workflow (idemhook guard writes "+
+	fs.Var(&with, "with", "a workflow `FILE` the checked one relies on, deployed beside it: its error workflow (idemhook guard writes "+
 		"release-on-failure-workflow.json); repeatable")
 	keep := fs.Bool("keep", false, "keep n8n and PostgreSQL running after the checks, until Ctrl-C")
 	if code, ok := parse(fs, args, stdout); !ok {

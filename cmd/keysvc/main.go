@@ -25,6 +25,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/idemhook/idemhook/internal/buildinfo"
+	"github.com/idemhook/idemhook/internal/duration"
 	"github.com/idemhook/idemhook/keysvc"
 	"github.com/idemhook/idemhook/signature"
 )
@@ -302,7 +304,7 @@ func parseConfig(args []string, stdout, stderr io.Writer) (config, int, bool) {
 	}{
 		{&cfg.readTimeout, "read-timeout", "KEYSVC_READ_TIMEOUT", "10s", "time to read a request"},
 		{&cfg.writeTimeout, "write-timeout", "KEYSVC_WRITE_TIMEOUT", "10s", "time to write a response"},
-		{&cfg.retention, "retention", "KEYSVC_RETENTION", "720h", "delete reservations older than this, hourly; 0 disables"},
+		{&cfg.retention, "retention", "KEYSVC_RETENTION", "30d", "delete reservations older than this, hourly; 0 disables"},
 		{&cfg.tolerance, "signature-tolerance", "KEYSVC_SIGNATURE_TOLERANCE", "5m", "how far a signed timestamp may be from now, both ways"},
 		{&cfg.inbox.DeliveryTimeout, "inbox-delivery-timeout", "KEYSVC_INBOX_DELIVERY_TIMEOUT", "30s", "inbox: how long one delivery to a target may take"},
 		{&cfg.inbox.Backoff, "inbox-backoff", "KEYSVC_INBOX_BACKOFF", "1s", "inbox: first redelivery delay, doubled per attempt with jitter"},
@@ -310,12 +312,12 @@ func parseConfig(args []string, stdout, stderr io.Writer) (config, int, bool) {
 		{&cfg.inbox.RecoverAfter, "inbox-recover-after", "KEYSVC_INBOX_RECOVER_AFTER", "2m", "inbox: re-enqueue an entry still undelivered after this long"},
 	}
 	for _, d := range durations {
-		v, err := time.ParseDuration(env(d.env, d.def))
+		v, err := duration.Parse(env(d.env, d.def))
 		if err != nil {
-			fmt.Fprintf(stderr, "keysvc: %s=%q is not a duration such as 10s\n", d.env, os.Getenv(d.env))
+			fmt.Fprintf(stderr, "keysvc: %s=%q: %v\n", d.env, os.Getenv(d.env), err)
 			return config{}, 2, false
 		}
-		fs.DurationVar(d.p, d.name, v, d.usage+" ("+d.env+")")
+		duration.Var(fs, d.p, d.name, v, "`DURATION`: "+d.usage+" ("+d.env+")")
 	}
 	fs.StringVar(&cfg.logLevel, "log-level", env("KEYSVC_LOG_LEVEL", "info"), "debug, info, warn or error (KEYSVC_LOG_LEVEL); warn keeps errors and drops the request lines")
 	sample, err := strconv.Atoi(env("KEYSVC_LOG_SAMPLE", "1"))
@@ -334,17 +336,22 @@ func parseConfig(args []string, stdout, stderr io.Writer) (config, int, bool) {
 	fs.IntVar(&cfg.rateLimit.Burst, "rate-burst", 0, "burst of the rate limit (default: twice the rate)")
 	fs.BoolVar(&cfg.rateLimit.TrustProxy, "trust-proxy", false, "take the client from X-Forwarded-For (behind a reverse proxy)")
 	fs.IntVar(&cfg.maxConnsPerClient, "max-conns-per-client", 256, "open connections per client address")
-	fs.DurationVar(&cfg.readHeaderTimeout, "read-header-timeout", 5*time.Second, "time to read a request's headers (slow clients are cut)")
+	duration.Var(fs, &cfg.readHeaderTimeout, "read-header-timeout", 5*time.Second, "`DURATION`: time to read a request's headers (slow clients are cut)")
 	fs.IntVar(&cfg.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block in `bytes`")
 	fs.StringVar(&cfg.tlsCert, "tls-cert", env("KEYSVC_TLS_CERT", ""), "certificate `file` to serve HTTPS (and HTTP/2) directly (KEYSVC_TLS_CERT)")
 	fs.StringVar(&cfg.tlsKey, "tls-key", env("KEYSVC_TLS_KEY", ""), "private key `file` of --tls-cert (KEYSVC_TLS_KEY)")
 	tokenFile := fs.String("token-file", env("KEYSVC_TOKEN_FILE", ""), "`file` holding the bearer token required on /v1 (KEYSVC_TOKEN_FILE); KEYSVC_TOKEN sets it directly")
+	version := fs.Bool("version", false, "print keysvc's version (module version and VCS revision) and exit")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: keysvc [flags]\n\nServes idemhook key derivation and reservation over HTTP (see /openapi.json).\n\nFlags:\n")
+		fmt.Fprint(fs.Output(), "Usage: keysvc [flags]\n\nServes idemhook key derivation and reservation over HTTP (see /openapi.json).\n\n"+
+			"The --endpoints file is JSON: {\"endpoints\": [{\"name\", \"provider\", \"secret_env\" | \"secret_file\", \"account\",\n"+
+			"\"target\", \"target_token_env\" | \"target_token_file\", \"events\", \"max_attempts\", \"concurrency\"}]}: each\n"+
+			"field is described in docs/keysvc.md#the-durable-inbox-in-front-of-n8n, and idemhook generate --pattern inbox\n"+
+			"--receiver keysvc writes an example (keysvc-endpoints.example.json).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	// --help prints the usage once, on stdout; a mistake, the reason and the
-	// usage on stderr.
+	// --help prints the usage once, on stdout; a mistake, its one line and
+	// where the help is, on stderr.
 	var msg bytes.Buffer
 	fs.SetOutput(&msg)
 	err = fs.Parse(args)
@@ -355,8 +362,12 @@ func parseConfig(args []string, stdout, stderr io.Writer) (config, int, bool) {
 		return config{}, 0, false
 	}
 	if err != nil {
-		io.Copy(stderr, &msg)
+		fmt.Fprintf(stderr, "keysvc: %v\nrun 'keysvc --help' for the flags\n", err)
 		return config{}, 2, false
+	}
+	if *version {
+		fmt.Fprintln(stdout, buildinfo.Describe("keysvc"))
+		return config{}, 0, false
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "keysvc: unexpected argument %q\n", fs.Arg(0))

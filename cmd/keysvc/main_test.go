@@ -131,3 +131,33 @@ func TestHelpGoesToStdout(t *testing.T) {
 		t.Errorf("--bogus: code %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
 }
+
+// keysvc reads durations as idemhook does (30d), says a flag mistake in
+// one line with where the help is, prints its version, and its help says
+// where the endpoints file's fields are described.
+func TestOneCommandLineGrammar(t *testing.T) {
+	cfg, code, ok := parseConfig([]string{"--retention", "30d", "--read-timeout", "90s"}, io.Discard, io.Discard)
+	if !ok || cfg.retention != 30*24*time.Hour || cfg.readTimeout != 90*time.Second {
+		t.Fatalf("--retention 30d --read-timeout 90s: exit %d, retention %v, read timeout %v", code, cfg.retention, cfg.readTimeout)
+	}
+	t.Setenv("KEYSVC_RETENTION", "7d")
+	if cfg, _, ok := parseConfig(nil, io.Discard, io.Discard); !ok || cfg.retention != 7*24*time.Hour {
+		t.Errorf("KEYSVC_RETENTION=7d: %v", cfg.retention)
+	}
+	var stderr bytes.Buffer
+	if _, code, _ := parseConfig([]string{"--bogus"}, io.Discard, &stderr); code != 2 || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 1 ||
+		!strings.Contains(stderr.String(), "run 'keysvc --help'") {
+		t.Errorf("a bad flag: exit %d, %q; want 2 and two lines", code, stderr.String())
+	}
+	var stdout bytes.Buffer
+	if _, code, ok := parseConfig([]string{"--version"}, &stdout, io.Discard); ok || code != 0 || !strings.HasPrefix(stdout.String(), "keysvc ") {
+		t.Errorf("--version: exit %d, %q", code, stdout.String())
+	}
+	stdout.Reset()
+	parseConfig([]string{"--help"}, &stdout, io.Discard)
+	for _, want := range []string{"target_token_env", "max_attempts", "concurrency", "keysvc-endpoints.example.json", "-retention DURATION"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("keysvc --help does not mention %s", want)
+		}
+	}
+}
