@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	idemdeploy "github.com/idemhook/idemhook/deploy"
+	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/verify"
 )
 
@@ -101,8 +102,9 @@ func TestGuardApplyLive(t *testing.T) {
 
 // shot logs in to the suite's n8n in headless Chromium, opens workflow id
 // in the editor and saves a screenshot as name.png in the artifacts
-// folder; the canvas must show the workflow's nodes.
-func shot(t *testing.T, id, name string) {
+// folder; the canvas must show the workflow's last node, and each text of
+// want.
+func shot(t *testing.T, id, name string, want ...string) {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
@@ -146,15 +148,22 @@ func shot(t *testing.T, id, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := w.Nodes[len(w.Nodes)-1]["name"].(string)
-	var shown bool
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && !shown; time.Sleep(500 * time.Millisecond) {
-		shown, _ = chromedp.Run(ctx, chromedp.Evaluate[bool](`document.body.innerText.includes(`+jsQuote(want)+`)`))
+	for _, n := range w.Nodes {
+		if n["type"] != "n8n-nodes-base.stickyNote" {
+			want = append(want, n["name"].(string))
+			break
+		}
 	}
-	if !shown {
-		png, _ := chromedp.Run(ctx, chromedp.FullScreenshot(90))
-		saveArtifact(t, name+"-failed.png", png)
-		t.Fatalf("the editor does not show node %q of workflow %s", want, id)
+	for _, text := range want {
+		var shown bool
+		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && !shown; time.Sleep(500 * time.Millisecond) {
+			shown, _ = chromedp.Run(ctx, chromedp.Evaluate[bool](`document.body.innerText.includes(`+jsQuote(text)+`)`))
+		}
+		if !shown {
+			png, _ := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+			saveArtifact(t, name+"-failed.png", png)
+			t.Fatalf("the editor does not show %q of workflow %s", text, id)
+		}
 	}
 	// Close what covers the canvas (the new owner's production
 	// checklist), fit the view, and note the controls seen.
@@ -197,4 +206,28 @@ func saveArtifact(t *testing.T, name string, b []byte) {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s", path)
+}
+
+// The generated workflows' sticky notes show in the editor, over the nodes
+// they explain (screenshots in $IDEMHOOK_ARTIFACTS_DIR).
+func TestNotesInTheEditor(t *testing.T) {
+	needStack(t)
+	for _, c := range []struct {
+		name string
+		opts generator.Options
+		file string
+	}{
+		{"notes-default", seedOptions("notes", generator.HashingCodeNode), generator.FileWorkflow},
+		{"notes-inbox-receiver", inboxOptions("nt", "http://127.0.0.1:9/v1/operations"), generator.FileReceiver},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var id string
+			if c.opts.Pattern == generator.PatternInbox {
+				id = deployInbox(t, c.opts, nil).ids[c.file]
+			} else {
+				id = deploy(t, c.opts).workflowID
+			}
+			shot(t, id, c.name, "Setup")
+		})
+	}
 }

@@ -109,6 +109,7 @@ func GuardFragment(o Options, mode ResponseMode, seed string) (Fragment, error) 
 	if err != nil {
 		return Fragment{}, err
 	}
+	g.addNote(firstGuardNode(r), append(guardNote(r), "", "Put in by `idemhook guard`: your nodes after it get the item your Webhook gave; a failed execution's key is given up by the workflow's error workflow. [Guard a workflow you already have]("+Docs+"guard.md)")...)
 	f := Fragment{Columns: columns, Schema: fmt.Sprintf("-- idemhook schema (guard: %s, in your workflow). Safe to run more than once.\n%s%s",
 		r.Guard, pgsql.EventsDDL(r.events, r.Guard == GuardLease), pgsql.ExecutionDDL(r.events))}
 	if f.Workflow, err = g.render(workflowID("guard/"+seed), r.WorkflowName, r.Executions); err != nil {

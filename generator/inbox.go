@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/eventkey"
+	"github.com/idemhook/idemhook/internal/duration"
 	"github.com/idemhook/idemhook/pgsql"
 	"github.com/idemhook/idemhook/signature"
 	"github.com/idemhook/idemhook/templates"
@@ -193,6 +194,10 @@ func receiverGraph(g *graph, r resolved, ids map[string]string) error {
 	// The provider has its answer; the worker runs in its own execution.
 	g.add(executeWorkflowNode(NodeHandOff, g.at(6, 0), ids[FileWorker], "each", false))
 	g.connect(NodeNewReceipt, 0, NodeHandOff)
+	g.addNote(NodeWebhook, setupNote(r, "inbox.md")...)
+	g.addNote(NodeBuildReceipt, inboxNote(r, "Receiver: the receipt",
+		"Verifies the signature on the raw body, saves the event in inbox_events (once per account and event id), and answers 200 only after the commit; "+
+			"the database down: 503, and the provider retries. A new row goes on to the worker, in an execution of its own.")...)
 	return nil
 }
 
@@ -224,6 +229,10 @@ func targetGraph(g *graph, r resolved, ids map[string]string) error {
 	g.add(respondNode(NodeRespondTarget, g.at(3, 0), 200,
 		"={{ JSON.stringify({ status: 'accepted', inbox_id: $('"+NodeInboxEntry+"').first().json.id }) }}"))
 	g.connect(NodeRunWorker, 0, NodeRespondTarget)
+	g.addNote(NodeWebhook, setupNote(r, "inbox.md")...)
+	g.addNote(NodeInboxEntry, inboxNote(r, "Target: keysvc's inbox forwards here",
+		"keysvc verified and saved the event; this runs the worker on the row it names (X-Idemhook-Inbox-Id). A forward sent twice runs the decision once: "+
+			"the worker claims the row, and the effect key is unique.")...)
 	return nil
 }
 
@@ -301,6 +310,9 @@ func workerGraph(g *graph, r resolved, ids map[string]string) error {
 		"={{ [ $json.id, $json.attempts, 'the decision did not finish in n8n (execution ' + $execution.id + '): ' + "+
 			"String(($json.error && ($json.error.message || $json.error.description)) || $json.message || 'no message') ] }}", r.CredentialName)))
 	g.connect(NodeApplyEvent, 1, NodeRecordError)
+	g.addNote(NodeWorkerStart, inboxNote(r, "Worker: the effect",
+		"Claims each offered row and decides its effect in one transaction (idemhook_apply_event): the effect key, the business change and the outbox tasks together, or none. "+
+			"A failed decision stays on its row, with the database's message, and is retried.")...)
 	if ids[FileOutbox] == "" {
 		return nil // no outbox: the tasks wait in outbox_tasks
 	}
@@ -337,6 +349,9 @@ func recovererGraph(g *graph, r resolved, ids map[string]string) error {
 	g.add(count)
 	g.connect(NodeReoffer, 0, NodeCountStuck)
 	g.connect(NodeAnyDue, 1, NodeCountStuck)
+	g.addNote(NodeSweepTimer, inboxNote(r, "Recoverer: nothing left behind",
+		"Every "+duration.Format(r.SweepEvery)+", offers the worker what is due: a receipt whose hand-off was lost, a row whose worker died or whose retry is due, a deferred row; "+
+			"accounts take turns. Count Stuck Work says what needs a human.")...)
 	return nil
 }
 
@@ -394,6 +409,9 @@ func outboxGraph(g *graph, r resolved, _ map[string]string) error {
 	g.add(ifNode(g, NodeTaskDue, g.at(10, 0), "={{ $json.due }}", opBooleanTrue, ""))
 	g.connect(NodeWaitDue, 0, NodeTaskDue)
 	g.connect(NodeTaskDue, 0, NodeClaimLookups)
+	g.addNote(NodeSweepTimer, inboxNote(r, "Outbox: external calls",
+		"Calls "+r.OutboxURL+" once per task, with its operation key as Idempotency-Key on every attempt. A call that may have been performed is looked up first, "+
+			"and resent only when the API says it never happened. Retries wait their backoff.")...)
 	return nil
 }
 
@@ -425,6 +443,7 @@ func inboxCleanupGraph(g *graph, r resolved, _ map[string]string) error {
 	g.add(del)
 	g.connect(NodeCleanupSchedule, 0, NodeDeleteDone)
 	g.connect(NodeCleanupOnDemand, 0, NodeDeleteDone)
+	g.addNote(NodeCleanupSchedule, cleanupNote(r, "finished inbox work (processed, ignored, rejected, forwarded) and sent tasks")...)
 	return nil
 }
 

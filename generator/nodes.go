@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/tidwall/pretty"
 )
@@ -45,6 +46,7 @@ var TypeVersions = map[string]float64{
 	typeStopAndError: 1,
 	typeNoOp:         1,
 	typeErrorTrigger: 1,
+	typeSticky:       1,
 }
 
 type credentialRef struct {
@@ -88,6 +90,8 @@ type graph struct {
 	// then the last column of the signature check or of the key nodes, so
 	// that each section lays itself out without knowing what came before.
 	col int
+	// notes go on the canvas above the nodes (placedNotes).
+	notes []stickyNote
 }
 
 // at places a node on the canvas, col columns right of g.col: columns 220 px
@@ -151,7 +155,7 @@ func marshal(v any) ([]byte, error) {
 // settings of x.
 func (g *graph) render(id, name string, x Executions) ([]byte, error) {
 	doc := document{
-		ID: id, Name: name, Nodes: g.nodes,
+		ID: id, Name: name, Nodes: append(slices.Clone(g.nodes), g.placedNotes()...),
 		Connections: map[string]map[string][][]link{},
 		Settings:    x.settings(),
 		Meta:        map[string]string{"generatedBy": "idemhook"},

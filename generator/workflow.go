@@ -79,7 +79,40 @@ func Workflow(o Options) ([]byte, error) {
 	} else if err := addLocalFlow(g, r); err != nil {
 		return nil, err
 	}
+	g.addNote(NodeWebhook, setupNote(r, "modes.md#"+modeAnchor(r))...)
+	g.addNote(firstGuardNode(r), guardNote(r)...)
+	business := BusinessNodeName(r.BusinessTable)
+	if r.Guard == GuardTransactional {
+		business = NodeReserveAndWrite
+	}
+	g.addNote(business, businessNote(r)...)
 	return g.render(id, r.WorkflowName, r.Executions)
+}
+
+// modeAnchor is the section of docs/modes.md about r's mode.
+func modeAnchor(r resolved) string {
+	switch {
+	case r.Hashing == HashingKeysvc:
+		return "keysvc"
+	case r.Guard != GuardReserve:
+		return string(r.Guard)
+	case r.Hashing == HashingCryptoNode:
+		return "crypto-node"
+	}
+	return "reserve"
+}
+
+// firstGuardNode is the node the guard starts with, after the Webhook.
+func firstGuardNode(r resolved) string {
+	switch {
+	case r.Hashing == HashingKeysvc:
+		return NodeKeysvcReserve
+	case r.Verify != "":
+		return NodePrepareSignature
+	case r.Hashing == HashingCryptoNode:
+		return NodeHashBody
+	}
+	return NodeBuildKey
 }
 
 // businessStep is the example business step: an insert into the business
@@ -341,6 +374,7 @@ func CleanupWorkflow(o Options) ([]byte, error) {
 	g.add(postgresNode(NodeCleanupDelete, g.at(1, 0), pgsql.Cleanup(r.events, r.Retention), "", r.CredentialName))
 	g.connect(NodeCleanupSchedule, 0, NodeCleanupDelete)
 	g.connect(NodeCleanupOnDemand, 0, NodeCleanupDelete)
+	g.addNote(NodeCleanupSchedule, cleanupNote(r, "keys")...)
 	return g.render(id, r.WorkflowName+" – cleanup", r.Executions)
 }
 

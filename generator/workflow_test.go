@@ -180,8 +180,8 @@ func checkEveryPathAnswers(t *testing.T, w wf) {
 		}
 	}
 	walk(generator.NodeWebhook, false)
-	for name := range w.byID {
-		if !seen[name] {
+	for name, n := range w.byID {
+		if !seen[name] && n.Get("type").String() != "n8n-nodes-base.stickyNote" {
 			t.Errorf("node %q is unreachable from the Webhook", name)
 		}
 	}
@@ -589,19 +589,76 @@ func TestNodesDoNotOverlap(t *testing.T) {
 			t.Fatalf("%+v: %v", o, err)
 		}
 		for file, raw := range files {
-			nodes := gjson.GetBytes(raw, "nodes")
-			if !nodes.Exists() {
+			nodes := gjson.GetBytes(raw, "nodes").Array()
+			if len(nodes) == 0 {
 				continue
 			}
-			at := map[string]string{}
-			nodes.ForEach(func(_, n gjson.Result) bool {
-				pos := n.Get("position").Raw
-				if other, taken := at[pos]; taken {
-					t.Errorf("%+v %s: %q and %q both at %s", o, file, other, n.Get("name").String(), pos)
+			// Boxes as n8n draws them: a node about 100 × 100 from its
+			// position, a note its width × height.
+			type box struct {
+				name       string
+				x, y, w, h float64
+				note       bool
+			}
+			var boxes []box
+			notes := 0
+			for _, n := range nodes {
+				b := box{name: n.Get("name").String(), x: n.Get("position.0").Float(), y: n.Get("position.1").Float(), w: 100, h: 100}
+				if n.Get("type").String() == "n8n-nodes-base.stickyNote" {
+					b.w, b.h, b.note = n.Get("parameters.width").Float(), n.Get("parameters.height").Float(), true
+					notes++
+					if !strings.HasPrefix(n.Get("parameters.content").String(), "## ") {
+						t.Errorf("%+v %s: note %q has no heading", o, file, b.name)
+					}
 				}
-				at[pos] = n.Get("name").String()
-				return true
-			})
+				boxes = append(boxes, b)
+			}
+			if notes == 0 {
+				t.Errorf("%+v %s: no sticky note explains the workflow", o, file)
+			}
+			for i, a := range boxes {
+				for _, b := range boxes[i+1:] {
+					if a.x < b.x+b.w && b.x < a.x+a.w && a.y < b.y+b.h && b.y < a.y+a.h {
+						t.Errorf("%+v %s: %q at (%v, %v) overlaps %q at (%v, %v)", o, file, a.name, a.x, a.y, b.name, b.x, b.y)
+					}
+				}
+			}
+		}
+	}
+}
+
+// The notes say what each workflow needs and where the user's own step
+// goes, for each mode.
+func TestNotesSayWhatToDo(t *testing.T) {
+	for _, c := range []struct {
+		o    generator.Options
+		file string
+		want []string
+	}{
+		{generator.Options{}, generator.FileWorkflow, []string{"schema.sql", "**Postgres (idemhook)**", "NODE_FUNCTION_ALLOW_BUILTIN=crypto", "wired to **Release Key**", "docs/modes.md#reserve"}},
+		{generator.Options{Hashing: generator.HashingCryptoNode}, generator.FileWorkflow, []string{"docs/modes.md#crypto-node", "reserved once"}},
+		{generator.Options{Guard: generator.GuardLease}, generator.FileWorkflow, []string{"**Mark Done**", "leased for 5m0s", "docs/modes.md#lease"}},
+		{generator.Options{Guard: generator.GuardTransactional}, generator.FileWorkflow, []string{"business CTE", "docs/modes.md#transactional"}},
+		{generator.Options{Hashing: generator.HashingKeysvc, KeysvcCredential: "keysvc token"}, generator.FileWorkflow, []string{"**keysvc token**", "docs/modes.md#keysvc"}},
+		{generator.Options{Verify: "stripe"}, generator.FileWorkflow, []string{"Crypto credential **Webhook signing secret (idemhook)**", "401"}},
+		{generator.Options{}, generator.FileCleanup, []string{"older than 30d", "idemhook cleanup --now"}},
+		{generator.Options{Pattern: generator.PatternInbox, OutboxURL: "https://api.example/v1/operations"}, generator.FileReceiver, []string{"outbox, worker, recoverer, receiver", "docs/inbox.md"}},
+		{generator.Options{Pattern: generator.PatternInbox}, generator.FileWorker, []string{"## Worker", "worker, recoverer, receiver"}},
+		{generator.Options{Pattern: generator.PatternInbox, OutboxURL: "https://api.example/v1/operations"}, generator.FileOutbox, []string{"https://api.example/v1/operations", "Idempotency-Key"}},
+		{generator.Options{Pattern: generator.PatternInbox, Receiver: generator.ReceiverKeysvc}, generator.FileTarget, []string{"X-Idemhook-Inbox-Id", "worker, recoverer, target"}},
+	} {
+		files, err := generator.Files(c.o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text strings.Builder
+		for _, n := range gjson.GetBytes(files[c.file], `nodes.#(type=="n8n-nodes-base.stickyNote")#`).Array() {
+			text.WriteString(n.Get("parameters.content").String() + "\n")
+		}
+		for _, w := range c.want {
+			if !strings.Contains(text.String(), w) {
+				t.Errorf("%+v %s: the notes do not say %q:\n%s", c.o, c.file, w, text.String())
+			}
 		}
 	}
 }

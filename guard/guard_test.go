@@ -353,18 +353,25 @@ func normalise(v any) any {
 	return out
 }
 
-// checkNoOverlap: no two nodes' boxes (n8n draws a node in about 100 ×
-// 100 px) intersect.
+// checkNoOverlap: no two boxes intersect, as n8n draws them: a node about
+// 100 × 100 px from its position, a sticky note its width × height.
 func checkNoOverlap(t *testing.T, d doc) {
 	t.Helper()
-	const size = 110
+	size := func(n map[string]any) (float64, float64) {
+		if n["type"] == "n8n-nodes-base.stickyNote" {
+			p := n["parameters"].(map[string]any)
+			w, _ := p["width"].(float64)
+			h, _ := p["height"].(float64)
+			return w, h
+		}
+		return 100, 100
+	}
 	for i, a := range d.Nodes {
 		for _, b := range d.Nodes[i+1:] {
-			if a["type"] == "n8n-nodes-base.stickyNote" || b["type"] == "n8n-nodes-base.stickyNote" {
-				continue
-			}
 			p, q := position(a), position(b)
-			if abs(p[0]-q[0]) < size && abs(p[1]-q[1]) < size {
+			aw, ah := size(a)
+			bw, bh := size(b)
+			if p[0] < q[0]+bw && q[0] < p[0]+aw && p[1] < q[1]+bh && q[1] < p[1]+ah {
 				t.Errorf("%q at %v overlaps %q at %v", a["name"], p, b["name"], q)
 			}
 		}

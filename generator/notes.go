@@ -1,0 +1,189 @@
+package generator
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemhook/idemhook/internal/duration"
+)
+
+// typeSticky is n8n's sticky note: a canvas note, not a step.
+const typeSticky = "n8n-nodes-base.stickyNote"
+
+// Docs is where the workflows' notes send people for more.
+const Docs = "https://github.com/idemhook/idemhook/blob/main/docs/"
+
+// stickyNote is a note for the canvas: markdown, placed above the node
+// named anchor (the first node when anchor is empty).
+type stickyNote struct {
+	anchor, markdown string
+}
+
+// Sticky notes' geometry: n8n draws a node in a box of about 100 × 100 px
+// from its position; a note is a box of width × height from its own.
+const (
+	noteWidth    = 420
+	noteGap      = 40 // between a note and the nodes under it, and between notes
+	noteLine     = 22 // px per line of text, about, at n8n's default size
+	noteMinLines = 4
+	nodeBox      = 100
+)
+
+// addNote puts a note above anchor.
+func (g *graph) addNote(anchor string, lines ...string) {
+	g.notes = append(g.notes, stickyNote{anchor: anchor, markdown: strings.Join(lines, "\n")})
+}
+
+// placedNotes lays the notes out in a row above every node, each at its
+// anchor's x or right of the note before it, their bottoms one gap above the
+// highest node, so that no note covers a node or another note.
+func (g *graph) placedNotes() []node {
+	if len(g.notes) == 0 || len(g.nodes) == 0 {
+		return nil
+	}
+	top := g.nodes[0].Position[1]
+	for _, n := range g.nodes {
+		top = min(top, n.Position[1])
+	}
+	x := func(anchor string) int {
+		for _, n := range g.nodes {
+			if n.Name == anchor {
+				return n.Position[0]
+			}
+		}
+		return g.nodes[0].Position[0]
+	}
+	notes := slices.Clone(g.notes)
+	slices.SortStableFunc(notes, func(a, b stickyNote) int { return x(a.anchor) - x(b.anchor) })
+	var out []node
+	next := x(notes[0].anchor)
+	for _, n := range notes {
+		lines := max(noteMinLines, wrappedLines(n.markdown))
+		height := 40 + lines*noteLine
+		left := max(x(n.anchor), next)
+		out = append(out, node{
+			Name: noteName(n.markdown), ID: UUIDFrom(g.seed + "/note/" + noteName(n.markdown)), Type: typeSticky, TypeVersion: TypeVersions[typeSticky],
+			Position: [2]int{left, top - noteGap - height},
+			Parameters: map[string]any{"content": n.markdown, "width": noteWidth, "height": height},
+		})
+		next = left + noteWidth + noteGap
+	}
+	return out
+}
+
+// wrappedLines counts the lines n8n shows for markdown in a note of
+// noteWidth: about 48 characters a line.
+func wrappedLines(markdown string) int {
+	n := 0
+	for _, l := range strings.Split(markdown, "\n") {
+		n += 1 + len(l)/48
+	}
+	return n
+}
+
+// noteName names a note after its heading: "Note: Setup".
+func noteName(markdown string) string {
+	title, _, _ := strings.Cut(markdown, "\n")
+	title = strings.TrimSpace(strings.TrimLeft(title, "# "))
+	if title == "" {
+		title = "idemhook"
+	}
+	return "Note: " + title
+}
+
+// setupNote says what a workflow needs before it runs: the schema, the
+// credentials by name, n8n's environment, and where the docs are.
+func setupNote(r resolved, page string) []string {
+	lines := []string{"## Setup", "",
+		"1. Apply **schema.sql** to the database the credential points at (`idemhook schema … | psql`).",
+		"2. Postgres credential: **" + r.CredentialName + "**. `idemhook deploy` binds it by id; an editor import binds by name."}
+	step := 3
+	add := func(s string) {
+		lines = append(lines, strconv.Itoa(step)+". "+s)
+		step++
+	}
+	if usesCodeNode(r) {
+		add("Start n8n with `NODE_FUNCTION_ALLOW_BUILTIN=crypto`: the Code nodes `require('crypto')`.")
+	}
+	if r.Verify != "" && r.Hashing != HashingKeysvc && r.Receiver != ReceiverKeysvc {
+		add("The " + r.Verify + " signing secret goes in the Crypto credential **" + r.VerifyCredential + "** (its HMAC secret).")
+	}
+	if r.Hashing == HashingKeysvc && r.Pattern == PatternReserve {
+		add("keysvc answers at `" + r.KeysvcURL + "`" + bearerNote(r.KeysvcCredential) + ".")
+	}
+	add("Publish, then give the provider the production URL.")
+	return append(lines, "", "[How it works]("+Docs+page+")")
+}
+
+func bearerNote(credential string) string {
+	if credential == "" {
+		return ""
+	}
+	return "; its token goes in the Bearer Auth credential **" + credential + "**"
+}
+
+// usesCodeNode: a Code node of the workflow needs require('crypto').
+func usesCodeNode(r resolved) bool {
+	return r.Pattern == PatternInbox && r.Receiver == ReceiverN8N || r.Pattern == PatternReserve && r.Hashing == HashingCodeNode ||
+		r.Verify != "" && r.Hashing != HashingKeysvc && r.Receiver != ReceiverKeysvc
+}
+
+// guardNote explains the guard's branches over its first node.
+func guardNote(r resolved) []string {
+	lines := []string{"## The guard", ""}
+	if r.Verify != "" && r.Hashing != HashingKeysvc {
+		lines = append(lines, "The "+r.Verify+" signature is checked on the raw body first: a forged request gets 401 and reserves nothing.")
+	}
+	switch {
+	case r.Hashing == HashingKeysvc:
+		lines = append(lines, "keysvc derives the key from the exact bytes and reserves it: 201 runs your step once; 200 is a duplicate; keysvc unreachable answers 503, so the provider retries.")
+	case r.Guard == GuardTransactional:
+		lines = append(lines, "The key is built from the exact bytes; **Reserve and Write** reserves it and writes in one statement: both happen or neither. A duplicate is answered 200, a failure 500 (nothing kept, the retry runs it).")
+	case r.Guard == GuardLease:
+		lines = append(lines, "The key is built from the exact bytes and leased for "+r.Lease.String()+": a new event runs your step, a finished one is a duplicate (200), one still running gets 409. The database down: 503.")
+	default:
+		lines = append(lines, "The key is built from the exact bytes and reserved once (INSERT … ON CONFLICT): a new event runs your step, a replay is answered 200 duplicate. An empty body: 400. The database down: 503.")
+	}
+	return lines
+}
+
+// businessNote says where the user's own step goes.
+func businessNote(r resolved) []string {
+	lines := []string{"## Your business step", ""}
+	switch {
+	case r.Guard == GuardTransactional:
+		return append(lines, "Replace the example write in **Reserve and Write**'s statement (its business CTE) with your own SQL, reading the key from `reserved`.")
+	case r.Guard == GuardLease:
+		return append(lines, "Replace this node with your own. Keep its error output wired to **Release Key** (the retry runs it again) and its success to **Mark Done**.")
+	}
+	return append(lines, "Replace this node with your own. Keep its error output wired to **Release Key**: a failure gives the key up, so the provider's retry runs it again.")
+}
+
+// cleanupNote explains a cleanup workflow that deletes what (keys, or
+// finished inbox work).
+func cleanupNote(r resolved, what string) []string {
+	return []string{"## Cleanup", "",
+		"Deletes " + what + " older than " + retentionText(r.Retention) + ", daily at 3:00, apart from the webhook so that a slow delete never delays a delivery. " +
+			"Run it now with `idemhook cleanup --now`.",
+		"Keep keys longer than the provider may resend an event (Stripe: up to 30 days from its CLI)."}
+}
+
+func retentionText(d time.Duration) string {
+	return duration.Format(d)
+}
+
+// inboxNote says what one workflow of the inbox pattern does, and in which
+// order they are published.
+func inboxNote(r resolved, role string, lines ...string) []string {
+	order := "worker, recoverer, receiver"
+	if r.Receiver == ReceiverKeysvc {
+		order = "worker, recoverer, target"
+	}
+	if r.OutboxURL != "" {
+		order = "outbox, " + order
+	}
+	return append(append([]string{"## " + role, ""}, lines...), "",
+		"Publish in this order (a workflow before those that call it): "+order+"; `idemhook deploy` does. [The inbox pattern]("+Docs+"inbox.md)")
+}
