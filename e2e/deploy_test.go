@@ -376,7 +376,8 @@ func TestDeployThroughTheAPI(t *testing.T) {
 
 	t.Run("cleanup now while n8n runs", func(t *testing.T) {
 		execSQL(t, "INSERT INTO processed_events (key, first_seen) VALUES ('cleanup:31', now() - interval '31 days'), ('cleanup:29', now() - interval '29 days')")
-		r := runIdemhook(t, append([]string{"cleanup", "--now", "--guard", "lease"}, remote...)...)
+		// cleanup reads what finds the cleanup workflow, its name.
+		r := runIdemhook(t, "cleanup", "--now", "--n8n-url", s.N8NURL, "--api-key-file", keyFile)
 		if r.code != 0 {
 			t.Fatalf("cleanup --now: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}

@@ -26,7 +26,7 @@ type stickyNote struct {
 const (
 	noteWidth    = 420
 	noteGap      = 40 // between a note and the nodes under it, and between notes
-	noteLine     = 22 // px per line of text, about, at n8n's default size
+	noteLine     = 17 // px per line of text, about, at n8n's default size
 	noteMinLines = 4
 	nodeBox      = 100
 )
@@ -74,11 +74,11 @@ func (g *graph) placedNotes() []node {
 }
 
 // wrappedLines counts the lines n8n shows for markdown in a note of
-// noteWidth: about 48 characters a line.
+// noteWidth: about 60 characters a line.
 func wrappedLines(markdown string) int {
 	n := 0
 	for _, l := range strings.Split(markdown, "\n") {
-		n += 1 + len(l)/48
+		n += 1 + len(l)/60
 	}
 	return n
 }
