@@ -136,7 +136,7 @@ func TestInboxWithoutOutboxURL(t *testing.T) {
 // transaction, records a failed decision on its own row, and wakes the
 // outbox only when tasks were queued; the allowlist is a bound parameter.
 func TestInboxWorkerAndOutbox(t *testing.T) {
-	files, _ := inboxFiles(t, generator.Options{Events: []string{"payment_intent.succeeded", "invoice.paid"}, DBSchema: "pay",
+	files, _ := inboxFiles(t, generator.Options{Events: []string{"payment_intent.succeeded", "charge.refunded"}, DBSchema: "pay",
 		OutboxURL: "https://fulfil.example/v1/operations"})
 	w := parse(t, files[generator.FileWorker])
 	w.wantEdge(generator.NodeWorkerStart, 0, generator.NodeClaimEvent)
@@ -145,7 +145,7 @@ func TestInboxWorkerAndOutbox(t *testing.T) {
 	w.wantEdge(generator.NodeApplyEvent, 1, generator.NodeRecordError)
 	w.wantEdge(generator.NodeTasksQueued, 0, generator.NodeWakeOutbox)
 	apply := w.node(generator.NodeApplyEvent)
-	if !strings.Contains(apply.Get("parameters.options.queryReplacement").String(), `"payment_intent.succeeded,invoice.paid"`) {
+	if !strings.Contains(apply.Get("parameters.options.queryReplacement").String(), `"payment_intent.succeeded,charge.refunded"`) {
 		t.Errorf("the allowlist is not a parameter of Apply Event: %s", apply.Get("parameters.options.queryReplacement").String())
 	}
 	if !strings.Contains(apply.Get("parameters.query").String(), "pay.idemhook_apply_event(") {
