@@ -663,6 +663,8 @@ func (p *parser) transition(n *node, where string, r *Rule) Transition {
 	}
 	if v, w := f.get("to"); v != nil {
 		t.To, _ = state(v, w, false)
+	} else if slices.Contains(t.From, Absent) {
+		p.bad(n, join(where, "to"), "required when the transition may create the row (from: absent): the state it is created in")
 	}
 	if v, w := f.get("reject"); v != nil {
 		t.Reject, _ = p.outcomeName(v, w)
