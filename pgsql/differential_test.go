@@ -354,8 +354,13 @@ func TestCompiledPresetMatchesHandwritten(t *testing.T) {
 	}
 	scenarios := corpus()
 	events, partial := 0, 0
-	d := presetDecision(t, rules.DefaultPreset)
+	rs, err := rules.Preset(rules.DefaultPreset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rs.Decision()
 	outcomes, partials := map[string]int{}, map[string]int{}
+	evaluated, disagreed := 0, 0
 	// One fresh schema for each function, emptied before each scenario.
 	hw := newHandwritten(t)
 	compiled, db := newInboxFor(t, d)
@@ -383,6 +388,9 @@ func TestCompiledPresetMatchesHandwritten(t *testing.T) {
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("the compiled preset decides otherwise (-hand-written +compiled):\n%s", diff)
 			}
+			decided, ok := checkEvaluation(t, db, compiled, rs, s)
+			evaluated += decided
+			disagreed += len(s.events) - ok
 			for _, line := range want.Events {
 				f := strings.Fields(line)
 				outcomes[f[1]+"/"+f[len(f)-1]]++
@@ -394,4 +402,35 @@ func TestCompiledPresetMatchesHandwritten(t *testing.T) {
 	}
 	t.Logf("%d scenarios, %d events; outcomes of the hand-written function: %v", len(scenarios), events, outcomes)
 	t.Logf("%d events the fixture rejects as partial_refund, compared apart; the preset decided them %v", partial, partials)
+	t.Logf("rules.Evaluate (the planner's) disagreed with the compiled function on %d of %d events; %d were decided without the row", disagreed, events, evaluated)
+}
+
+// checkEvaluation compares rules.Evaluate, which decides without the
+// database, with what the compiled function did to each of the scenario's
+// events: the same decision when no row is needed, else the same effect
+// key when one was recorded. It returns how many were decided without the
+// row, and how many agreed.
+func checkEvaluation(t *testing.T, db *pgxpool.Pool, in pgsql.Inbox, rs *rules.Rules, s scenario) (decided, agreed int) {
+	t.Helper()
+	for i, e := range s.events {
+		ev := rs.Evaluate(rules.Event{Body: []byte(e.body), Type: e.typ, Account: "default"}, strings.Split(allowed, ","))
+		var state, outcome, effect string
+		db.QueryRow(context.Background(), "SELECT i.state, coalesce(i.outcome, ''), coalesce(f.effect_key, '') FROM "+in.Inbox().String()+" i LEFT JOIN "+
+			in.Effects().String()+" f ON f.inbox_id = i.id WHERE i.event_id = $1", fmt.Sprintf("evt:%d", i)).Scan(&state, &outcome, &effect)
+		if ev.State != "" {
+			decided++
+			if ev.State != state || ev.Outcome != outcome {
+				t.Errorf("event %d: Evaluate says %s/%s without the row, the function %s/%s", i, ev.State, ev.Outcome, state, outcome)
+				continue
+			}
+		} else if effect != "" && effect != ev.EffectKey {
+			t.Errorf("event %d: Evaluate's effect key %q, the function recorded %q", i, ev.EffectKey, effect)
+			continue
+		} else if effect == "" && outcome == "applied" {
+			t.Errorf("event %d applied without an effect of its own", i)
+			continue
+		}
+		agreed++
+	}
+	return decided, agreed
 }
