@@ -55,17 +55,27 @@ const (
 // file's name for messages. Every problem is reported, as Errors, each with
 // the file, line and field; nothing is compiled from a file that has one.
 func Parse(name string, data []byte) (*Rules, error) {
+	rs, err := parseFile(name, data, (*parser).rules)
+	if err != nil {
+		return nil, err
+	}
+	rs.Source = name
+	return rs, nil
+}
+
+// parseFile reads a YAML or JSON file into a tree and hands it to read;
+// any problem read reports fails the whole file.
+func parseFile[T any](name string, data []byte, read func(*parser, *node) *T) (*T, error) {
 	tree, err := parseTree(name, data)
 	if err != nil {
 		return nil, err
 	}
 	p := &parser{rep: reporter{file: name}}
-	rs := p.rules(tree)
+	v := read(p, tree)
 	if err := p.rep.err(); err != nil {
 		return nil, err
 	}
-	rs.Source = name
-	return rs, nil
+	return v, nil
 }
 
 type parser struct {
@@ -103,6 +113,25 @@ func (p *parser) mapping(n *node, where string, allowed ...string) *fields {
 		}
 	}
 	return &fields{n: n, where: where}
+}
+
+// named checks a mapping whose keys are names the file chooses: at most
+// maxItems of them, each matching pattern (else the error format, with the
+// name). The caller skips the keys that do not match.
+func (p *parser) named(n *node, where string, pattern *regexp.Regexp, format string) *fields {
+	f := p.mapping(n, where)
+	if f == nil {
+		return nil
+	}
+	if len(f.n.keys) > maxItems {
+		p.bad(n, where, "more than %d members", maxItems)
+	}
+	for i, name := range f.n.keys {
+		if !pattern.MatchString(name) {
+			p.rep.add(f.n.keyLines[i], join(where, name), format, name)
+		}
+	}
+	return f
 }
 
 func join(where, key string) string {
@@ -323,14 +352,10 @@ func (p *parser) rule(n *node, where string, rs *Rules) *Rule {
 		r.ID = p.paths(v, w)
 	}
 	fn, fw := f.get("fields")
-	if ff := p.mapping(fn, fw); ff != nil {
-		if len(ff.n.keys) > maxItems {
-			p.bad(fn, fw, "more than %d fields", maxItems)
-		}
+	if ff := p.named(fn, fw, namePattern, "field name %q: use lower-case letters, digits and '_', starting with a letter, at most 40 bytes"); ff != nil {
 		for i, name := range ff.n.keys {
 			kw := join(fw, name)
 			if !namePattern.MatchString(name) {
-				p.rep.add(ff.n.keyLines[i], kw, "field name %q: use lower-case letters, digits and '_', starting with a letter, at most 40 bytes", name)
 				continue
 			}
 			if name == "account" || name == "type" || (r.Entity != nil && name == r.Entity.Name) {
@@ -803,17 +828,13 @@ func (p *parser) task(n *node, where string, r *Rule) (Task, bool) {
 		}
 	}
 	pn, pw := f.get("payload")
-	pf := p.mapping(pn, pw)
+	pf := p.named(pn, pw, memberPattern, "member name %q: use letters, digits, '_', '.' and '-', at most 63")
 	if pf == nil {
 		return t, ok
-	}
-	if len(pf.n.keys) > maxItems {
-		p.bad(pn, pw, "more than %d members", maxItems)
 	}
 	for i, name := range pf.n.keys {
 		w := join(pw, name)
 		if !memberPattern.MatchString(name) {
-			p.rep.add(pf.n.keyLines[i], w, "member name %q: use letters, digits, '_', '.' and '-', at most 63", name)
 			ok = false
 			continue
 		}

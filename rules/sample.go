@@ -61,13 +61,8 @@ type Expectation struct {
 // ParseSample reads a sample file; every problem names the file, line and
 // field, as Parse does.
 func ParseSample(name string, data []byte) (*Sample, error) {
-	tree, err := parseTree(name, data)
+	s, err := parseFile(name, data, (*parser).sample)
 	if err != nil {
-		return nil, err
-	}
-	p := &parser{rep: reporter{file: name}}
-	s := p.sample(tree)
-	if err := p.rep.err(); err != nil {
 		return nil, err
 	}
 	s.File = name

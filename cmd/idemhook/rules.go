@@ -171,13 +171,9 @@ func runRulesTest(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	var extra []string
-	for _, f := range schemas {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return fail("--schema: %v", err)
-		}
-		extra = append(extra, string(b))
+	extra, err := readFiles(schemas)
+	if err != nil {
+		return fail("--schema: %v", err)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -230,4 +226,18 @@ func runRulesTest(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// readFiles reads each file, for --schema: the SQL files applied before
+// a generated schema.
+func readFiles(files []string) ([]string, error) {
+	out := make([]string, len(files))
+	for i, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = string(b)
+	}
+	return out, nil
 }

@@ -84,18 +84,13 @@ func Run(ctx context.Context, db *pgxpool.Pool, rs *rules.Rules, all []*rules.Sa
 
 func runOne(ctx context.Context, tx pgx.Tx, rs *rules.Rules, s *rules.Sample, o Options, allowed []string, r *Result) error {
 	in := o.Inbox
-	for _, tr := range s.Rows {
-		for i, row := range tr.Rows {
-			cols := slices.Sorted(maps.Keys(row))
-			sql, err := pgsql.InsertRow(in.Qualify(tr.Table), cols)
-			if err != nil {
-				return err
-			}
-			b, _ := json.Marshal(row)
-			if _, err := tx.Exec(ctx, sql, string(b)); err != nil {
-				return fmt.Errorf("rows.%s[%d]: %w", tr.Table, i, err)
-			}
+	if err := eachRow(in, s.Rows, pgsql.InsertRow, func(where, sql, row string) error {
+		if _, err := tx.Exec(ctx, sql, row); err != nil {
+			return fmt.Errorf("rows.%s: %w", where, err)
 		}
+		return nil
+	}); err != nil {
+		return err
 	}
 	for _, k := range s.Effects {
 		if _, err := tx.Exec(ctx, in.SampleEffect(), k); err != nil {
@@ -122,20 +117,31 @@ func runOne(ctx context.Context, tx pgx.Tx, rs *rules.Rules, s *rules.Sample, o 
 	if err := tx.QueryRow(ctx, in.SampleOutcome(), id).Scan(&r.State, &r.Outcome, &r.Detail, &r.Effect, &r.Tasks); err != nil {
 		return fmt.Errorf("the outcome: %w", err)
 	}
-	for _, tr := range s.Expect.Rows {
+	return eachRow(in, s.Expect.Rows, pgsql.CountRows, func(where, sql, row string) error {
+		var n int
+		if err := tx.QueryRow(ctx, sql, row).Scan(&n); err != nil {
+			return fmt.Errorf("expect.rows.%s: %w", where, err)
+		}
+		if n == 0 {
+			r.Differences = append(r.Differences, fmt.Sprintf("no row of %s after the event", where))
+		}
+		return nil
+	})
+}
+
+// eachRow builds statement's SQL for each row of tables (its columns, in
+// name order) and hands it to do with the row as JSON and where it is
+// ("orders[0] {…}").
+func eachRow(in pgsql.Inbox, tables []rules.TableRows, statement func(pgsql.Table, []string) (string, error), do func(where, sql, row string) error) error {
+	for _, tr := range tables {
 		for i, row := range tr.Rows {
-			cols := slices.Sorted(maps.Keys(row))
-			sql, err := pgsql.CountRows(in.Qualify(tr.Table), cols)
+			sql, err := statement(in.Qualify(tr.Table), slices.Sorted(maps.Keys(row)))
 			if err != nil {
 				return err
 			}
 			b, _ := json.Marshal(row)
-			var n int
-			if err := tx.QueryRow(ctx, sql, string(b)).Scan(&n); err != nil {
-				return fmt.Errorf("expect.rows.%s[%d]: %w", tr.Table, i, err)
-			}
-			if n == 0 {
-				r.Differences = append(r.Differences, fmt.Sprintf("no row of %s has %s after the event", tr.Table, b))
+			if err := do(fmt.Sprintf("%s[%d] %s", tr.Table, i, b), sql, string(b)); err != nil {
+				return err
 			}
 		}
 	}
