@@ -24,9 +24,6 @@ import (
 type Inbox struct {
 	// Schema is "" for the search_path default, else a validated name.
 	Schema string
-	// OrdersName is the table of the stripe-orders preset's example
-	// domain, "orders" by default.
-	OrdersName string
 }
 
 func (in Inbox) table(name string) Table { return Table{Schema: in.Schema, Name: name} }
@@ -38,12 +35,7 @@ func (in Inbox) Outbox() Table  { return in.table("outbox_tasks") }
 
 // Orders and Subscriptions are the example domains' tables (of the rules
 // presets stripe-orders and stripe-subscriptions), in the inbox's schema.
-func (in Inbox) Orders() Table {
-	if in.OrdersName == "" {
-		return in.table("orders")
-	}
-	return in.table(in.OrdersName)
-}
+func (in Inbox) Orders() Table        { return in.table("orders") }
 func (in Inbox) Subscriptions() Table { return in.table("subscriptions") }
 
 // Deliveries records keysvc's delivery attempts (keysvc's schema only).

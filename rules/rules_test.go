@@ -351,3 +351,21 @@ func writeJSON(b *strings.Builder, n *yaml.Node, indent string) {
 		b.Write(j)
 	}
 }
+
+// A sample file's errors name the file, line and field, as a rules
+// file's do; a folder without samples is refused.
+func TestSampleErrors(t *testing.T) {
+	_, err := rules.ParseSample("s.yaml", []byte("event: {id: e}\nrows:\n  orders:\n    - {\"id; --\": 1}\nexpect:\n  state: done\n  outcome: applied\n"))
+	for _, want := range []string{`s.yaml:4: rows.orders[0].id; --: invalid SQL identifier`, `s.yaml:6: expect.state: "done": a decision ends processed, ignored`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("errors %v; want one containing %q", err, want)
+		}
+	}
+	if _, err := rules.ParseSample("s.json", []byte(`{"body": "x", "event": {}, "expect": {"state": "processed", "outcome": "applied"}}`)); err == nil ||
+		!strings.Contains(err.Error(), "not both") {
+		t.Errorf("event and body: %v", err)
+	}
+	if _, err := rules.LoadSamples(t.TempDir()); err == nil || !strings.Contains(err.Error(), "holds no sample") {
+		t.Errorf("an empty folder: %v", err)
+	}
+}
