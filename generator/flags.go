@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/internal/duration"
+	"github.com/idemhook/idemhook/rules"
 )
 
 // Flag is one option of `idemhook generate`, spelled the same way wherever
@@ -131,8 +132,15 @@ var Flags = []Flag{
 	{Name: "account", Option: "account", Default: DefaultAccount, Pattern: PatternInbox,
 		Usage: "inbox: the receipt's `ACCOUNT` when the event names none (Stripe Connect events carry \"account\")",
 		set:   text(func(o *Options) *string { return &o.Account })},
-	{Name: "events", Option: "events", Default: strings.Join(DefaultEvents, ","), Pattern: PatternInbox,
-		Usage: "inbox: the allowlist of event `TYPES` the worker acts on, comma-separated",
+	{Name: "rules", Option: "rules", Default: rules.DefaultPreset, Pattern: PatternInbox,
+		Usage: "inbox: the effect `RULES` the worker's decision is compiled from: a preset (" + strings.Join(rules.PresetNames(), ", ") + ") or a rules file, YAML or JSON (docs/inbox.md)",
+		set: func(o *Options, v string) error {
+			rs, err := rules.Load(v)
+			o.Rules = rs
+			return err
+		}},
+	{Name: "events", Option: "events", Pattern: PatternInbox,
+		Usage: "inbox: the allowlist of event `TYPES` the worker acts on, comma-separated (default: every type the rules handle; else a subset of them)",
 		set:   func(o *Options, v string) error { o.Events = strings.Split(v, ","); return nil }},
 	{Name: "defer-limit", Option: "defer limit", Default: "24h", Pattern: PatternInbox,
 		Usage: "inbox: how long an event whose transition is not allowed yet is retried before it is failed, a `DURATION`",

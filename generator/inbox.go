@@ -3,6 +3,7 @@ package generator
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -476,9 +477,15 @@ func executeWorkflowNode(name string, pos [2]int, id, mode string, wait bool) no
 	}}
 }
 
-// inboxSchema is the schema.sql of the inbox pattern.
-func inboxSchema(r resolved) string {
-	return fmt.Sprintf("-- idemhook schema (pattern: inbox). Safe to run more than once.\n%s", r.inbox.DDL())
+// inboxSchema is the schema.sql of the inbox pattern: its tables, the
+// example domain of a preset, and the decision compiled from the rules.
+func inboxSchema(r resolved) (string, error) {
+	ddl, err := r.inbox.DDL(r.Rules.Decision())
+	if err != nil {
+		return "", &OptionError{Option: "rules", Value: r.Rules.Source, Reason: err.Error()}
+	}
+	// %q: a file name is the user's text, and it must not end the comment.
+	return fmt.Sprintf("-- idemhook schema (pattern: inbox, rules: %q). Safe to run more than once.\n%s", filepath.Base(r.Rules.Source), ddl), nil
 }
 
 // Notes returns what a user of o should know about the files that an error

@@ -2,6 +2,7 @@ package generator_test
 
 import (
 	"encoding/base64"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/keysvc"
+	"github.com/idemhook/idemhook/rules"
 	"github.com/idemhook/idemhook/signature"
 	"github.com/tidwall/gjson"
 )
@@ -137,7 +139,7 @@ func TestInboxWithoutOutboxURL(t *testing.T) {
 // transaction, records a failed decision on its own row, and wakes the
 // outbox only when tasks were queued; the allowlist is a bound parameter.
 func TestInboxWorkerAndOutbox(t *testing.T) {
-	files, _ := inboxFiles(t, generator.Options{Events: []string{"payment_intent.succeeded", "invoice.paid"}, DBSchema: "pay",
+	files, _ := inboxFiles(t, generator.Options{Events: []string{"payment_intent.succeeded", "charge.refunded"}, DBSchema: "pay",
 		OutboxURL: "https://fulfil.example/v1/operations"})
 	w := parse(t, files[generator.FileWorker])
 	w.wantEdge(generator.NodeWorkerStart, 0, generator.NodeClaimEvent)
@@ -146,7 +148,7 @@ func TestInboxWorkerAndOutbox(t *testing.T) {
 	w.wantEdge(generator.NodeApplyEvent, 1, generator.NodeRecordError)
 	w.wantEdge(generator.NodeTasksQueued, 0, generator.NodeWakeOutbox)
 	apply := w.node(generator.NodeApplyEvent)
-	if !strings.Contains(apply.Get("parameters.options.queryReplacement").String(), `"payment_intent.succeeded,invoice.paid"`) {
+	if !strings.Contains(apply.Get("parameters.options.queryReplacement").String(), `"payment_intent.succeeded,charge.refunded"`) {
 		t.Errorf("the allowlist is not a parameter of Apply Event: %s", apply.Get("parameters.options.queryReplacement").String())
 	}
 	if !strings.Contains(apply.Get("parameters.query").String(), "pay.idemhook_apply_event(") {
@@ -270,5 +272,55 @@ func TestInboxKeysvcEndpointsExampleLoads(t *testing.T) {
 			continue
 		}
 		t.Logf("path %q → endpoint %q", path, eps[0].Name)
+	}
+}
+
+// Without --rules the inbox pattern compiles the stripe-orders preset,
+// whose types are DefaultEvents; with --rules stripe-subscriptions the
+// allowlist, the receipt's endpoint, the worker and schema.sql all follow
+// the rules, for the n8n receiver and for keysvc's.
+func TestInboxRules(t *testing.T) {
+	orders, err := rules.Preset(rules.DefaultPreset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(orders.Types(), generator.DefaultEvents) {
+		t.Errorf("DefaultEvents %v, the default preset's types %v", generator.DefaultEvents, orders.Types())
+	}
+	subs, err := rules.Preset("stripe-subscriptions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, receiver := range []generator.Receiver{generator.ReceiverN8N, generator.ReceiverKeysvc} {
+		files, _ := inboxFiles(t, generator.Options{Rules: subs, Receiver: receiver})
+		w := parse(t, files[generator.FileWorker])
+		if got := w.node(generator.NodeApplyEvent).Get("parameters.options.queryReplacement").String(); !strings.Contains(got, strings.Join(subs.Types(), ",")) {
+			t.Errorf("%s: the worker's allowlist %s, want the rules' types", receiver, got)
+		}
+		sql := string(files["schema.sql"])
+		for _, want := range []string{"CREATE TABLE IF NOT EXISTS subscriptions", "-- rule open_account", "'open_account:' || v_id"} {
+			if !strings.Contains(sql, want) {
+				t.Errorf("%s: schema.sql lacks %q", receiver, want)
+			}
+		}
+		if strings.Contains(sql, "CREATE TABLE IF NOT EXISTS orders") {
+			t.Errorf("%s: schema.sql creates the orders table of another preset", receiver)
+		}
+		if receiver == generator.ReceiverKeysvc && !strings.Contains(string(files[generator.FileEndpoints]), `"customer.subscription.created"`) {
+			t.Errorf("keysvc's endpoint does not allow the rules' types:\n%s", files[generator.FileEndpoints])
+		}
+	}
+	// An allowlist within the rules is kept; beyond them, refused.
+	if _, err := generator.Files(generator.Options{Pattern: generator.PatternInbox, Rules: subs, Events: []string{"invoice.paid"}}); err != nil {
+		t.Errorf("a narrower allowlist: %v", err)
+	}
+	err = generator.Options{Pattern: generator.PatternInbox, Rules: subs, Events: []string{"invoice.paid", "charge.refunded"}}.Validate()
+	var oe *generator.OptionError
+	if !errors.As(err, &oe) || oe.Option != "events" || !strings.Contains(oe.Reason, "subset") {
+		t.Errorf("an allowlist wider than the rules: %v", err)
+	}
+	// The flag reads a preset or a file; an unknown one is refused by name.
+	if _, err := generator.OptionsFromFlags(map[string]string{"pattern": "inbox", "rules": "stripe-paypal"}); err == nil || !strings.Contains(err.Error(), "stripe-orders, stripe-subscriptions") {
+		t.Errorf("--rules stripe-paypal: %v", err)
 	}
 }

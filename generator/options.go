@@ -13,11 +13,13 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/pgsql"
+	"github.com/idemhook/idemhook/rules"
 	"github.com/idemhook/idemhook/signature"
 )
 
@@ -102,8 +104,9 @@ const (
 	DefaultRecoverBatch      = 100
 )
 
-// DefaultEvents is the inbox pattern's default allowlist: the event types
-// the example domain has a rule for.
+// DefaultEvents is the inbox pattern's default allowlist without --rules:
+// the event types of the default rules preset, stripe-orders (a test keeps
+// them equal). With --rules, the default is the types those rules handle.
 var DefaultEvents = []string{"payment_intent.succeeded", "checkout.session.completed", "charge.refunded"}
 
 // Options configure a generated workflow. The zero value of every field
@@ -158,8 +161,12 @@ type Options struct {
 	// Account is the receipt's account when the event names none (Stripe
 	// Connect events carry "account").
 	Account string
+	// Rules are the effect rules the worker's decision function is
+	// compiled from (package rules); nil: the stripe-orders preset.
+	Rules *rules.Rules
 	// Events is the allowlist of event types the worker acts on; any other
-	// type is stored as ignored.
+	// type is stored as ignored. Empty: every type Rules handle; else a
+	// subset of them.
 	Events []string
 	// DeferLimit is how long an event whose transition is not allowed yet
 	// (a refund before its payment) is retried before it becomes failed.
@@ -243,7 +250,15 @@ func (o Options) withDefaults() Options {
 	if o.Pattern == PatternInbox {
 		def(&o.WebhookPath, DefaultInboxWebhookPath)
 		def(&o.WorkflowName, DefaultInboxWorkflowName)
-		def(&o.Verify, string(signature.ProviderStripe))
+		if o.Rules == nil {
+			// The preset is embedded and tested: it always parses.
+			o.Rules, _ = rules.Preset(rules.DefaultPreset)
+		}
+		verify := string(signature.ProviderStripe)
+		if o.Rules != nil {
+			verify = o.Rules.Provider.Verify
+		}
+		def(&o.Verify, verify)
 	}
 	if o.Verify == "none" {
 		o.Verify = ""
@@ -253,6 +268,9 @@ func (o Options) withDefaults() Options {
 	def(&o.Account, DefaultAccount)
 	if len(o.Events) == 0 {
 		o.Events = DefaultEvents
+		if o.Rules != nil {
+			o.Events = o.Rules.Types()
+		}
 	}
 	setDuration := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -431,10 +449,18 @@ func resolveInbox(r resolved) (resolved, error) {
 	if !eventkey.ValidID(o.Account) {
 		return bad("account", o.Account, "must be 1-255 bytes of UTF-8 with no control character")
 	}
+	if o.Rules == nil {
+		return bad("rules", "", "no rules: name a preset or a rules file")
+	}
 	seen := map[string]bool{}
+	handled := o.Rules.Types()
 	for _, e := range o.Events {
 		if !eventTypePattern.MatchString(e) || seen[e] {
 			return bad("events", strings.Join(o.Events, ","), fmt.Sprintf("%q: give distinct event types of letters, digits, '.', '_', ':' and '-'", e))
+		}
+		if !slices.Contains(handled, e) {
+			return bad("events", strings.Join(o.Events, ","), fmt.Sprintf("the rules (%s) have no rule for %q: the allowlist must be a subset of the types they handle (%s); leave --events out to allow them all",
+				o.Rules.Source, e, strings.Join(handled, ",")))
 		}
 		seen[e] = true
 	}

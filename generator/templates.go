@@ -1,5 +1,7 @@
 package generator
 
+import "github.com/idemhook/idemhook/rules"
+
 // Template is a set of options whose output is committed under
 // templates/workflows/<Name>, for users who copy files instead of running
 // the generator.
@@ -18,6 +20,17 @@ var Templates = []Template{
 	{Name: "verify-stripe", Options: Options{Verify: "stripe"}},
 	{Name: "inbox", Options: Options{Pattern: PatternInbox}},
 	{Name: "inbox-keysvc", Options: Options{Pattern: PatternInbox, Receiver: ReceiverKeysvc}},
+	{Name: "inbox-stripe-subscriptions", Options: Options{Pattern: PatternInbox, Rules: preset("stripe-subscriptions")}},
+}
+
+// preset is a rules preset for a template. The presets are embedded and
+// their tests parse them, so a failure here is a bug: it panics at start.
+func preset(name string) *rules.Rules {
+	rs, err := rules.Preset(name)
+	if err != nil {
+		panic(err)
+	}
+	return rs
 }
 
 // TemplatesDir is where the templates live, relative to the module root.

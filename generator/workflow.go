@@ -386,7 +386,7 @@ func Schema(o Options) (string, error) {
 		return "", err
 	}
 	if r.Pattern == PatternInbox {
-		return inboxSchema(r), nil
+		return inboxSchema(r)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "-- idemhook schema (guard: %s). Safe to run more than once.\n", r.Guard)

@@ -87,3 +87,15 @@ func (t Table) String() string {
 	}
 	return t.Name
 }
+
+// ParseColumn validates a column name by the rules of one part of
+// ParseTable: a lower-case identifier of at most 63 bytes that is not a
+// reserved word. Columns are spliced into statements as they are, so they
+// follow the tables' rules.
+func ParseColumn(s string) error {
+	t, err := ParseTable(s)
+	if err == nil && t.Schema != "" {
+		return &IdentifierError{s, "a column name has no '.'"}
+	}
+	return err
+}

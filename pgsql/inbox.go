@@ -4,13 +4,17 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"text/template"
 	"time"
 )
 
 // Inbox names the tables and functions of the inbox pattern, all in one
 // PostgreSQL schema: inbox_events (receipts), effects (effect keys),
-// outbox_tasks (external calls) and the example domain table.
+// outbox_tasks (external calls), and the decision function compiled from
+// the effect rules (see Decision).
 //
 // Every transition is one statement. Receipts are unique on (account,
 // event_id), effects on effect_key, outbox tasks on operation_key: the
@@ -20,22 +24,19 @@ import (
 type Inbox struct {
 	// Schema is "" for the search_path default, else a validated name.
 	Schema string
-	// Orders is the example domain table, "orders" by default.
-	OrdersName string
 }
 
 func (in Inbox) table(name string) Table { return Table{Schema: in.Schema, Name: name} }
 
-// Inbox, Effects, Orders and Outbox are the pattern's tables.
+// Inbox, Effects and Outbox are the pattern's tables.
 func (in Inbox) Inbox() Table   { return in.table("inbox_events") }
 func (in Inbox) Effects() Table { return in.table("effects") }
 func (in Inbox) Outbox() Table  { return in.table("outbox_tasks") }
-func (in Inbox) Orders() Table {
-	if in.OrdersName == "" {
-		return in.table("orders")
-	}
-	return in.table(in.OrdersName)
-}
+
+// Orders and Subscriptions are the example domains' tables (of the rules
+// presets stripe-orders and stripe-subscriptions), in the inbox's schema.
+func (in Inbox) Orders() Table        { return in.table("orders") }
+func (in Inbox) Subscriptions() Table { return in.table("subscriptions") }
 
 // Deliveries records keysvc's delivery attempts (keysvc's schema only).
 func (in Inbox) Deliveries() Table { return in.table("inbox_deliveries") }
@@ -49,24 +50,62 @@ func (in Inbox) OutboxWait() Table   { return in.table("idemhook_outbox_wait") }
 //go:embed inbox.sql
 var inboxSQL string
 
-var inboxTemplate = template.Must(template.New("inbox.sql").Parse(inboxSQL))
+//go:embed domains.sql
+var domainsSQL string
 
-// DDL creates the inbox pattern's tables and (re)creates its two
-// functions. Running it again changes nothing else.
-func (in Inbox) DDL() string { return in.render("inbox.sql") }
+var (
+	inboxTemplate   = template.Must(template.New("inbox.sql").Parse(inboxSQL))
+	domainsTemplate = template.Must(template.New("domains.sql").Parse(domainsSQL))
+)
+
+// Domains lists the example domains a Decision may ask schema.sql to
+// create.
+func Domains() []string { return []string{"orders", "subscriptions"} }
+
+// DDL creates the inbox pattern's tables and the example domain tables d
+// asks for, checks that every table and column d names exists, and
+// (re)creates the pattern's functions, the decision compiled from d.
+// Running it again changes nothing else. It fails when d names an unknown
+// domain, an invalid identifier, or a constant Literal refuses.
+func (in Inbox) DDL(d Decision) (string, error) {
+	declare, body, err := in.applyEventBody(d)
+	if err != nil {
+		return "", fmt.Errorf("compile the decision: %w", err)
+	}
+	var domains bytes.Buffer
+	for _, name := range d.Domains {
+		if !slices.Contains(Domains(), name) {
+			return "", fmt.Errorf("no example domain %q (the domains are %s)", name, strings.Join(Domains(), ", "))
+		}
+		data := map[string]any{"Orders": in.Orders(), "Subscriptions": in.Subscriptions()}
+		if err := domainsTemplate.ExecuteTemplate(&domains, name, data); err != nil {
+			return "", err
+		}
+	}
+	check, err := in.columnCheck(d)
+	if err != nil {
+		return "", err
+	}
+	return in.render("inbox.sql", map[string]any{
+		"Domains": domains.String(), "ColumnCheck": check, "ApplyDeclare": declare, "ApplyBody": body,
+	}), nil
+}
 
 // ReceiptsDDL creates what keysvc's inbox needs: inbox_events, with the same
 // layout as the pattern's (so a receipt by keysvc and one by the n8n receiver
 // are duplicates of each other), and keysvc's inbox_deliveries.
-func (in Inbox) ReceiptsDDL() string { return in.render("receipts") + in.render("deliveries") }
+func (in Inbox) ReceiptsDDL() string {
+	return in.render("receipts", nil) + in.render("deliveries", nil)
+}
 
-func (in Inbox) render(name string) string {
+func (in Inbox) render(name string, extra map[string]any) string {
 	var b bytes.Buffer
 	data := map[string]any{
-		"Schema": in.Schema, "Inbox": in.Inbox(), "Effects": in.Effects(), "Orders": in.Orders(),
+		"Schema": in.Schema, "Inbox": in.Inbox(), "Effects": in.Effects(),
 		"Outbox": in.Outbox(), "ApplyEvent": in.ApplyEvent(), "OutboxResult": in.OutboxResult(), "OutboxWait": in.OutboxWait(),
 		"Deliveries": in.Deliveries(),
 	}
+	maps.Copy(data, extra)
 	if err := inboxTemplate.ExecuteTemplate(&b, name, data); err != nil {
 		panic(err) // the template is fixed at compile time; a failure is a bug
 	}

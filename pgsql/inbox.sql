@@ -3,7 +3,8 @@
 --                 the receiver saves it before it answers 200.
 --   effects       one row per business effect, unique per effect_key, written
 --                 in the same transaction as the business change.
---   {{.Orders.Name}}        the example domain; replace it with your own (README).
+--   the entity tables  the rows effects change: a preset's example domain
+--                 (created here), or your own tables (docs/inbox.md).
 --   outbox_tasks  external calls saved with the effect and delivered later,
 --                 each with a stable operation_key.
 -- Safe to run more than once: it creates what is missing and replaces only
@@ -66,18 +67,7 @@ CREATE TABLE IF NOT EXISTS {{.Effects}} (
   created_at timestamptz NOT NULL DEFAULT now()
 );
 
--- Example domain: amounts in the currency's minor unit, as Stripe sends them.
-CREATE TABLE IF NOT EXISTS {{.Orders}} (
-  id text PRIMARY KEY,
-  account text NOT NULL DEFAULT 'default',
-  state text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'confirmed', 'refunded')),
-  amount bigint NOT NULL CHECK (amount >= 0),
-  currency text NOT NULL,
-  payment_intent text,
-  created_at timestamptz NOT NULL DEFAULT now(),
-  updated_at timestamptz NOT NULL DEFAULT now()
-);
-
+{{.Domains}}
 CREATE TABLE IF NOT EXISTS {{.Outbox}} (
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   -- Stable across every retry; sent as the Idempotency-Key header.
@@ -99,8 +89,9 @@ CREATE TABLE IF NOT EXISTS {{.Outbox}} (
 CREATE INDEX IF NOT EXISTS {{.Outbox.Name}}_due_idx ON {{.Outbox}} (next_attempt_at)
   WHERE state IN ('pending', 'sending', 'ambiguous');
 
--- {{.ApplyEvent}} decides what one claimed inbox row does to the business,
--- in one transaction (the function call is one statement):
+{{.ColumnCheck}}-- {{.ApplyEvent}} decides what one claimed inbox row does to the business,
+-- in one transaction (the function call is one statement). Its decision
+-- block is compiled from the effect rules (package rules, docs/inbox.md):
 --   a type outside p_allowed                 -> ignored, nothing written
 --   missing or inconsistent required data    -> rejected, the reason in last_error
 --   a transition not allowed yet             -> deferred, retried after p_backoff
@@ -109,7 +100,7 @@ CREATE INDEX IF NOT EXISTS {{.Outbox.Name}}_due_idx ON {{.Outbox}} (next_attempt
 --                                               effect it waits for happens;
 --                                               failed once older than p_defer_limit
 --   an effect already recorded               -> processed, outcome effect_exists
---   otherwise: the effect key, the order change, the outbox tasks and the
+--   otherwise: the effect key, the row's change, the outbox tasks and the
 --   inbox row's final state are written together, or none of them.
 -- An error inside the decision (a trigger, a constraint, a deadlock, a
 -- cancelled statement) rolls back what the decision wrote, and only that: the row stays processing with
@@ -118,7 +109,7 @@ CREATE INDEX IF NOT EXISTS {{.Outbox.Name}}_due_idx ON {{.Outbox}} (next_attempt
 -- row's own subtransaction, so that a caller running several rows in one
 -- transaction loses none of the others.
 -- p_attempt fences the call: a worker whose claim was taken over (its lease
--- expired) changes nothing. The order row is locked first, so two events
+-- expired) changes nothing. The entity row is locked first, so two events
 -- proposing the same effect are serialised; the second then finds the effect
 -- (each statement of a plpgsql function reads the latest committed data).
 DROP FUNCTION IF EXISTS {{.ApplyEvent}}(bigint, integer, text[], interval);
@@ -129,22 +120,12 @@ LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
   ev {{.Inbox}}%ROWTYPE;
-  ord {{.Orders}}%ROWTYPE;
-  doc jsonb;
-  obj jsonb;
   v_state text;
   v_outcome text;
   v_detail text;
-  v_action text;
-  v_order_id text;
-  v_pi text;
-  v_charge text;
-  v_amount jsonb;
-  v_currency text;
-  v_effect text;
   v_waiting text;
   v_tasks integer := 0;
-  v_backoff interval;
+{{.ApplyDeclare}}  v_backoff interval;
   v_sqlstate text;
 BEGIN
   SELECT * INTO ev FROM {{.Inbox}} WHERE id = p_inbox_id FOR UPDATE;
@@ -158,133 +139,11 @@ BEGIN
   BEGIN
     <<decide>>
     BEGIN
-      IF NOT (ev.event_type = ANY (p_allowed)) THEN
-        v_state := 'ignored'; v_outcome := 'type_not_allowed';
-        v_detail := format('event type %L is not in the allowlist', ev.event_type);
-        EXIT decide;
-      END IF;
-      BEGIN
-        doc := convert_from(ev.body, 'UTF8')::jsonb;
-      EXCEPTION WHEN others THEN
-        doc := NULL;
-      END;
-      obj := doc -> 'data' -> 'object';
-      IF jsonb_typeof(obj) IS DISTINCT FROM 'object' THEN
-        v_state := 'rejected'; v_outcome := 'no_data_object'; v_detail := 'the body is not a JSON event with data.object';
-        EXIT decide;
-      END IF;
-      v_order_id := obj -> 'metadata' ->> 'order_id';
-      IF coalesce(v_order_id, '') = '' THEN
-        v_state := 'rejected'; v_outcome := 'missing_order_id'; v_detail := 'data.object.metadata.order_id is missing';
-        EXIT decide;
-      END IF;
-      v_currency := obj ->> 'currency';
-      CASE ev.event_type
-        WHEN 'payment_intent.succeeded' THEN
-          v_action := 'confirm'; v_pi := obj ->> 'id'; v_amount := coalesce(obj -> 'amount_received', obj -> 'amount');
-        WHEN 'checkout.session.completed' THEN
-          v_action := 'confirm'; v_pi := obj ->> 'payment_intent'; v_amount := obj -> 'amount_total';
-          IF obj ->> 'payment_status' IS DISTINCT FROM 'paid' THEN
-            v_state := 'ignored'; v_outcome := 'not_paid';
-            v_detail := format('payment_status is %s: the payment confirms the order when it succeeds', coalesce(obj ->> 'payment_status', 'missing'));
-            EXIT decide;
-          END IF;
-        WHEN 'charge.refunded' THEN
-          v_action := 'refund'; v_charge := obj ->> 'id'; v_pi := obj ->> 'payment_intent'; v_amount := obj -> 'amount_refunded';
-          IF coalesce(v_charge, '') = '' THEN
-            v_state := 'rejected'; v_outcome := 'missing_charge'; v_detail := 'data.object.id (the charge) is missing';
-            EXIT decide;
-          END IF;
-          IF obj -> 'refunded' IS DISTINCT FROM 'true'::jsonb THEN
-            v_state := 'rejected'; v_outcome := 'partial_refund';
-            v_detail := 'a partial refund: the example domain applies full refunds only';
-            EXIT decide;
-          END IF;
-        ELSE
-          v_state := 'rejected'; v_outcome := 'no_rule';
-          v_detail := format('event type %L is allowed but {{.ApplyEvent}} has no rule for it', ev.event_type);
-          EXIT decide;
-      END CASE;
-      IF coalesce(v_pi, '') = '' THEN
-        v_state := 'rejected'; v_outcome := 'missing_payment_intent'; v_detail := 'the payment intent is missing';
-        EXIT decide;
-      END IF;
-      IF jsonb_typeof(v_amount) IS DISTINCT FROM 'number' OR coalesce(v_currency, '') = '' THEN
-        v_state := 'rejected'; v_outcome := 'missing_amount'; v_detail := 'the amount or the currency is missing';
-        EXIT decide;
-      END IF;
-      IF v_action = 'confirm' THEN
-        v_effect := 'confirm_order:' || v_order_id || ':' || v_pi;
-      ELSE
-        v_effect := 'refund_order:' || v_order_id || ':' || v_charge;
-      END IF;
+{{.ApplyBody}}    END decide;
 
-      SELECT * INTO ord FROM {{.Orders}} WHERE id = v_order_id AND account = ev.account FOR UPDATE;
-      IF NOT FOUND THEN
-        v_state := 'deferred'; v_outcome := 'order_unknown'; v_waiting := v_order_id;
-        v_detail := format('no order %L for account %L yet', v_order_id, ev.account);
-        EXIT decide;
-      END IF;
-      IF EXISTS (SELECT 1 FROM {{.Effects}} WHERE effect_key = v_effect) THEN
-        v_state := 'processed'; v_outcome := 'effect_exists';
-        v_detail := format('effect %s was recorded by an earlier event', v_effect);
-        EXIT decide;
-      END IF;
-      IF lower(v_currency) <> lower(ord.currency) OR v_amount::numeric <> ord.amount THEN
-        v_state := 'rejected'; v_outcome := 'amount_mismatch';
-        v_detail := format('the event says %s %s, order %s is %s %s', v_amount, v_currency, ord.id, ord.amount, ord.currency);
-        EXIT decide;
-      END IF;
-      IF v_action = 'confirm' AND ord.state <> 'pending' THEN
-        v_state := 'rejected'; v_outcome := 'order_not_pending';
-        v_detail := format('order %s is already %s by payment %s', ord.id, ord.state, ord.payment_intent);
-        EXIT decide;
-      END IF;
-      IF v_action = 'refund' THEN
-        IF ord.state = 'pending' THEN
-          v_state := 'deferred'; v_outcome := 'order_not_confirmed'; v_waiting := ord.id;
-          v_detail := format('order %s is not confirmed yet: the refund waits for its payment', ord.id);
-          EXIT decide;
-        END IF;
-        IF ord.state = 'refunded' OR ord.payment_intent IS DISTINCT FROM v_pi THEN
-          v_state := 'rejected'; v_outcome := 'refund_mismatch';
-          v_detail := format('order %s is %s by payment %s; the refund is for %s', ord.id, ord.state, ord.payment_intent, v_pi);
-          EXIT decide;
-        END IF;
-      END IF;
-
-      INSERT INTO {{.Effects}} (effect_key, inbox_id) VALUES (v_effect, ev.id) ON CONFLICT DO NOTHING;
-      IF NOT FOUND THEN
-        v_state := 'processed'; v_outcome := 'effect_exists'; v_detail := format('effect %s was recorded concurrently', v_effect);
-        EXIT decide;
-      END IF;
-      IF v_action = 'confirm' THEN
-        UPDATE {{.Orders}} SET state = 'confirmed', payment_intent = v_pi, updated_at = now() WHERE id = ord.id;
-        INSERT INTO {{.Outbox}} (operation_key, kind, payload, inbox_id)
-        VALUES ('order_confirmation:' || ord.id, 'order_confirmation',
-          jsonb_build_object('kind', 'order_confirmation', 'order_id', ord.id, 'account', ord.account,
-            'amount', ord.amount, 'currency', ord.currency, 'payment_intent', v_pi), ev.id)
-        ON CONFLICT (operation_key) DO NOTHING;
-        GET DIAGNOSTICS v_tasks = ROW_COUNT;
-        -- A refund that arrived before this payment is due now; other
-        -- deferred rows of the account keep their turn.
-        UPDATE {{.Inbox}} SET next_attempt_at = now()
-        WHERE state = 'deferred' AND account = ev.account AND waiting_for = ord.id AND next_attempt_at > now();
-      ELSE
-        UPDATE {{.Orders}} SET state = 'refunded', updated_at = now() WHERE id = ord.id;
-        INSERT INTO {{.Outbox}} (operation_key, kind, payload, inbox_id)
-        VALUES ('refund_notice:' || ord.id || ':' || v_charge, 'refund_notice',
-          jsonb_build_object('kind', 'refund_notice', 'order_id', ord.id, 'account', ord.account,
-            'amount', ord.amount, 'currency', ord.currency, 'charge', v_charge), ev.id)
-        ON CONFLICT (operation_key) DO NOTHING;
-        GET DIAGNOSTICS v_tasks = ROW_COUNT;
-      END IF;
-      v_state := 'processed'; v_outcome := 'applied'; v_detail := v_effect;
-    END decide;
-
-    IF v_state = 'deferred' AND now() - ev.received_at > p_defer_limit THEN
+    IF v_state = 'deferred' AND now() - ev.received_at > coalesce(v_defer_limit, p_defer_limit) THEN
       v_state := 'failed';
-      v_detail := format('%s; gave up: deferred for longer than %s', v_detail, p_defer_limit);
+      v_detail := format('%s; gave up: deferred for longer than %s', v_detail, coalesce(v_defer_limit, p_defer_limit));
     END IF;
     UPDATE {{.Inbox}} SET
       state = v_state,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemhook/idemhook/internal/stack"
 	"github.com/idemhook/idemhook/pgsql"
+	"github.com/idemhook/idemhook/rules"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -23,19 +24,40 @@ func TestMain(m *testing.M) { stack.RunWithPostgres(m, "pgsql", &pg) }
 
 var schemaSeq atomic.Int64
 
-// newInbox creates the inbox pattern's schema in a fresh PostgreSQL schema.
+// presetDecision is the compiled rules preset called name.
+func presetDecision(t *testing.T, name string) pgsql.Decision {
+	t.Helper()
+	rs, err := rules.Preset(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs.Decision()
+}
+
+// newInbox creates the inbox pattern's schema in a fresh PostgreSQL
+// schema, with the decision compiled from the stripe-orders preset (the
+// rules the hand-written function had).
 func newInbox(t *testing.T) (pgsql.Inbox, *pgxpool.Pool) {
+	t.Helper()
+	return newInboxFor(t, presetDecision(t, rules.DefaultPreset))
+}
+
+func newInboxFor(t *testing.T, d pgsql.Decision) (pgsql.Inbox, *pgxpool.Pool) {
 	t.Helper()
 	if pg == nil {
 		t.Skip("PostgreSQL tests skipped with -short")
 	}
 	in := pgsql.Inbox{Schema: fmt.Sprintf("t%d", schemaSeq.Add(1))}
 	ctx := context.Background()
-	if _, err := pg.Business.Exec(ctx, in.DDL()); err != nil {
+	ddl, err := in.DDL(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pg.Business.Exec(ctx, ddl); err != nil {
 		t.Fatal(err)
 	}
 	// Idempotent: a second run changes nothing and fails nothing.
-	if _, err := pg.Business.Exec(ctx, in.DDL()); err != nil {
+	if _, err := pg.Business.Exec(ctx, ddl); err != nil {
 		t.Fatalf("schema run twice: %v", err)
 	}
 	t.Cleanup(func() { pg.Business.Exec(context.Background(), "DROP SCHEMA "+in.Schema+" CASCADE") })
@@ -65,8 +87,10 @@ func refund(charge, piID, order string, amount any, full bool) map[string]any {
 
 var allowed = "payment_intent.succeeded,checkout.session.completed,charge.refunded,invoice.paid"
 
-// Every rule of idemhook_apply_event, one row each: the inbox row's final
-// state and outcome, and what the business kept.
+// Every rule of idemhook_apply_event compiled from the stripe-orders preset,
+// one row each: the inbox row's final state and outcome, and what the
+// business kept. These are the hand-written function's cases, unchanged but
+// for the partial refund.
 func TestApplyEvent(t *testing.T) {
 	type order struct {
 		state, pi string
@@ -115,8 +139,10 @@ func TestApplyEvent(t *testing.T) {
 			"", "deferred", "order_not_confirmed", "pending", 0, 0},
 		{"refund of a confirmed order", &order{"confirmed", "pi_1", 100}, "charge.refunded", event("charge.refunded", refund("ch_1", "pi_1", "o", 100, true)),
 			"", "processed", "applied", "refunded", 1, 1},
+		// The hand-written function rejected partial refunds; the preset
+		// applies each as an effect of its own (see TestPartialRefunds).
 		{"partial refund", &order{"confirmed", "pi_1", 100}, "charge.refunded", event("charge.refunded", refund("ch_1", "pi_1", "o", 40, false)),
-			"", "rejected", "partial_refund", "confirmed", 0, 0},
+			"", "processed", "applied", "confirmed", 1, 1},
 		{"refund of another payment", &order{"confirmed", "pi_0", 100}, "charge.refunded", event("charge.refunded", refund("ch_1", "pi_1", "o", 100, true)),
 			"", "rejected", "refund_mismatch", "confirmed", 0, 0},
 	}
@@ -607,7 +633,7 @@ func TestReceive(t *testing.T) {
 	if body != `{"id":"r"}` {
 		t.Errorf("stored body %q", body)
 	}
-	if !strings.Contains(in.DDL(), "UNIQUE (account, event_id)") {
+	if ddl, _ := in.DDL(presetDecision(t, rules.DefaultPreset)); !strings.Contains(ddl, "UNIQUE (account, event_id)") {
 		t.Error("the receipt key is not unique in the schema")
 	}
 }

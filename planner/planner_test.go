@@ -29,6 +29,7 @@ import (
 	"github.com/idemhook/idemhook/keysvc"
 	"github.com/idemhook/idemhook/planner"
 	"github.com/idemhook/idemhook/planner/internal/wasmbuild"
+	"github.com/idemhook/idemhook/rules"
 )
 
 // The committed module is what the sources build: after a change to the key
@@ -522,4 +523,53 @@ func TestPageFromKeysvcAndFromDisk(t *testing.T) {
 		}
 		t.Logf("screenshot: %s", path)
 	}
+}
+
+// For every sample event shipped with the rules presets, the page shows
+// the effect key (or the decision made without the database) that
+// rules.Evaluate gives, beside the receipt key.
+func TestPageShowsTheEffectKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium; not run with -short")
+	}
+	ctx := chromium(t)
+	openPage(t, ctx, serve(t)+"/")
+	shown := 0
+	for _, preset := range rules.PresetNames() {
+		rs, err := rules.Preset(preset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := rules.LoadSamples(filepath.Join("..", "rules", "testdata", "examples", preset))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, _ := json.Marshal(preset)
+		if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`document.getElementById('rules-preset').value = `+string(q))); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range all {
+			want := rs.Evaluate(rules.Event{Body: s.Body, Headers: s.Headers}, nil)
+			got := enter(t, ctx, s.Body, s.Headers, "stripe", "")
+			effect, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`({key: document.getElementById('effect-key').textContent,
+  rule: document.getElementById('effect-rule').textContent, row: document.getElementById('effect-row').textContent})`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := preset + "/" + filepath.Base(s.File)
+			if !strings.HasPrefix(got.Key, "evt:evt_") {
+				t.Errorf("%s: the receipt key %q", name, got.Key)
+			}
+			switch {
+			case want.State != "":
+				if effect["key"] != "" || !strings.HasPrefix(effect["rule"], want.State+" "+want.Outcome) {
+					t.Errorf("%s: the page shows %q / %q, want no key and %s %s", name, effect["key"], effect["rule"], want.State, want.Outcome)
+				}
+			case effect["key"] != want.EffectKey || !strings.Contains(effect["rule"], want.Rule) || effect["row"] == "":
+				t.Errorf("%s: the page shows %q / %q / %q, want %s by rule %s", name, effect["key"], effect["rule"], effect["row"], want.EffectKey, want.Rule)
+			}
+			shown++
+		}
+	}
+	t.Logf("the page agrees with rules.Evaluate on %d sample events", shown)
 }

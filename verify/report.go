@@ -51,6 +51,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 // WriteJUnit writes the checks as a JUnit XML test suite, one test case
 // per check, for CI systems to show.
 func (r *Report) WriteJUnit(w io.Writer) error {
+	return WriteJUnit(w, "idemhook verify: "+r.Workflow, "idemhook.verify", r.Checks)
+}
+
+// WriteJUnit writes checks as the JUnit XML test suite called suite, one
+// test case of class class per check; `idemhook rules test` writes its
+// samples' results with it too.
+func WriteJUnit(w io.Writer, suite, class string, checks []Check) error {
 	type result struct {
 		Message string `xml:"message,attr"`
 		Text    string `xml:",chardata"`
@@ -63,32 +70,32 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 		Skipped   *result `xml:"skipped,omitempty"`
 		SystemOut string  `xml:"system-out,omitempty"`
 	}
-	suite := struct {
+	doc := struct {
 		XMLName  xml.Name   `xml:"testsuite"`
 		Name     string     `xml:"name,attr"`
 		Tests    int        `xml:"tests,attr"`
 		Failures int        `xml:"failures,attr"`
 		Skipped  int        `xml:"skipped,attr"`
 		Cases    []testcase `xml:"testcase"`
-	}{Name: "idemhook verify: " + r.Workflow, Tests: len(r.Checks)}
-	for _, c := range r.Checks {
-		tc := testcase{Name: c.Name, ClassName: "idemhook.verify", Time: fmt.Sprintf("%.3f", c.Duration.Seconds()), SystemOut: c.Seen}
+	}{Name: suite, Tests: len(checks)}
+	for _, c := range checks {
+		tc := testcase{Name: c.Name, ClassName: class, Time: fmt.Sprintf("%.3f", c.Duration.Seconds()), SystemOut: c.Seen}
 		switch c.Status {
 		case Fail:
-			suite.Failures++
+			doc.Failures++
 			tc.Failure = &result{Message: firstLine(c.Seen), Text: c.Seen}
 		case Skip:
-			suite.Skipped++
+			doc.Skipped++
 			tc.Skipped = &result{Message: firstLine(c.Seen)}
 		}
-		suite.Cases = append(suite.Cases, tc)
+		doc.Cases = append(doc.Cases, tc)
 	}
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return err
 	}
 	enc := xml.NewEncoder(w)
 	enc.Indent("", "  ")
-	if err := enc.Encode(suite); err != nil {
+	if err := enc.Encode(doc); err != nil {
 		return err
 	}
 	_, err := io.WriteString(w, "\n")

@@ -59,6 +59,9 @@ Usage:
   idemhook verify --workflow FILE        prove that your own (edited, exported)
                                          workflow still guards, in a scratch n8n;
                                          for CI (--report junit.xml)
+  idemhook rules init|check|schema|test  the inbox pattern's effect rules: start from a
+                                         preset, validate, run sample events in CI
+                                         (docs/inbox.md)
   idemhook bench [--out DIR]             measure keysvc against pgbench and each
                                          guard against your workflow without one,
                                          on a durable PostgreSQL and real n8n
@@ -96,6 +99,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runVerify(args[1:], stdout, stderr)
 	case "guard":
 		return runGuard(args[1:], stdout, stderr)
+	case "rules":
+		return runRules(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

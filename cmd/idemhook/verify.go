@@ -94,13 +94,9 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	case len(schemas) == 0:
 		return fail("%q reserves into %s, which is not a table idemhook schema creates: pass its schema with --schema FILE (for the inbox pattern, the schema.sql idemhook generate wrote)", guard.Reserve, guard.EventsTable)
 	}
-	var extra []string
-	for _, f := range schemas {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return fail("--schema: %v", err)
-		}
-		extra = append(extra, string(b))
+	extra, err := readFiles(schemas)
+	if err != nil {
+		return fail("--schema: %v", err)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

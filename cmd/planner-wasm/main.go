@@ -1,10 +1,13 @@
 //go:build js && wasm
 
 // Command planner-wasm is the planner page's WebAssembly module: the Go key
-// spec and generator, unchanged, for the page's script. It defines
-// globalThis.idemhook with three functions and then waits forever:
+// spec, the generator and the effect rules, unchanged, for the page's
+// script. It defines globalThis.idemhook with these functions and then
+// waits forever:
 //
 //	explain(body Uint8Array, headers string, preset string, scope string) → {rule, fallback, sentence, key, source, error}
+//	effect(body Uint8Array, headers string, rules string) → {type, account, rule, state, outcome, detail, entity, table, id, effectKey, taskKeys, row: [{state, decision}]} | {error}
+//	rulesPresets() → [name]
 //	options() → [{name, option, usage, default, choices, pattern}]
 //	generate(flags {name: value}) → {files: {name: text}, zip: Uint8Array} | {error, flag}
 //
@@ -23,13 +26,16 @@ import (
 
 	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/rules"
 )
 
 func main() {
 	js.Global().Set("idemhook", js.ValueOf(map[string]any{
-		"explain":  js.FuncOf(explain),
-		"options":  js.FuncOf(options),
-		"generate": js.FuncOf(generate),
+		"explain":      js.FuncOf(explain),
+		"effect":       js.FuncOf(effect),
+		"rulesPresets": js.FuncOf(rulesPresets),
+		"options":      js.FuncOf(options),
+		"generate":     js.FuncOf(generate),
 	}))
 	select {}
 }
@@ -64,6 +70,46 @@ func explain(_ js.Value, args []js.Value) any {
 		"rule": string(e.Rule), "fallback": string(e.Fallback), "sentence": e.Sentence,
 		"key": e.Key.Value, "source": string(e.Key.Source),
 	}
+}
+
+// effect evaluates a rules preset for the delivery: what the worker would
+// decide before it reads the database, and the effect key.
+func effect(_ js.Value, args []js.Value) any {
+	if len(args) != 3 {
+		return map[string]any{"error": "effect(body, headers, rules)"}
+	}
+	body := make([]byte, args[0].Get("length").Int())
+	js.CopyBytesToGo(body, args[0])
+	rs, err := rules.Preset(args[2].String())
+	if err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	lower := map[string]string{}
+	for k, v := range parseHeaders(args[1].String()) {
+		lower[strings.ToLower(k)] = v
+	}
+	e := rs.Evaluate(rules.Event{Body: body, Headers: lower}, nil)
+	taskKeys := make([]any, len(e.TaskKeys))
+	for i, k := range e.TaskKeys {
+		taskKeys[i] = k
+	}
+	row := make([]any, len(e.Row))
+	for i, c := range e.Row {
+		row[i] = map[string]any{"state": c.State, "decision": c.Decision}
+	}
+	return map[string]any{
+		"type": e.Type, "account": e.Account, "rule": e.Rule, "state": e.State, "outcome": e.Outcome, "detail": e.Detail,
+		"entity": e.Entity, "table": e.Table, "id": e.ID, "effectKey": e.EffectKey, "taskKeys": taskKeys, "row": row,
+	}
+}
+
+func rulesPresets(js.Value, []js.Value) any {
+	names := rules.PresetNames()
+	out := make([]any, len(names))
+	for i, n := range names {
+		out[i] = n
+	}
+	return out
 }
 
 func options(js.Value, []js.Value) any {

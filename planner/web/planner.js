@@ -55,7 +55,38 @@ async function computeKey() {
   const preset = $('preset').value || 'default';
   $('body-source').textContent = (fileBytes !== null ? 'Bytes from the file (' + fileBytes.length + ' bytes); typing in the text area replaces them. ' : '')
     + 'Preset: ' + preset + ($('scope').value ? ', scope: ' + $('scope').value : '') + '.';
+  computeEffect(bytes);
   document.body.dataset.keyReady = String(seq);
+}
+
+// computeEffect shows what the chosen rules decide about the delivery
+// before the database is read: the rule, the effect key, or the decision
+// a check already makes; and what each state of the row leads to.
+function computeEffect(bytes) {
+  const r = idemhook.effect(bytes, $('headers').value, $('rules-preset').value);
+  const rule = $('effect-rule');
+  const list = $('effect-row');
+  rule.replaceChildren();
+  list.replaceChildren();
+  $('effect-key').textContent = r.effectKey || '';
+  if (r.error) {
+    rule.textContent = r.error;
+    return;
+  }
+  const code = document.createElement('code');
+  if (r.state) {
+    code.textContent = r.state + ' ' + r.outcome;
+    rule.append(code, ' ', r.detail + (r.rule ? ' (rule ' + r.rule + ')' : '') + ': no effect, whatever the database holds.');
+    return;
+  }
+  code.textContent = r.rule;
+  rule.append('Rule ', code, ': ' + r.table + ' row ' + JSON.stringify(r.id) + ' of account ' + JSON.stringify(r.account)
+    + (r.taskKeys.length ? '; outbox tasks ' + r.taskKeys.join(', ') : '') + '. Once the effect is recorded, any other event proposing it is processed as effect_exists. The row decides:');
+  for (const c of r.row) {
+    const li = document.createElement('li');
+    li.textContent = c.state + ' → ' + c.decision;
+    list.append(li);
+  }
 }
 
 // ---- options and files ----
@@ -174,6 +205,10 @@ async function start() {
   const { instance } = await WebAssembly.instantiate(bytes, go.importObject);
   go.run(instance);
   buildForm();
+  for (const name of idemhook.rulesPresets()) {
+    $('rules-preset').append(Object.assign(document.createElement('option'), { value: name, textContent: name }));
+  }
+  $('rules-preset').addEventListener('change', computeKey);
   for (const id of ['body', 'headers', 'scope']) $(id).addEventListener('input', () => {
     if (id === 'body') fileBytes = null;
     computeKey();

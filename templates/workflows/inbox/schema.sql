@@ -1,10 +1,11 @@
--- idemhook schema (pattern: inbox). Safe to run more than once.
+-- idemhook schema (pattern: inbox, rules: "preset stripe-orders"). Safe to run more than once.
 -- Inbox pattern: receipt is not effect.
 --   inbox_events  one row per received event, unique per (account, event_id);
 --                 the receiver saves it before it answers 200.
 --   effects       one row per business effect, unique per effect_key, written
 --                 in the same transaction as the business change.
---   orders        the example domain; replace it with your own (README).
+--   the entity tables  the rows effects change: a preset's example domain
+--                 (created here), or your own tables (docs/inbox.md).
 --   outbox_tasks  external calls saved with the effect and delivered later,
 --                 each with a stable operation_key.
 -- Safe to run more than once: it creates what is missing and replaces only
@@ -53,7 +54,9 @@ CREATE TABLE IF NOT EXISTS effects (
   created_at timestamptz NOT NULL DEFAULT now()
 );
 
--- Example domain: amounts in the currency's minor unit, as Stripe sends them.
+
+-- Example domain (rules preset stripe-orders): amounts in the currency's
+-- minor unit, as Stripe sends them.
 CREATE TABLE IF NOT EXISTS orders (
   id text PRIMARY KEY,
   account text NOT NULL DEFAULT 'default',
@@ -86,8 +89,27 @@ CREATE TABLE IF NOT EXISTS outbox_tasks (
 CREATE INDEX IF NOT EXISTS outbox_tasks_due_idx ON outbox_tasks (next_attempt_at)
   WHERE state IN ('pending', 'sending', 'ambiguous');
 
+DO $check$
+DECLARE
+  v_missing text;
+BEGIN
+  SELECT string_agg(DISTINCT c.tbl, ', ') INTO v_missing
+  FROM (VALUES ('orders', 'id'), ('orders', 'account'), ('orders', 'state'), ('orders', 'updated_at'), ('orders', 'amount'), ('orders', 'currency'), ('orders', 'payment_intent')) c(tbl, col) WHERE to_regclass(c.tbl) IS NULL;
+  IF v_missing IS NOT NULL THEN
+    RAISE EXCEPTION 'the effect rules name tables that do not exist: %', v_missing
+      USING HINT = 'create them before this schema, or use a preset whose schema creates its tables';
+  END IF;
+  SELECT string_agg(c.tbl || '.' || c.col, ', ') INTO v_missing
+  FROM (VALUES ('orders', 'id'), ('orders', 'account'), ('orders', 'state'), ('orders', 'updated_at'), ('orders', 'amount'), ('orders', 'currency'), ('orders', 'payment_intent')) c(tbl, col)
+  WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = to_regclass(c.tbl) AND a.attname = c.col AND NOT a.attisdropped AND a.attnum > 0);
+  IF v_missing IS NOT NULL THEN
+    RAISE EXCEPTION 'the effect rules name columns that do not exist: %', v_missing;
+  END IF;
+END
+$check$;
 -- idemhook_apply_event decides what one claimed inbox row does to the business,
--- in one transaction (the function call is one statement):
+-- in one transaction (the function call is one statement). Its decision
+-- block is compiled from the effect rules (package rules, docs/inbox.md):
 --   a type outside p_allowed                 -> ignored, nothing written
 --   missing or inconsistent required data    -> rejected, the reason in last_error
 --   a transition not allowed yet             -> deferred, retried after p_backoff
@@ -96,7 +118,7 @@ CREATE INDEX IF NOT EXISTS outbox_tasks_due_idx ON outbox_tasks (next_attempt_at
 --                                               effect it waits for happens;
 --                                               failed once older than p_defer_limit
 --   an effect already recorded               -> processed, outcome effect_exists
---   otherwise: the effect key, the order change, the outbox tasks and the
+--   otherwise: the effect key, the row's change, the outbox tasks and the
 --   inbox row's final state are written together, or none of them.
 -- An error inside the decision (a trigger, a constraint, a deadlock, a
 -- cancelled statement) rolls back what the decision wrote, and only that: the row stays processing with
@@ -105,7 +127,7 @@ CREATE INDEX IF NOT EXISTS outbox_tasks_due_idx ON outbox_tasks (next_attempt_at
 -- row's own subtransaction, so that a caller running several rows in one
 -- transaction loses none of the others.
 -- p_attempt fences the call: a worker whose claim was taken over (its lease
--- expired) changes nothing. The order row is locked first, so two events
+-- expired) changes nothing. The entity row is locked first, so two events
 -- proposing the same effect are serialised; the second then finds the effect
 -- (each statement of a plpgsql function reads the latest committed data).
 DROP FUNCTION IF EXISTS idemhook_apply_event(bigint, integer, text[], interval);
@@ -116,21 +138,29 @@ LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
   ev inbox_events%ROWTYPE;
-  ord orders%ROWTYPE;
-  doc jsonb;
-  obj jsonb;
   v_state text;
   v_outcome text;
   v_detail text;
-  v_action text;
-  v_order_id text;
-  v_pi text;
-  v_charge text;
-  v_amount jsonb;
-  v_currency text;
-  v_effect text;
   v_waiting text;
   v_tasks integer := 0;
+  doc jsonb;
+  v_type text;
+  v_id text;
+  v_effect text;
+  v_task_keys text[];
+  v_found boolean;
+  v_n integer;
+  v_defer_limit interval;
+  f__id jsonb;
+  f_amount jsonb;
+  f_charge jsonb;
+  f_currency jsonb;
+  f_payment_intent jsonb;
+  f_payment_status jsonb;
+  f_refunded_total jsonb;
+  e_order orders%ROWTYPE;
+  k_order orders.id%TYPE;
+  a_order orders.account%TYPE;
   v_backoff interval;
   v_sqlstate text;
 BEGIN
@@ -145,9 +175,10 @@ BEGIN
   BEGIN
     <<decide>>
     BEGIN
-      IF NOT (ev.event_type = ANY (p_allowed)) THEN
+      v_type := ev.event_type;
+      IF NOT (v_type = ANY (p_allowed)) THEN
         v_state := 'ignored'; v_outcome := 'type_not_allowed';
-        v_detail := format('event type %L is not in the allowlist', ev.event_type);
+        v_detail := format('event type %L is not in the allowlist', v_type);
         EXIT decide;
       END IF;
       BEGIN
@@ -155,123 +186,455 @@ BEGIN
       EXCEPTION WHEN others THEN
         doc := NULL;
       END;
-      obj := doc -> 'data' -> 'object';
-      IF jsonb_typeof(obj) IS DISTINCT FROM 'object' THEN
-        v_state := 'rejected'; v_outcome := 'no_data_object'; v_detail := 'the body is not a JSON event with data.object';
-        EXIT decide;
-      END IF;
-      v_order_id := obj -> 'metadata' ->> 'order_id';
-      IF coalesce(v_order_id, '') = '' THEN
-        v_state := 'rejected'; v_outcome := 'missing_order_id'; v_detail := 'data.object.metadata.order_id is missing';
-        EXIT decide;
-      END IF;
-      v_currency := obj ->> 'currency';
-      CASE ev.event_type
-        WHEN 'payment_intent.succeeded' THEN
-          v_action := 'confirm'; v_pi := obj ->> 'id'; v_amount := coalesce(obj -> 'amount_received', obj -> 'amount');
-        WHEN 'checkout.session.completed' THEN
-          v_action := 'confirm'; v_pi := obj ->> 'payment_intent'; v_amount := obj -> 'amount_total';
-          IF obj ->> 'payment_status' IS DISTINCT FROM 'paid' THEN
-            v_state := 'ignored'; v_outcome := 'not_paid';
-            v_detail := format('payment_status is %s: the payment confirms the order when it succeeds', coalesce(obj ->> 'payment_status', 'missing'));
-            EXIT decide;
-          END IF;
-        WHEN 'charge.refunded' THEN
-          v_action := 'refund'; v_charge := obj ->> 'id'; v_pi := obj ->> 'payment_intent'; v_amount := obj -> 'amount_refunded';
-          IF coalesce(v_charge, '') = '' THEN
-            v_state := 'rejected'; v_outcome := 'missing_charge'; v_detail := 'data.object.id (the charge) is missing';
-            EXIT decide;
-          END IF;
-          IF obj -> 'refunded' IS DISTINCT FROM 'true'::jsonb THEN
-            v_state := 'rejected'; v_outcome := 'partial_refund';
-            v_detail := 'a partial refund: the example domain applies full refunds only';
-            EXIT decide;
-          END IF;
-        ELSE
-          v_state := 'rejected'; v_outcome := 'no_rule';
-          v_detail := format('event type %L is allowed but idemhook_apply_event has no rule for it', ev.event_type);
-          EXIT decide;
-      END CASE;
-      IF coalesce(v_pi, '') = '' THEN
-        v_state := 'rejected'; v_outcome := 'missing_payment_intent'; v_detail := 'the payment intent is missing';
-        EXIT decide;
-      END IF;
-      IF jsonb_typeof(v_amount) IS DISTINCT FROM 'number' OR coalesce(v_currency, '') = '' THEN
-        v_state := 'rejected'; v_outcome := 'missing_amount'; v_detail := 'the amount or the currency is missing';
-        EXIT decide;
-      END IF;
-      IF v_action = 'confirm' THEN
-        v_effect := 'confirm_order:' || v_order_id || ':' || v_pi;
-      ELSE
-        v_effect := 'refund_order:' || v_order_id || ':' || v_charge;
-      END IF;
 
-      SELECT * INTO ord FROM orders WHERE id = v_order_id AND account = ev.account FOR UPDATE;
-      IF NOT FOUND THEN
-        v_state := 'deferred'; v_outcome := 'order_unknown'; v_waiting := v_order_id;
-        v_detail := format('no order %L for account %L yet', v_order_id, ev.account);
-        EXIT decide;
-      END IF;
-      IF EXISTS (SELECT 1 FROM effects WHERE effect_key = v_effect) THEN
-        v_state := 'processed'; v_outcome := 'effect_exists';
-        v_detail := format('effect %s was recorded by an earlier event', v_effect);
-        EXIT decide;
-      END IF;
-      IF lower(v_currency) <> lower(ord.currency) OR v_amount::numeric <> ord.amount THEN
-        v_state := 'rejected'; v_outcome := 'amount_mismatch';
-        v_detail := format('the event says %s %s, order %s is %s %s', v_amount, v_currency, ord.id, ord.amount, ord.currency);
-        EXIT decide;
-      END IF;
-      IF v_action = 'confirm' AND ord.state <> 'pending' THEN
-        v_state := 'rejected'; v_outcome := 'order_not_pending';
-        v_detail := format('order %s is already %s by payment %s', ord.id, ord.state, ord.payment_intent);
-        EXIT decide;
-      END IF;
-      IF v_action = 'refund' THEN
-        IF ord.state = 'pending' THEN
-          v_state := 'deferred'; v_outcome := 'order_not_confirmed'; v_waiting := ord.id;
-          v_detail := format('order %s is not confirmed yet: the refund waits for its payment', ord.id);
+      -- rule confirm_payment
+      IF v_type = ANY (ARRAY['payment_intent.succeeded']::text[]) THEN
+        v_defer_limit := NULL;
+        f__id := doc #> ARRAY['data', 'object', 'metadata', 'order_id']::text[];
+        f_payment_intent := doc #> ARRAY['data', 'object', 'id']::text[];
+        f_amount := coalesce(doc #> ARRAY['data', 'object', 'amount_received']::text[], doc #> ARRAY['data', 'object', 'amount']::text[]);
+        f_currency := doc #> ARRAY['data', 'object', 'currency']::text[];
+        IF NOT (coalesce(jsonb_typeof((doc #> ARRAY['data', 'object']::text[])) = 'object', false)) THEN
+          v_state := 'rejected'; v_outcome := 'no_data_object';
+          v_detail := format('%s: %s (got %s)', 'no_data_object', 'data.object must be a JSON object', coalesce(left((doc #> ARRAY['data', 'object']::text[])::text, 200), 'nothing'));
           EXIT decide;
         END IF;
-        IF ord.state = 'refunded' OR ord.payment_intent IS DISTINCT FROM v_pi THEN
-          v_state := 'rejected'; v_outcome := 'refund_mismatch';
-          v_detail := format('order %s is %s by payment %s; the refund is for %s', ord.id, ord.state, ord.payment_intent, v_pi);
+        IF NOT (coalesce((doc #> ARRAY['data', 'object', 'metadata', 'order_id']::text[]) #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_order_id';
+          v_detail := format('%s: %s (got %s)', 'missing_order_id', 'data.object.metadata.order_id must be present', coalesce(left((doc #> ARRAY['data', 'object', 'metadata', 'order_id']::text[])::text, 200), 'nothing'));
           EXIT decide;
         END IF;
-      END IF;
-
-      INSERT INTO effects (effect_key, inbox_id) VALUES (v_effect, ev.id) ON CONFLICT DO NOTHING;
-      IF NOT FOUND THEN
-        v_state := 'processed'; v_outcome := 'effect_exists'; v_detail := format('effect %s was recorded concurrently', v_effect);
-        EXIT decide;
-      END IF;
-      IF v_action = 'confirm' THEN
-        UPDATE orders SET state = 'confirmed', payment_intent = v_pi, updated_at = now() WHERE id = ord.id;
+        IF NOT (coalesce(f_payment_intent #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_payment_intent';
+          v_detail := format('%s: %s (got %s)', 'missing_payment_intent', 'data.object.id must be present', coalesce(left(f_payment_intent::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(jsonb_typeof(f_amount) = 'number', false)) THEN
+          v_state := 'rejected'; v_outcome := 'missing_amount';
+          v_detail := format('%s: %s (got %s)', 'missing_amount', 'data.object.amount_received or data.object.amount must be a JSON number', coalesce(left(f_amount::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_currency #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_amount';
+          v_detail := format('%s: %s (got %s)', 'missing_amount', 'data.object.currency must be present', coalesce(left(f_currency::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        v_id := f__id #>> '{}';
+        IF coalesce(v_id, '') = '' THEN
+          v_state := 'rejected'; v_outcome := 'missing_order_id';
+          v_detail := format('the order id is missing');
+          EXIT decide;
+        END IF;
+        v_effect := 'confirm_order:' || v_id || ':' || (f_payment_intent #>> '{}');
+        v_task_keys := ARRAY['order_confirmation:' || v_id]::text[];
+        IF octet_length(v_id) > 1000 OR octet_length(v_effect) > 1000
+          OR EXISTS (SELECT 1 FROM unnest(v_task_keys) k WHERE octet_length(k) > 1000) THEN
+          v_state := 'rejected'; v_outcome := 'key_too_long';
+          v_detail := format('the order id, the effect key or an operation key is longer than 1000 bytes');
+          EXIT decide;
+        END IF;
+        k_order := v_id;
+        a_order := ev.account;
+        SELECT * INTO e_order FROM orders WHERE id = k_order AND account = a_order FOR UPDATE;
+        v_found := FOUND;
+        IF NOT v_found THEN
+          v_waiting := v_id;
+          v_state := 'deferred'; v_outcome := 'order_unknown';
+          v_detail := format('no order %L for account %L yet', v_id, ev.account);
+          EXIT decide;
+        END IF;
+        IF EXISTS (SELECT 1 FROM effects WHERE effect_key = v_effect) THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded by an earlier event', v_effect);
+          EXIT decide;
+        END IF;
+        IF v_found THEN
+          IF NOT (coalesce(jsonb_typeof(f_amount) = 'number' AND (f_amount #>> '{}')::numeric = e_order.amount::numeric, false)) THEN
+            v_state := 'rejected'; v_outcome := 'amount_mismatch';
+            v_detail := format('%s: the event''s amount is %s, order %s has amount %s (numeric eq)', 'amount_mismatch', coalesce(left(f_amount::text, 200), 'nothing'), v_id, coalesce(left(e_order.amount::text, 200), 'nothing'));
+            EXIT decide;
+          END IF;
+          IF NOT (coalesce(lower(f_currency #>> '{}') = lower(e_order.currency::text), false)) THEN
+            v_state := 'rejected'; v_outcome := 'amount_mismatch';
+            v_detail := format('%s: the event''s currency is %s, order %s has currency %s (text_ci eq)', 'amount_mismatch', coalesce(left(f_currency::text, 200), 'nothing'), v_id, coalesce(left(e_order.currency::text, 200), 'nothing'));
+            EXIT decide;
+          END IF;
+          IF e_order.state::text = ANY (ARRAY['pending']::text[]) THEN
+            NULL;
+          ELSE
+            v_state := 'rejected'; v_outcome := 'order_not_pending';
+            v_detail := format('order %s is %s: no transition from it', v_id, e_order.state::text);
+            EXIT decide;
+          END IF;
+        END IF;
+        INSERT INTO effects (effect_key, inbox_id) VALUES (v_effect, ev.id) ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded concurrently', v_effect);
+          EXIT decide;
+        END IF;
+          UPDATE orders SET state = 'confirmed', payment_intent = (jsonb_populate_record(NULL::orders, jsonb_build_object('payment_intent', f_payment_intent))).payment_intent, updated_at = now()
+          WHERE id = k_order AND account = a_order RETURNING * INTO e_order;
         INSERT INTO outbox_tasks (operation_key, kind, payload, inbox_id)
-        VALUES ('order_confirmation:' || ord.id, 'order_confirmation',
-          jsonb_build_object('kind', 'order_confirmation', 'order_id', ord.id, 'account', ord.account,
-            'amount', ord.amount, 'currency', ord.currency, 'payment_intent', v_pi), ev.id)
+        VALUES (v_task_keys[1], 'order_confirmation', jsonb_build_object('kind', 'order_confirmation', 'order_id', v_id, 'account', to_jsonb(e_order.account), 'amount', to_jsonb(e_order.amount), 'currency', to_jsonb(e_order.currency), 'payment_intent', coalesce(f_payment_intent #>> '{}', '')), ev.id)
         ON CONFLICT (operation_key) DO NOTHING;
-        GET DIAGNOSTICS v_tasks = ROW_COUNT;
-        -- A refund that arrived before this payment is due now; other
-        -- deferred rows of the account keep their turn.
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_tasks := v_tasks + v_n;
         UPDATE inbox_events SET next_attempt_at = now()
-        WHERE state = 'deferred' AND account = ev.account AND waiting_for = ord.id AND next_attempt_at > now();
-      ELSE
-        UPDATE orders SET state = 'refunded', updated_at = now() WHERE id = ord.id;
-        INSERT INTO outbox_tasks (operation_key, kind, payload, inbox_id)
-        VALUES ('refund_notice:' || ord.id || ':' || v_charge, 'refund_notice',
-          jsonb_build_object('kind', 'refund_notice', 'order_id', ord.id, 'account', ord.account,
-            'amount', ord.amount, 'currency', ord.currency, 'charge', v_charge), ev.id)
-        ON CONFLICT (operation_key) DO NOTHING;
-        GET DIAGNOSTICS v_tasks = ROW_COUNT;
+        WHERE state = 'deferred' AND account = ev.account AND waiting_for = v_id AND next_attempt_at > now();
+        v_state := 'processed'; v_outcome := 'applied'; v_detail := v_effect;
+        EXIT decide;
       END IF;
-      v_state := 'processed'; v_outcome := 'applied'; v_detail := v_effect;
+
+      -- rule confirm_checkout
+      IF v_type = ANY (ARRAY['checkout.session.completed']::text[]) THEN
+        v_defer_limit := NULL;
+        f__id := doc #> ARRAY['data', 'object', 'metadata', 'order_id']::text[];
+        f_payment_status := doc #> ARRAY['data', 'object', 'payment_status']::text[];
+        f_payment_intent := doc #> ARRAY['data', 'object', 'payment_intent']::text[];
+        f_amount := doc #> ARRAY['data', 'object', 'amount_total']::text[];
+        f_currency := doc #> ARRAY['data', 'object', 'currency']::text[];
+        IF NOT (coalesce(jsonb_typeof((doc #> ARRAY['data', 'object']::text[])) = 'object', false)) THEN
+          v_state := 'rejected'; v_outcome := 'no_data_object';
+          v_detail := format('%s: %s (got %s)', 'no_data_object', 'data.object must be a JSON object', coalesce(left((doc #> ARRAY['data', 'object']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce((doc #> ARRAY['data', 'object', 'metadata', 'order_id']::text[]) #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_order_id';
+          v_detail := format('%s: %s (got %s)', 'missing_order_id', 'data.object.metadata.order_id must be present', coalesce(left((doc #> ARRAY['data', 'object', 'metadata', 'order_id']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_payment_status = ANY (ARRAY['"paid"'::jsonb]), false)) THEN
+          v_state := 'ignored'; v_outcome := 'not_paid';
+          v_detail := format('%s: %s (got %s)', 'not_paid', 'data.object.payment_status must equal "paid"', coalesce(left(f_payment_status::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_payment_intent #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_payment_intent';
+          v_detail := format('%s: %s (got %s)', 'missing_payment_intent', 'data.object.payment_intent must be present', coalesce(left(f_payment_intent::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(jsonb_typeof(f_amount) = 'number', false)) THEN
+          v_state := 'rejected'; v_outcome := 'missing_amount';
+          v_detail := format('%s: %s (got %s)', 'missing_amount', 'data.object.amount_total must be a JSON number', coalesce(left(f_amount::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_currency #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_amount';
+          v_detail := format('%s: %s (got %s)', 'missing_amount', 'data.object.currency must be present', coalesce(left(f_currency::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        v_id := f__id #>> '{}';
+        IF coalesce(v_id, '') = '' THEN
+          v_state := 'rejected'; v_outcome := 'missing_order_id';
+          v_detail := format('the order id is missing');
+          EXIT decide;
+        END IF;
+        v_effect := 'confirm_order:' || v_id || ':' || (f_payment_intent #>> '{}');
+        v_task_keys := ARRAY['order_confirmation:' || v_id]::text[];
+        IF octet_length(v_id) > 1000 OR octet_length(v_effect) > 1000
+          OR EXISTS (SELECT 1 FROM unnest(v_task_keys) k WHERE octet_length(k) > 1000) THEN
+          v_state := 'rejected'; v_outcome := 'key_too_long';
+          v_detail := format('the order id, the effect key or an operation key is longer than 1000 bytes');
+          EXIT decide;
+        END IF;
+        k_order := v_id;
+        a_order := ev.account;
+        SELECT * INTO e_order FROM orders WHERE id = k_order AND account = a_order FOR UPDATE;
+        v_found := FOUND;
+        IF NOT v_found THEN
+          v_waiting := v_id;
+          v_state := 'deferred'; v_outcome := 'order_unknown';
+          v_detail := format('no order %L for account %L yet', v_id, ev.account);
+          EXIT decide;
+        END IF;
+        IF EXISTS (SELECT 1 FROM effects WHERE effect_key = v_effect) THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded by an earlier event', v_effect);
+          EXIT decide;
+        END IF;
+        IF v_found THEN
+          IF NOT (coalesce(jsonb_typeof(f_amount) = 'number' AND (f_amount #>> '{}')::numeric = e_order.amount::numeric, false)) THEN
+            v_state := 'rejected'; v_outcome := 'amount_mismatch';
+            v_detail := format('%s: the event''s amount is %s, order %s has amount %s (numeric eq)', 'amount_mismatch', coalesce(left(f_amount::text, 200), 'nothing'), v_id, coalesce(left(e_order.amount::text, 200), 'nothing'));
+            EXIT decide;
+          END IF;
+          IF NOT (coalesce(lower(f_currency #>> '{}') = lower(e_order.currency::text), false)) THEN
+            v_state := 'rejected'; v_outcome := 'amount_mismatch';
+            v_detail := format('%s: the event''s currency is %s, order %s has currency %s (text_ci eq)', 'amount_mismatch', coalesce(left(f_currency::text, 200), 'nothing'), v_id, coalesce(left(e_order.currency::text, 200), 'nothing'));
+            EXIT decide;
+          END IF;
+          IF e_order.state::text = ANY (ARRAY['pending']::text[]) THEN
+            NULL;
+          ELSE
+            v_state := 'rejected'; v_outcome := 'order_not_pending';
+            v_detail := format('order %s is %s: no transition from it', v_id, e_order.state::text);
+            EXIT decide;
+          END IF;
+        END IF;
+        INSERT INTO effects (effect_key, inbox_id) VALUES (v_effect, ev.id) ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded concurrently', v_effect);
+          EXIT decide;
+        END IF;
+          UPDATE orders SET state = 'confirmed', payment_intent = (jsonb_populate_record(NULL::orders, jsonb_build_object('payment_intent', f_payment_intent))).payment_intent, updated_at = now()
+          WHERE id = k_order AND account = a_order RETURNING * INTO e_order;
+        INSERT INTO outbox_tasks (operation_key, kind, payload, inbox_id)
+        VALUES (v_task_keys[1], 'order_confirmation', jsonb_build_object('kind', 'order_confirmation', 'order_id', v_id, 'account', to_jsonb(e_order.account), 'amount', to_jsonb(e_order.amount), 'currency', to_jsonb(e_order.currency), 'payment_intent', coalesce(f_payment_intent #>> '{}', '')), ev.id)
+        ON CONFLICT (operation_key) DO NOTHING;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_tasks := v_tasks + v_n;
+        UPDATE inbox_events SET next_attempt_at = now()
+        WHERE state = 'deferred' AND account = ev.account AND waiting_for = v_id AND next_attempt_at > now();
+        v_state := 'processed'; v_outcome := 'applied'; v_detail := v_effect;
+        EXIT decide;
+      END IF;
+
+      -- rule full_refund
+      IF v_type = ANY (ARRAY['charge.refunded']::text[])
+        AND coalesce((doc #> ARRAY['data', 'object', 'refunded']::text[]) = ANY (ARRAY['true'::jsonb]), false) THEN
+        v_defer_limit := NULL;
+        f__id := doc #> ARRAY['data', 'object', 'metadata', 'order_id']::text[];
+        f_charge := doc #> ARRAY['data', 'object', 'id']::text[];
+        f_payment_intent := doc #> ARRAY['data', 'object', 'payment_intent']::text[];
+        f_amount := doc #> ARRAY['data', 'object', 'amount_refunded']::text[];
+        f_currency := doc #> ARRAY['data', 'object', 'currency']::text[];
+        IF NOT (coalesce(jsonb_typeof((doc #> ARRAY['data', 'object']::text[])) = 'object', false)) THEN
+          v_state := 'rejected'; v_outcome := 'no_data_object';
+          v_detail := format('%s: %s (got %s)', 'no_data_object', 'data.object must be a JSON object', coalesce(left((doc #> ARRAY['data', 'object']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce((doc #> ARRAY['data', 'object', 'metadata', 'order_id']::text[]) #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_order_id';
+          v_detail := format('%s: %s (got %s)', 'missing_order_id', 'data.object.metadata.order_id must be present', coalesce(left((doc #> ARRAY['data', 'object', 'metadata', 'order_id']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_charge #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_charge';
+          v_detail := format('%s: %s (got %s)', 'missing_charge', 'data.object.id must be present', coalesce(left(f_charge::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_payment_intent #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_payment_intent';
+          v_detail := format('%s: %s (got %s)', 'missing_payment_intent', 'data.object.payment_intent must be present', coalesce(left(f_payment_intent::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(jsonb_typeof(f_amount) = 'number', false)) THEN
+          v_state := 'rejected'; v_outcome := 'missing_amount';
+          v_detail := format('%s: %s (got %s)', 'missing_amount', 'data.object.amount_refunded must be a JSON number', coalesce(left(f_amount::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_currency #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_amount';
+          v_detail := format('%s: %s (got %s)', 'missing_amount', 'data.object.currency must be present', coalesce(left(f_currency::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        v_id := f__id #>> '{}';
+        IF coalesce(v_id, '') = '' THEN
+          v_state := 'rejected'; v_outcome := 'missing_order_id';
+          v_detail := format('the order id is missing');
+          EXIT decide;
+        END IF;
+        v_effect := 'refund_order:' || v_id || ':' || (f_charge #>> '{}');
+        v_task_keys := ARRAY['refund_notice:' || v_id || ':' || (f_charge #>> '{}')]::text[];
+        IF octet_length(v_id) > 1000 OR octet_length(v_effect) > 1000
+          OR EXISTS (SELECT 1 FROM unnest(v_task_keys) k WHERE octet_length(k) > 1000) THEN
+          v_state := 'rejected'; v_outcome := 'key_too_long';
+          v_detail := format('the order id, the effect key or an operation key is longer than 1000 bytes');
+          EXIT decide;
+        END IF;
+        k_order := v_id;
+        a_order := ev.account;
+        SELECT * INTO e_order FROM orders WHERE id = k_order AND account = a_order FOR UPDATE;
+        v_found := FOUND;
+        IF NOT v_found THEN
+          v_waiting := v_id;
+          v_state := 'deferred'; v_outcome := 'order_unknown';
+          v_detail := format('no order %L for account %L yet', v_id, ev.account);
+          EXIT decide;
+        END IF;
+        IF EXISTS (SELECT 1 FROM effects WHERE effect_key = v_effect) THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded by an earlier event', v_effect);
+          EXIT decide;
+        END IF;
+        IF v_found THEN
+          IF NOT (coalesce(jsonb_typeof(f_amount) = 'number' AND (f_amount #>> '{}')::numeric = e_order.amount::numeric, false)) THEN
+            v_state := 'rejected'; v_outcome := 'amount_mismatch';
+            v_detail := format('%s: the event''s amount is %s, order %s has amount %s (numeric eq)', 'amount_mismatch', coalesce(left(f_amount::text, 200), 'nothing'), v_id, coalesce(left(e_order.amount::text, 200), 'nothing'));
+            EXIT decide;
+          END IF;
+          IF NOT (coalesce(lower(f_currency #>> '{}') = lower(e_order.currency::text), false)) THEN
+            v_state := 'rejected'; v_outcome := 'amount_mismatch';
+            v_detail := format('%s: the event''s currency is %s, order %s has currency %s (text_ci eq)', 'amount_mismatch', coalesce(left(f_currency::text, 200), 'nothing'), v_id, coalesce(left(e_order.currency::text, 200), 'nothing'));
+            EXIT decide;
+          END IF;
+          IF e_order.state::text = ANY (ARRAY['confirmed']::text[]) THEN
+            NULL;
+          ELSIF e_order.state::text = 'pending' THEN
+            v_waiting := v_id;
+            v_state := 'deferred'; v_outcome := 'order_not_confirmed';
+            v_detail := format('order %s is %s: the event waits for its transition', v_id, e_order.state::text);
+            EXIT decide;
+          ELSE
+            v_state := 'rejected'; v_outcome := 'refund_mismatch';
+            v_detail := format('order %s is %s: no transition from it', v_id, e_order.state::text);
+            EXIT decide;
+          END IF;
+          IF NOT (coalesce((f_payment_intent #>> '{}') = e_order.payment_intent::text, false)) THEN
+            v_state := 'rejected'; v_outcome := 'refund_mismatch';
+            v_detail := format('%s: the event''s payment_intent is %s, order %s has payment_intent %s (text eq)', 'refund_mismatch', coalesce(left(f_payment_intent::text, 200), 'nothing'), v_id, coalesce(left(e_order.payment_intent::text, 200), 'nothing'));
+            EXIT decide;
+          END IF;
+        END IF;
+        INSERT INTO effects (effect_key, inbox_id) VALUES (v_effect, ev.id) ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded concurrently', v_effect);
+          EXIT decide;
+        END IF;
+          UPDATE orders SET state = 'refunded', updated_at = now()
+          WHERE id = k_order AND account = a_order RETURNING * INTO e_order;
+        INSERT INTO outbox_tasks (operation_key, kind, payload, inbox_id)
+        VALUES (v_task_keys[1], 'refund_notice', jsonb_build_object('kind', 'refund_notice', 'order_id', v_id, 'account', to_jsonb(e_order.account), 'amount', to_jsonb(e_order.amount), 'currency', to_jsonb(e_order.currency), 'charge', coalesce(f_charge #>> '{}', '')), ev.id)
+        ON CONFLICT (operation_key) DO NOTHING;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_tasks := v_tasks + v_n;
+        UPDATE inbox_events SET next_attempt_at = now()
+        WHERE state = 'deferred' AND account = ev.account AND waiting_for = v_id AND next_attempt_at > now();
+        v_state := 'processed'; v_outcome := 'applied'; v_detail := v_effect;
+        EXIT decide;
+      END IF;
+
+      -- rule partial_refund
+      IF v_type = ANY (ARRAY['charge.refunded']::text[]) THEN
+        v_defer_limit := NULL;
+        f__id := doc #> ARRAY['data', 'object', 'metadata', 'order_id']::text[];
+        f_charge := doc #> ARRAY['data', 'object', 'id']::text[];
+        f_payment_intent := doc #> ARRAY['data', 'object', 'payment_intent']::text[];
+        f_refunded_total := doc #> ARRAY['data', 'object', 'amount_refunded']::text[];
+        f_currency := doc #> ARRAY['data', 'object', 'currency']::text[];
+        IF NOT (coalesce(jsonb_typeof((doc #> ARRAY['data', 'object']::text[])) = 'object', false)) THEN
+          v_state := 'rejected'; v_outcome := 'no_data_object';
+          v_detail := format('%s: %s (got %s)', 'no_data_object', 'data.object must be a JSON object', coalesce(left((doc #> ARRAY['data', 'object']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce((doc #> ARRAY['data', 'object', 'metadata', 'order_id']::text[]) #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_order_id';
+          v_detail := format('%s: %s (got %s)', 'missing_order_id', 'data.object.metadata.order_id must be present', coalesce(left((doc #> ARRAY['data', 'object', 'metadata', 'order_id']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_charge #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_charge';
+          v_detail := format('%s: %s (got %s)', 'missing_charge', 'data.object.id must be present', coalesce(left(f_charge::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_payment_intent #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_payment_intent';
+          v_detail := format('%s: %s (got %s)', 'missing_payment_intent', 'data.object.payment_intent must be present', coalesce(left(f_payment_intent::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(jsonb_typeof(f_refunded_total) = 'number', false)) THEN
+          v_state := 'rejected'; v_outcome := 'missing_amount';
+          v_detail := format('%s: %s (got %s)', 'missing_amount', 'data.object.amount_refunded must be a JSON number', coalesce(left(f_refunded_total::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_currency #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_amount';
+          v_detail := format('%s: %s (got %s)', 'missing_amount', 'data.object.currency must be present', coalesce(left(f_currency::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        v_id := f__id #>> '{}';
+        IF coalesce(v_id, '') = '' THEN
+          v_state := 'rejected'; v_outcome := 'missing_order_id';
+          v_detail := format('the order id is missing');
+          EXIT decide;
+        END IF;
+        v_effect := 'partial_refund:' || v_id || ':' || (f_charge #>> '{}') || ':' || (f_refunded_total #>> '{}');
+        v_task_keys := ARRAY['partial_refund_notice:' || v_id || ':' || (f_charge #>> '{}') || ':' || (f_refunded_total #>> '{}')]::text[];
+        IF octet_length(v_id) > 1000 OR octet_length(v_effect) > 1000
+          OR EXISTS (SELECT 1 FROM unnest(v_task_keys) k WHERE octet_length(k) > 1000) THEN
+          v_state := 'rejected'; v_outcome := 'key_too_long';
+          v_detail := format('the order id, the effect key or an operation key is longer than 1000 bytes');
+          EXIT decide;
+        END IF;
+        k_order := v_id;
+        a_order := ev.account;
+        SELECT * INTO e_order FROM orders WHERE id = k_order AND account = a_order FOR UPDATE;
+        v_found := FOUND;
+        IF NOT v_found THEN
+          v_waiting := v_id;
+          v_state := 'deferred'; v_outcome := 'order_unknown';
+          v_detail := format('no order %L for account %L yet', v_id, ev.account);
+          EXIT decide;
+        END IF;
+        IF EXISTS (SELECT 1 FROM effects WHERE effect_key = v_effect) THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded by an earlier event', v_effect);
+          EXIT decide;
+        END IF;
+        IF v_found THEN
+          IF NOT (coalesce(jsonb_typeof(f_refunded_total) = 'number' AND (f_refunded_total #>> '{}')::numeric < e_order.amount::numeric, false)) THEN
+            v_state := 'rejected'; v_outcome := 'amount_mismatch';
+            v_detail := format('%s: the event''s refunded_total is %s, order %s has amount %s (numeric lt)', 'amount_mismatch', coalesce(left(f_refunded_total::text, 200), 'nothing'), v_id, coalesce(left(e_order.amount::text, 200), 'nothing'));
+            EXIT decide;
+          END IF;
+          IF NOT (coalesce(lower(f_currency #>> '{}') = lower(e_order.currency::text), false)) THEN
+            v_state := 'rejected'; v_outcome := 'amount_mismatch';
+            v_detail := format('%s: the event''s currency is %s, order %s has currency %s (text_ci eq)', 'amount_mismatch', coalesce(left(f_currency::text, 200), 'nothing'), v_id, coalesce(left(e_order.currency::text, 200), 'nothing'));
+            EXIT decide;
+          END IF;
+          IF e_order.state::text = ANY (ARRAY['confirmed']::text[]) THEN
+            NULL;
+          ELSIF e_order.state::text = 'pending' THEN
+            v_waiting := v_id;
+            v_state := 'deferred'; v_outcome := 'order_not_confirmed';
+            v_detail := format('order %s is %s: the event waits for its transition', v_id, e_order.state::text);
+            EXIT decide;
+          ELSE
+            v_state := 'rejected'; v_outcome := 'refund_mismatch';
+            v_detail := format('order %s is %s: no transition from it', v_id, e_order.state::text);
+            EXIT decide;
+          END IF;
+          IF NOT (coalesce((f_payment_intent #>> '{}') = e_order.payment_intent::text, false)) THEN
+            v_state := 'rejected'; v_outcome := 'refund_mismatch';
+            v_detail := format('%s: the event''s payment_intent is %s, order %s has payment_intent %s (text eq)', 'refund_mismatch', coalesce(left(f_payment_intent::text, 200), 'nothing'), v_id, coalesce(left(e_order.payment_intent::text, 200), 'nothing'));
+            EXIT decide;
+          END IF;
+        END IF;
+        INSERT INTO effects (effect_key, inbox_id) VALUES (v_effect, ev.id) ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded concurrently', v_effect);
+          EXIT decide;
+        END IF;
+          UPDATE orders SET updated_at = now()
+          WHERE id = k_order AND account = a_order RETURNING * INTO e_order;
+        INSERT INTO outbox_tasks (operation_key, kind, payload, inbox_id)
+        VALUES (v_task_keys[1], 'partial_refund_notice', jsonb_build_object('kind', 'partial_refund_notice', 'order_id', v_id, 'account', to_jsonb(e_order.account), 'amount', to_jsonb(e_order.amount), 'amount_refunded', f_refunded_total, 'currency', to_jsonb(e_order.currency), 'charge', coalesce(f_charge #>> '{}', '')), ev.id)
+        ON CONFLICT (operation_key) DO NOTHING;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_tasks := v_tasks + v_n;
+        UPDATE inbox_events SET next_attempt_at = now()
+        WHERE state = 'deferred' AND account = ev.account AND waiting_for = v_id AND next_attempt_at > now();
+        v_state := 'processed'; v_outcome := 'applied'; v_detail := v_effect;
+        EXIT decide;
+      END IF;
+
+      IF v_type = ANY (ARRAY['payment_intent.succeeded', 'checkout.session.completed', 'charge.refunded']::text[]) THEN
+        v_state := 'ignored'; v_outcome := 'no_matching_rule';
+        v_detail := format('no rule for event type %L applies to this event''s data', v_type);
+        EXIT decide;
+      END IF;
+      v_state := 'rejected'; v_outcome := 'no_rule';
+      v_detail := format('event type %L is allowed but idemhook_apply_event has no rule for it', v_type);
+      EXIT decide;
     END decide;
 
-    IF v_state = 'deferred' AND now() - ev.received_at > p_defer_limit THEN
+    IF v_state = 'deferred' AND now() - ev.received_at > coalesce(v_defer_limit, p_defer_limit) THEN
       v_state := 'failed';
-      v_detail := format('%s; gave up: deferred for longer than %s', v_detail, p_defer_limit);
+      v_detail := format('%s; gave up: deferred for longer than %s', v_detail, coalesce(v_defer_limit, p_defer_limit));
     END IF;
     UPDATE inbox_events SET
       state = v_state,

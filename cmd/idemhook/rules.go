@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/duration"
+	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/pgsql"
+	"github.com/idemhook/idemhook/rules"
+	"github.com/idemhook/idemhook/rules/samples"
+	"github.com/idemhook/idemhook/verify"
+)
+
+var rulesUsage = `Usage:
+  idemhook rules init --preset NAME [--out FILE]   write a preset's rules file to start yours from
+  idemhook rules check --rules RULES               validate and compile rules; print the types they handle
+  idemhook rules schema                            print the JSON Schema of rules files
+  idemhook rules test --rules RULES [options] DIR  run the sample events of DIR through the compiled
+                                                   rules in a scratch PostgreSQL 16; for CI (--report)
+
+RULES is a preset (` + strings.Join(rules.PresetNames(), ", ") + `) or a rules file (YAML or JSON). See docs/inbox.md.
+`
+
+func runRules(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, rulesUsage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "init":
+		return runRulesInit(args[1:], stdout, stderr)
+	case "check":
+		return runRulesCheck(args[1:], stdout, stderr)
+	case "schema":
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "idemhook rules schema: unexpected argument %q\n", args[1])
+			return exitUsage
+		}
+		stdout.Write(rules.Schema)
+		return exitOK
+	case "test":
+		return runRulesTest(args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, rulesUsage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "idemhook rules: unknown command %q\n\n%s", args[0], rulesUsage)
+	return exitUsage
+}
+
+func runRulesInit(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("rules init", "idemhook rules init --preset NAME [--out FILE]\n\nWrites a preset's rules file, to edit into your own (docs/inbox.md).", stderr)
+	preset := fs.String("preset", "", "the `PRESET` to start from: "+strings.Join(rules.PresetNames(), ", ")+" (required)")
+	out := fs.String("out", "", "write to `FILE` instead of stdout (refused when it exists)")
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	if fs.NArg() > 0 || *preset == "" {
+		fmt.Fprintln(stderr, "idemhook rules init: give --preset NAME and no argument")
+		return exitUsage
+	}
+	data, err := rules.PresetFile(*preset)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemhook rules init: %v\n", err)
+		return exitUsage
+	}
+	if *out == "" {
+		stdout.Write(data)
+		return exitOK
+	}
+	f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err == nil {
+		_, err = f.Write(data)
+		err = errorsJoin(err, f.Close())
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemhook rules init: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintf(stdout, "wrote %s (preset %s); its tables: %s\n", *out, *preset, tablesOf(mustPreset(*preset)))
+	return exitOK
+}
+
+func errorsJoin(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func mustPreset(name string) *rules.Rules {
+	rs, _ := rules.Preset(name) // the embedded presets parse (tested)
+	return rs
+}
+
+func tablesOf(rs *rules.Rules) string {
+	var names []string
+	for _, e := range rs.Entities {
+		names = append(names, e.Table.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+func runRulesCheck(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("rules check", "idemhook rules check --rules RULES\n\nValidates rules and compiles them; prints the event types they handle.", stderr)
+	name := fs.String("rules", "", "a preset or a rules `FILE` (required)")
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	if fs.NArg() > 0 || *name == "" {
+		fmt.Fprintln(stderr, "idemhook rules check: give --rules RULES and no argument")
+		return exitUsage
+	}
+	rs, err := rules.Load(*name)
+	if err == nil {
+		_, err = generator.Schema(generator.Options{Pattern: generator.PatternInbox, Rules: rs})
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemhook rules check: %v\n", err)
+		return exitUsage
+	}
+	fmt.Fprintf(stdout, "%s: %d rules on %s; they handle %s\n", rs.Source, len(rs.Rules), tablesOf(rs), strings.Join(rs.Types(), ", "))
+	return exitOK
+}
+
+func runRulesTest(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("rules test", "idemhook rules test --rules RULES [options] DIR\n\n"+
+		"Runs every sample event of DIR (*.yaml, *.yml, *.json; docs/inbox.md) through the decision compiled\n"+
+		"from RULES, in a scratch PostgreSQL 16 started on this machine: each sample in a transaction of its own,\n"+
+		"rolled back. Prints one line per sample; exits 1 when any sample decides otherwise than it expects.", stderr)
+	name := fs.String("rules", "", "a preset or a rules `FILE` (required)")
+	var schemas multiFlag
+	fs.Var(&schemas, "schema", "SQL `FILE` applied before the generated schema: your tables, which your rules name; repeatable")
+	dbSchema := fs.String("db-schema", "", "PostgreSQL `SCHEMA` of the inbox tables and of your rules' unqualified tables, as with generate")
+	events := fs.String("events", "", "the worker's allowlist, comma-separated `TYPES` (default: every type the rules handle)")
+	deferLimit := fs.String("defer-limit", "24h", "the worker's --defer-limit, a `DURATION`")
+	report := fs.String("report", "", "write the samples' results as JUnit XML to `FILE`")
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(stderr, "idemhook rules test: "+format+"\n", args...)
+		return exitUsage
+	}
+	if fs.NArg() != 1 || *name == "" {
+		return fail("give --rules RULES and one folder of samples")
+	}
+	rs, err := rules.Load(*name)
+	if err != nil {
+		return fail("%v", err)
+	}
+	all, err := rules.LoadSamples(fs.Arg(0))
+	if err != nil {
+		return fail("%v", err)
+	}
+	opts := generator.Options{Pattern: generator.PatternInbox, Rules: rs, DBSchema: *dbSchema}
+	if *events != "" {
+		opts.Events = strings.Split(*events, ",")
+	}
+	if opts.DeferLimit, err = duration.Parse(*deferLimit); err != nil {
+		return fail("--defer-limit: %v", err)
+	}
+	schema, err := generator.Schema(opts)
+	if err != nil {
+		return fail("%v", err)
+	}
+	extra, err := readFiles(schemas)
+	if err != nil {
+		return fail("--schema: %v", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	pg, err := stack.Start(ctx, stack.Options{PostgresOnly: true, Progress: stderr})
+	if err != nil {
+		fmt.Fprintf(stderr, "idemhook rules test: PostgreSQL: %v\n", err)
+		return exitFail
+	}
+	defer pg.CloseAndRemove()
+	for i, sql := range append(extra, schema) {
+		if _, err := pg.Business.Exec(ctx, sql); err != nil {
+			what := "the generated schema"
+			if i < len(extra) {
+				what = schemas[i]
+			}
+			fmt.Fprintf(stderr, "idemhook rules test: %s: %v\n", what, err)
+			return exitUsage
+		}
+	}
+	results, err := samples.Run(ctx, pg.Business, rs, all, samples.Options{
+		Inbox: pgsql.Inbox{Schema: *dbSchema}, Allowed: opts.Events, DeferLimit: opts.DeferLimit})
+	if err != nil {
+		fmt.Fprintf(stderr, "idemhook rules test: %v\n", err)
+		return exitFail
+	}
+	samples.WriteTable(stdout, results)
+	failed := 0
+	checks := make([]verify.Check, len(results))
+	for i, r := range results {
+		checks[i] = verify.Check{Name: r.Name(), Status: verify.Pass, Seen: r.Summary(), Duration: r.Duration}
+		if r.Failed() {
+			checks[i].Status = verify.Fail
+			failed++
+		}
+	}
+	if *report != "" {
+		var b bytes.Buffer
+		err := verify.WriteJUnit(&b, "idemhook rules test: "+rs.Source, "idemhook.rules", checks)
+		if err == nil {
+			err = os.WriteFile(*report, b.Bytes(), 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "idemhook rules test: --report: %v\n", err)
+			return exitFail
+		}
+	}
+	if failed > 0 {
+		fmt.Fprintf(stderr, "idemhook rules test: %d of %d samples decided otherwise than they expect\n", failed, len(results))
+		return exitFail
+	}
+	return exitOK
+}
+
+// readFiles reads each file, for --schema: the SQL files applied before
+// a generated schema.
+func readFiles(files []string) ([]string, error) {
+	out := make([]string, len(files))
+	for i, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = string(b)
+	}
+	return out, nil
+}

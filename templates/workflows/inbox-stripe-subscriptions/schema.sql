@@ -1,0 +1,792 @@
+-- idemhook schema (pattern: inbox, rules: "preset stripe-subscriptions"). Safe to run more than once.
+-- Inbox pattern: receipt is not effect.
+--   inbox_events  one row per received event, unique per (account, event_id);
+--                 the receiver saves it before it answers 200.
+--   effects       one row per business effect, unique per effect_key, written
+--                 in the same transaction as the business change.
+--   the entity tables  the rows effects change: a preset's example domain
+--                 (created here), or your own tables (docs/inbox.md).
+--   outbox_tasks  external calls saved with the effect and delivered later,
+--                 each with a stable operation_key.
+-- Safe to run more than once: it creates what is missing and replaces only
+-- the functions idemhook owns.
+
+
+CREATE TABLE IF NOT EXISTS inbox_events (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  account text NOT NULL,
+  -- The receipt key of the key spec: evt:<provider event id>, or sha256:<hex>.
+  event_id text NOT NULL,
+  event_type text NOT NULL DEFAULT '',
+  body bytea NOT NULL,
+  headers jsonb NOT NULL DEFAULT '{}',
+  state text NOT NULL DEFAULT 'received' CHECK (state IN
+    ('received', 'processing', 'processed', 'ignored', 'rejected', 'deferred', 'failed', 'forwarded')),
+  -- Why a row ended where it did: applied, effect_exists, type_not_allowed, …
+  outcome text,
+  attempts integer NOT NULL DEFAULT 0,
+  claimed_until timestamptz,
+  next_attempt_at timestamptz,
+  last_error text,
+  received_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  finished_at timestamptz,
+  -- The keysvc endpoint that received it; NULL for the n8n receiver.
+  endpoint text,
+  -- What a deferred row waits for (an order id): the effect that changes it
+  -- makes the row due at once instead of at its backoff.
+  waiting_for text,
+  UNIQUE (account, event_id)
+);
+-- Added after the first release: a schema created before gets it here.
+ALTER TABLE inbox_events ADD COLUMN IF NOT EXISTS waiting_for text;
+-- The recoverer's query: unfinished work only.
+CREATE INDEX IF NOT EXISTS inbox_events_unfinished_idx ON inbox_events (state, next_attempt_at)
+  WHERE state IN ('received', 'processing', 'deferred');
+CREATE INDEX IF NOT EXISTS inbox_events_waiting_idx ON inbox_events (account, waiting_for)
+  WHERE state = 'deferred';
+
+
+
+CREATE TABLE IF NOT EXISTS effects (
+  effect_key text PRIMARY KEY,
+  inbox_id bigint REFERENCES inbox_events (id) ON DELETE SET NULL,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+
+
+-- Example domain (rules preset stripe-subscriptions): a customer's account
+-- opened by a subscription, changed, paid and closed. Times are Stripe's
+-- Unix seconds.
+CREATE TABLE IF NOT EXISTS subscriptions (
+  id text PRIMARY KEY,
+  account text NOT NULL DEFAULT 'default',
+  state text NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'closed')),
+  customer text NOT NULL,
+  status text,
+  price text,
+  quantity bigint,
+  current_period_end bigint,
+  -- The created time of the last subscription event applied: an older
+  -- update arriving late is ignored.
+  last_event_at bigint,
+  latest_invoice text,
+  paid_through bigint,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE IF NOT EXISTS outbox_tasks (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  -- Stable across every retry; sent as the Idempotency-Key header.
+  operation_key text NOT NULL UNIQUE,
+  kind text NOT NULL,
+  payload jsonb NOT NULL,
+  inbox_id bigint REFERENCES inbox_events (id) ON DELETE SET NULL,
+  state text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'sending', 'sent', 'ambiguous', 'failed')),
+  -- Every claim counts: sends and lookups.
+  attempts integer NOT NULL DEFAULT 0,
+  next_attempt_at timestamptz NOT NULL DEFAULT now(),
+  claimed_until timestamptz,
+  last_error text,
+  last_status integer,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  sent_at timestamptz
+);
+CREATE INDEX IF NOT EXISTS outbox_tasks_due_idx ON outbox_tasks (next_attempt_at)
+  WHERE state IN ('pending', 'sending', 'ambiguous');
+
+DO $check$
+DECLARE
+  v_missing text;
+BEGIN
+  SELECT string_agg(DISTINCT c.tbl, ', ') INTO v_missing
+  FROM (VALUES ('subscriptions', 'id'), ('subscriptions', 'account'), ('subscriptions', 'state'), ('subscriptions', 'updated_at'), ('subscriptions', 'customer'), ('subscriptions', 'status'), ('subscriptions', 'price'), ('subscriptions', 'quantity'), ('subscriptions', 'current_period_end'), ('subscriptions', 'last_event_at'), ('subscriptions', 'paid_through'), ('subscriptions', 'latest_invoice')) c(tbl, col) WHERE to_regclass(c.tbl) IS NULL;
+  IF v_missing IS NOT NULL THEN
+    RAISE EXCEPTION 'the effect rules name tables that do not exist: %', v_missing
+      USING HINT = 'create them before this schema, or use a preset whose schema creates its tables';
+  END IF;
+  SELECT string_agg(c.tbl || '.' || c.col, ', ') INTO v_missing
+  FROM (VALUES ('subscriptions', 'id'), ('subscriptions', 'account'), ('subscriptions', 'state'), ('subscriptions', 'updated_at'), ('subscriptions', 'customer'), ('subscriptions', 'status'), ('subscriptions', 'price'), ('subscriptions', 'quantity'), ('subscriptions', 'current_period_end'), ('subscriptions', 'last_event_at'), ('subscriptions', 'paid_through'), ('subscriptions', 'latest_invoice')) c(tbl, col)
+  WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = to_regclass(c.tbl) AND a.attname = c.col AND NOT a.attisdropped AND a.attnum > 0);
+  IF v_missing IS NOT NULL THEN
+    RAISE EXCEPTION 'the effect rules name columns that do not exist: %', v_missing;
+  END IF;
+END
+$check$;
+-- idemhook_apply_event decides what one claimed inbox row does to the business,
+-- in one transaction (the function call is one statement). Its decision
+-- block is compiled from the effect rules (package rules, docs/inbox.md):
+--   a type outside p_allowed                 -> ignored, nothing written
+--   missing or inconsistent required data    -> rejected, the reason in last_error
+--   a transition not allowed yet             -> deferred, retried after p_backoff
+--                                               doubled per attempt (at most
+--                                               15 minutes), or at once when the
+--                                               effect it waits for happens;
+--                                               failed once older than p_defer_limit
+--   an effect already recorded               -> processed, outcome effect_exists
+--   otherwise: the effect key, the row's change, the outbox tasks and the
+--   inbox row's final state are written together, or none of them.
+-- An error inside the decision (a trigger, a constraint, a deadlock, a
+-- cancelled statement) rolls back what the decision wrote, and only that: the row stays processing with
+-- the database's message in last_error and is retried after the same backoff
+-- (ClaimEvent fails it after its attempts). The error is caught here, in the
+-- row's own subtransaction, so that a caller running several rows in one
+-- transaction loses none of the others.
+-- p_attempt fences the call: a worker whose claim was taken over (its lease
+-- expired) changes nothing. The entity row is locked first, so two events
+-- proposing the same effect are serialised; the second then finds the effect
+-- (each statement of a plpgsql function reads the latest committed data).
+DROP FUNCTION IF EXISTS idemhook_apply_event(bigint, integer, text[], interval);
+CREATE OR REPLACE FUNCTION idemhook_apply_event(p_inbox_id bigint, p_attempt integer, p_allowed text[], p_defer_limit interval,
+  p_backoff interval)
+RETURNS TABLE (inbox_id bigint, state text, outcome text, detail text, tasks integer)
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+  ev inbox_events%ROWTYPE;
+  v_state text;
+  v_outcome text;
+  v_detail text;
+  v_waiting text;
+  v_tasks integer := 0;
+  doc jsonb;
+  v_type text;
+  v_id text;
+  v_effect text;
+  v_task_keys text[];
+  v_found boolean;
+  v_n integer;
+  v_defer_limit interval;
+  f__id jsonb;
+  f_amount_paid jsonb;
+  f_created jsonb;
+  f_currency jsonb;
+  f_customer jsonb;
+  f_event jsonb;
+  f_invoice jsonb;
+  f_period_end jsonb;
+  f_price jsonb;
+  f_quantity jsonb;
+  f_status jsonb;
+  e_subscription subscriptions%ROWTYPE;
+  k_subscription subscriptions.id%TYPE;
+  a_subscription subscriptions.account%TYPE;
+  v_backoff interval;
+  v_sqlstate text;
+BEGIN
+  SELECT * INTO ev FROM inbox_events WHERE id = p_inbox_id FOR UPDATE;
+  IF NOT FOUND OR ev.state <> 'processing' OR ev.attempts <> p_attempt THEN
+    RETURN QUERY SELECT p_inbox_id, coalesce(ev.state, 'missing'), 'not_claimed'::text,
+      'this attempt does not hold the event (finished, or taken over after its claim expired)'::text, 0;
+    RETURN;
+  END IF;
+  v_backoff := least(p_backoff * power(2, least(ev.attempts - 1, 20)), interval '15 minutes');
+
+  BEGIN
+    <<decide>>
+    BEGIN
+      v_type := ev.event_type;
+      IF NOT (v_type = ANY (p_allowed)) THEN
+        v_state := 'ignored'; v_outcome := 'type_not_allowed';
+        v_detail := format('event type %L is not in the allowlist', v_type);
+        EXIT decide;
+      END IF;
+      BEGIN
+        doc := convert_from(ev.body, 'UTF8')::jsonb;
+      EXCEPTION WHEN others THEN
+        doc := NULL;
+      END;
+
+      -- rule open_account
+      IF v_type = ANY (ARRAY['customer.subscription.created']::text[]) THEN
+        v_defer_limit := NULL;
+        f__id := doc #> ARRAY['data', 'object', 'id']::text[];
+        f_customer := doc #> ARRAY['data', 'object', 'customer']::text[];
+        f_status := doc #> ARRAY['data', 'object', 'status']::text[];
+        f_price := doc #> ARRAY['data', 'object', 'items', 'data', '0', 'price', 'id']::text[];
+        f_quantity := doc #> ARRAY['data', 'object', 'items', 'data', '0', 'quantity']::text[];
+        f_period_end := coalesce(doc #> ARRAY['data', 'object', 'items', 'data', '0', 'current_period_end']::text[], doc #> ARRAY['data', 'object', 'current_period_end']::text[]);
+        f_created := doc #> ARRAY['created']::text[];
+        IF NOT (coalesce(jsonb_typeof((doc #> ARRAY['data', 'object']::text[])) = 'object', false)) THEN
+          v_state := 'rejected'; v_outcome := 'no_data_object';
+          v_detail := format('%s: %s (got %s)', 'no_data_object', 'data.object must be a JSON object', coalesce(left((doc #> ARRAY['data', 'object']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce((doc #> ARRAY['data', 'object', 'id']::text[]) #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_subscription_id';
+          v_detail := format('%s: %s (got %s)', 'missing_subscription_id', 'data.object.id must be present', coalesce(left((doc #> ARRAY['data', 'object', 'id']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_customer #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_customer';
+          v_detail := format('%s: %s (got %s)', 'missing_customer', 'data.object.customer must be present', coalesce(left(f_customer::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_status #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_status';
+          v_detail := format('%s: %s (got %s)', 'missing_status', 'data.object.status must be present', coalesce(left(f_status::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(jsonb_typeof(f_created) = 'number', false)) THEN
+          v_state := 'rejected'; v_outcome := 'missing_created';
+          v_detail := format('%s: %s (got %s)', 'missing_created', 'created must be a JSON number', coalesce(left(f_created::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        v_id := f__id #>> '{}';
+        IF coalesce(v_id, '') = '' THEN
+          v_state := 'rejected'; v_outcome := 'missing_subscription_id';
+          v_detail := format('the subscription id is missing');
+          EXIT decide;
+        END IF;
+        v_effect := 'open_account:' || v_id;
+        v_task_keys := ARRAY['account_opened:' || v_id]::text[];
+        IF octet_length(v_id) > 1000 OR octet_length(v_effect) > 1000
+          OR EXISTS (SELECT 1 FROM unnest(v_task_keys) k WHERE octet_length(k) > 1000) THEN
+          v_state := 'rejected'; v_outcome := 'key_too_long';
+          v_detail := format('the subscription id, the effect key or an operation key is longer than 1000 bytes');
+          EXIT decide;
+        END IF;
+        k_subscription := v_id;
+        a_subscription := ev.account;
+        PERFORM pg_advisory_xact_lock(hashtextextended('subscriptions' || ':' || ev.account || ':' || v_id, 0));
+        SELECT * INTO e_subscription FROM subscriptions WHERE id = k_subscription AND account = a_subscription FOR UPDATE;
+        v_found := FOUND;
+        IF EXISTS (SELECT 1 FROM effects WHERE effect_key = v_effect) THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded by an earlier event', v_effect);
+          EXIT decide;
+        END IF;
+        IF v_found THEN
+          IF e_subscription.state::text = ANY (ARRAY[]::text[]) THEN
+            NULL;
+          ELSE
+            v_state := 'rejected'; v_outcome := 'subscription_exists';
+            v_detail := format('subscription %s is %s: no transition from it', v_id, e_subscription.state::text);
+            EXIT decide;
+          END IF;
+        END IF;
+        INSERT INTO effects (effect_key, inbox_id) VALUES (v_effect, ev.id) ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded concurrently', v_effect);
+          EXIT decide;
+        END IF;
+        IF NOT v_found THEN
+          INSERT INTO subscriptions (id, account, state, customer, status, price, quantity, current_period_end, last_event_at, updated_at)
+          VALUES (k_subscription, a_subscription, 'open', (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('customer', f_customer))).customer, (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('status', f_status))).status, (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('price', f_price))).price, (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('quantity', f_quantity))).quantity, (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('current_period_end', f_period_end))).current_period_end, (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('last_event_at', f_created))).last_event_at, now())
+          RETURNING * INTO e_subscription;
+        ELSE
+          UPDATE subscriptions SET state = 'open', customer = (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('customer', f_customer))).customer, status = (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('status', f_status))).status, price = (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('price', f_price))).price, quantity = (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('quantity', f_quantity))).quantity, current_period_end = (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('current_period_end', f_period_end))).current_period_end, last_event_at = (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('last_event_at', f_created))).last_event_at, updated_at = now()
+          WHERE id = k_subscription AND account = a_subscription RETURNING * INTO e_subscription;
+        END IF;
+        INSERT INTO outbox_tasks (operation_key, kind, payload, inbox_id)
+        VALUES (v_task_keys[1], 'account_opened', jsonb_build_object('kind', 'account_opened', 'subscription', v_id, 'customer', to_jsonb(e_subscription.customer), 'account', to_jsonb(e_subscription.account), 'price', to_jsonb(e_subscription.price), 'status', to_jsonb(e_subscription.status)), ev.id)
+        ON CONFLICT (operation_key) DO NOTHING;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_tasks := v_tasks + v_n;
+        UPDATE inbox_events SET next_attempt_at = now()
+        WHERE state = 'deferred' AND account = ev.account AND waiting_for = v_id AND next_attempt_at > now();
+        v_state := 'processed'; v_outcome := 'applied'; v_detail := v_effect;
+        EXIT decide;
+      END IF;
+
+      -- rule close_on_cancel
+      IF v_type = ANY (ARRAY['customer.subscription.updated']::text[])
+        AND coalesce((doc #> ARRAY['data', 'object', 'status']::text[]) = ANY (ARRAY['"canceled"'::jsonb]), false) THEN
+        v_defer_limit := NULL;
+        f__id := doc #> ARRAY['data', 'object', 'id']::text[];
+        f_status := doc #> ARRAY['data', 'object', 'status']::text[];
+        f_created := doc #> ARRAY['created']::text[];
+        IF NOT (coalesce(jsonb_typeof((doc #> ARRAY['data', 'object']::text[])) = 'object', false)) THEN
+          v_state := 'rejected'; v_outcome := 'no_data_object';
+          v_detail := format('%s: %s (got %s)', 'no_data_object', 'data.object must be a JSON object', coalesce(left((doc #> ARRAY['data', 'object']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce((doc #> ARRAY['data', 'object', 'id']::text[]) #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_subscription_id';
+          v_detail := format('%s: %s (got %s)', 'missing_subscription_id', 'data.object.id must be present', coalesce(left((doc #> ARRAY['data', 'object', 'id']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(jsonb_typeof(f_created) = 'number', false)) THEN
+          v_state := 'rejected'; v_outcome := 'missing_created';
+          v_detail := format('%s: %s (got %s)', 'missing_created', 'created must be a JSON number', coalesce(left(f_created::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        v_id := f__id #>> '{}';
+        IF coalesce(v_id, '') = '' THEN
+          v_state := 'rejected'; v_outcome := 'missing_subscription_id';
+          v_detail := format('the subscription id is missing');
+          EXIT decide;
+        END IF;
+        v_effect := 'close_account:' || v_id;
+        v_task_keys := ARRAY['account_closed:' || v_id]::text[];
+        IF octet_length(v_id) > 1000 OR octet_length(v_effect) > 1000
+          OR EXISTS (SELECT 1 FROM unnest(v_task_keys) k WHERE octet_length(k) > 1000) THEN
+          v_state := 'rejected'; v_outcome := 'key_too_long';
+          v_detail := format('the subscription id, the effect key or an operation key is longer than 1000 bytes');
+          EXIT decide;
+        END IF;
+        k_subscription := v_id;
+        a_subscription := ev.account;
+        SELECT * INTO e_subscription FROM subscriptions WHERE id = k_subscription AND account = a_subscription FOR UPDATE;
+        v_found := FOUND;
+        IF NOT v_found THEN
+          v_waiting := v_id;
+          v_state := 'deferred'; v_outcome := 'subscription_unknown';
+          v_detail := format('no subscription %L for account %L yet', v_id, ev.account);
+          EXIT decide;
+        END IF;
+        IF EXISTS (SELECT 1 FROM effects WHERE effect_key = v_effect) THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded by an earlier event', v_effect);
+          EXIT decide;
+        END IF;
+        IF v_found THEN
+          IF e_subscription.state::text = ANY (ARRAY['open']::text[]) THEN
+            NULL;
+          ELSE
+            v_state := 'rejected'; v_outcome := 'account_closed';
+            v_detail := format('subscription %s is %s: no transition from it', v_id, e_subscription.state::text);
+            EXIT decide;
+          END IF;
+        END IF;
+        INSERT INTO effects (effect_key, inbox_id) VALUES (v_effect, ev.id) ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded concurrently', v_effect);
+          EXIT decide;
+        END IF;
+          UPDATE subscriptions SET state = 'closed', status = (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('status', f_status))).status, last_event_at = (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('last_event_at', f_created))).last_event_at, updated_at = now()
+          WHERE id = k_subscription AND account = a_subscription RETURNING * INTO e_subscription;
+        INSERT INTO outbox_tasks (operation_key, kind, payload, inbox_id)
+        VALUES (v_task_keys[1], 'account_closed', jsonb_build_object('kind', 'account_closed', 'subscription', v_id, 'customer', to_jsonb(e_subscription.customer), 'account', to_jsonb(e_subscription.account)), ev.id)
+        ON CONFLICT (operation_key) DO NOTHING;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_tasks := v_tasks + v_n;
+        UPDATE inbox_events SET next_attempt_at = now()
+        WHERE state = 'deferred' AND account = ev.account AND waiting_for = v_id AND next_attempt_at > now();
+        v_state := 'processed'; v_outcome := 'applied'; v_detail := v_effect;
+        EXIT decide;
+      END IF;
+
+      -- rule change_account
+      IF v_type = ANY (ARRAY['customer.subscription.updated']::text[]) THEN
+        v_defer_limit := NULL;
+        f__id := doc #> ARRAY['data', 'object', 'id']::text[];
+        f_event := doc #> ARRAY['id']::text[];
+        f_status := doc #> ARRAY['data', 'object', 'status']::text[];
+        f_price := doc #> ARRAY['data', 'object', 'items', 'data', '0', 'price', 'id']::text[];
+        f_quantity := doc #> ARRAY['data', 'object', 'items', 'data', '0', 'quantity']::text[];
+        f_period_end := coalesce(doc #> ARRAY['data', 'object', 'items', 'data', '0', 'current_period_end']::text[], doc #> ARRAY['data', 'object', 'current_period_end']::text[]);
+        f_created := doc #> ARRAY['created']::text[];
+        IF NOT (coalesce(jsonb_typeof((doc #> ARRAY['data', 'object']::text[])) = 'object', false)) THEN
+          v_state := 'rejected'; v_outcome := 'no_data_object';
+          v_detail := format('%s: %s (got %s)', 'no_data_object', 'data.object must be a JSON object', coalesce(left((doc #> ARRAY['data', 'object']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce((doc #> ARRAY['data', 'object', 'id']::text[]) #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_subscription_id';
+          v_detail := format('%s: %s (got %s)', 'missing_subscription_id', 'data.object.id must be present', coalesce(left((doc #> ARRAY['data', 'object', 'id']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_status #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_status';
+          v_detail := format('%s: %s (got %s)', 'missing_status', 'data.object.status must be present', coalesce(left(f_status::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(jsonb_typeof(f_created) = 'number', false)) THEN
+          v_state := 'rejected'; v_outcome := 'missing_created';
+          v_detail := format('%s: %s (got %s)', 'missing_created', 'created must be a JSON number', coalesce(left(f_created::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_event #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_event';
+          v_detail := format('%s: %s (got %s)', 'missing_event', 'id must be present, as a key reads it', coalesce(left(f_event::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        v_id := f__id #>> '{}';
+        IF coalesce(v_id, '') = '' THEN
+          v_state := 'rejected'; v_outcome := 'missing_subscription_id';
+          v_detail := format('the subscription id is missing');
+          EXIT decide;
+        END IF;
+        v_effect := 'change_account:' || v_id || ':' || (f_event #>> '{}');
+        v_task_keys := ARRAY['account_changed:' || v_id || ':' || (f_event #>> '{}')]::text[];
+        IF octet_length(v_id) > 1000 OR octet_length(v_effect) > 1000
+          OR EXISTS (SELECT 1 FROM unnest(v_task_keys) k WHERE octet_length(k) > 1000) THEN
+          v_state := 'rejected'; v_outcome := 'key_too_long';
+          v_detail := format('the subscription id, the effect key or an operation key is longer than 1000 bytes');
+          EXIT decide;
+        END IF;
+        k_subscription := v_id;
+        a_subscription := ev.account;
+        SELECT * INTO e_subscription FROM subscriptions WHERE id = k_subscription AND account = a_subscription FOR UPDATE;
+        v_found := FOUND;
+        IF NOT v_found THEN
+          v_waiting := v_id;
+          v_state := 'deferred'; v_outcome := 'subscription_unknown';
+          v_detail := format('no subscription %L for account %L yet', v_id, ev.account);
+          EXIT decide;
+        END IF;
+        IF EXISTS (SELECT 1 FROM effects WHERE effect_key = v_effect) THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded by an earlier event', v_effect);
+          EXIT decide;
+        END IF;
+        IF v_found THEN
+          IF NOT (coalesce(jsonb_typeof(f_created) = 'number' AND (f_created #>> '{}')::numeric >= e_subscription.last_event_at::numeric, false)) THEN
+            v_state := 'ignored'; v_outcome := 'stale_update';
+            v_detail := format('%s: the event''s created is %s, subscription %s has last_event_at %s (numeric ge)', 'stale_update', coalesce(left(f_created::text, 200), 'nothing'), v_id, coalesce(left(e_subscription.last_event_at::text, 200), 'nothing'));
+            EXIT decide;
+          END IF;
+          IF e_subscription.state::text = ANY (ARRAY['open']::text[]) THEN
+            NULL;
+          ELSE
+            v_state := 'rejected'; v_outcome := 'account_closed';
+            v_detail := format('subscription %s is %s: no transition from it', v_id, e_subscription.state::text);
+            EXIT decide;
+          END IF;
+        END IF;
+        INSERT INTO effects (effect_key, inbox_id) VALUES (v_effect, ev.id) ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded concurrently', v_effect);
+          EXIT decide;
+        END IF;
+          UPDATE subscriptions SET state = 'open', status = (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('status', f_status))).status, price = (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('price', f_price))).price, quantity = (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('quantity', f_quantity))).quantity, current_period_end = (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('current_period_end', f_period_end))).current_period_end, last_event_at = (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('last_event_at', f_created))).last_event_at, updated_at = now()
+          WHERE id = k_subscription AND account = a_subscription RETURNING * INTO e_subscription;
+        INSERT INTO outbox_tasks (operation_key, kind, payload, inbox_id)
+        VALUES (v_task_keys[1], 'account_changed', jsonb_build_object('kind', 'account_changed', 'subscription', v_id, 'account', to_jsonb(e_subscription.account), 'status', to_jsonb(e_subscription.status), 'price', to_jsonb(e_subscription.price), 'quantity', to_jsonb(e_subscription.quantity)), ev.id)
+        ON CONFLICT (operation_key) DO NOTHING;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_tasks := v_tasks + v_n;
+        UPDATE inbox_events SET next_attempt_at = now()
+        WHERE state = 'deferred' AND account = ev.account AND waiting_for = v_id AND next_attempt_at > now();
+        v_state := 'processed'; v_outcome := 'applied'; v_detail := v_effect;
+        EXIT decide;
+      END IF;
+
+      -- rule close_on_delete
+      IF v_type = ANY (ARRAY['customer.subscription.deleted']::text[]) THEN
+        v_defer_limit := NULL;
+        f__id := doc #> ARRAY['data', 'object', 'id']::text[];
+        f_status := doc #> ARRAY['data', 'object', 'status']::text[];
+        f_created := doc #> ARRAY['created']::text[];
+        IF NOT (coalesce(jsonb_typeof((doc #> ARRAY['data', 'object']::text[])) = 'object', false)) THEN
+          v_state := 'rejected'; v_outcome := 'no_data_object';
+          v_detail := format('%s: %s (got %s)', 'no_data_object', 'data.object must be a JSON object', coalesce(left((doc #> ARRAY['data', 'object']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce((doc #> ARRAY['data', 'object', 'id']::text[]) #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_subscription_id';
+          v_detail := format('%s: %s (got %s)', 'missing_subscription_id', 'data.object.id must be present', coalesce(left((doc #> ARRAY['data', 'object', 'id']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(jsonb_typeof(f_created) = 'number', false)) THEN
+          v_state := 'rejected'; v_outcome := 'missing_created';
+          v_detail := format('%s: %s (got %s)', 'missing_created', 'created must be a JSON number', coalesce(left(f_created::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        v_id := f__id #>> '{}';
+        IF coalesce(v_id, '') = '' THEN
+          v_state := 'rejected'; v_outcome := 'missing_subscription_id';
+          v_detail := format('the subscription id is missing');
+          EXIT decide;
+        END IF;
+        v_effect := 'close_account:' || v_id;
+        v_task_keys := ARRAY['account_closed:' || v_id]::text[];
+        IF octet_length(v_id) > 1000 OR octet_length(v_effect) > 1000
+          OR EXISTS (SELECT 1 FROM unnest(v_task_keys) k WHERE octet_length(k) > 1000) THEN
+          v_state := 'rejected'; v_outcome := 'key_too_long';
+          v_detail := format('the subscription id, the effect key or an operation key is longer than 1000 bytes');
+          EXIT decide;
+        END IF;
+        k_subscription := v_id;
+        a_subscription := ev.account;
+        SELECT * INTO e_subscription FROM subscriptions WHERE id = k_subscription AND account = a_subscription FOR UPDATE;
+        v_found := FOUND;
+        IF NOT v_found THEN
+          v_waiting := v_id;
+          v_state := 'deferred'; v_outcome := 'subscription_unknown';
+          v_detail := format('no subscription %L for account %L yet', v_id, ev.account);
+          EXIT decide;
+        END IF;
+        IF EXISTS (SELECT 1 FROM effects WHERE effect_key = v_effect) THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded by an earlier event', v_effect);
+          EXIT decide;
+        END IF;
+        IF v_found THEN
+          IF e_subscription.state::text = ANY (ARRAY['open']::text[]) THEN
+            NULL;
+          ELSE
+            v_state := 'rejected'; v_outcome := 'account_closed';
+            v_detail := format('subscription %s is %s: no transition from it', v_id, e_subscription.state::text);
+            EXIT decide;
+          END IF;
+        END IF;
+        INSERT INTO effects (effect_key, inbox_id) VALUES (v_effect, ev.id) ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded concurrently', v_effect);
+          EXIT decide;
+        END IF;
+          UPDATE subscriptions SET state = 'closed', status = (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('status', f_status))).status, last_event_at = (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('last_event_at', f_created))).last_event_at, updated_at = now()
+          WHERE id = k_subscription AND account = a_subscription RETURNING * INTO e_subscription;
+        INSERT INTO outbox_tasks (operation_key, kind, payload, inbox_id)
+        VALUES (v_task_keys[1], 'account_closed', jsonb_build_object('kind', 'account_closed', 'subscription', v_id, 'customer', to_jsonb(e_subscription.customer), 'account', to_jsonb(e_subscription.account)), ev.id)
+        ON CONFLICT (operation_key) DO NOTHING;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_tasks := v_tasks + v_n;
+        UPDATE inbox_events SET next_attempt_at = now()
+        WHERE state = 'deferred' AND account = ev.account AND waiting_for = v_id AND next_attempt_at > now();
+        v_state := 'processed'; v_outcome := 'applied'; v_detail := v_effect;
+        EXIT decide;
+      END IF;
+
+      -- rule pay_account
+      IF v_type = ANY (ARRAY['invoice.paid']::text[]) THEN
+        v_defer_limit := NULL;
+        f__id := coalesce(doc #> ARRAY['data', 'object', 'parent', 'subscription_details', 'subscription']::text[], doc #> ARRAY['data', 'object', 'subscription']::text[]);
+        f_invoice := doc #> ARRAY['data', 'object', 'id']::text[];
+        f_customer := doc #> ARRAY['data', 'object', 'customer']::text[];
+        f_amount_paid := doc #> ARRAY['data', 'object', 'amount_paid']::text[];
+        f_currency := doc #> ARRAY['data', 'object', 'currency']::text[];
+        f_period_end := doc #> ARRAY['data', 'object', 'lines', 'data', '0', 'period', 'end']::text[];
+        IF NOT (coalesce(jsonb_typeof((doc #> ARRAY['data', 'object']::text[])) = 'object', false)) THEN
+          v_state := 'rejected'; v_outcome := 'no_data_object';
+          v_detail := format('%s: %s (got %s)', 'no_data_object', 'data.object must be a JSON object', coalesce(left((doc #> ARRAY['data', 'object']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce((coalesce(doc #> ARRAY['data', 'object', 'parent', 'subscription_details', 'subscription']::text[], doc #> ARRAY['data', 'object', 'subscription']::text[])) #>> '{}', '') <> '') THEN
+          v_state := 'ignored'; v_outcome := 'not_a_subscription_invoice';
+          v_detail := format('%s: %s (got %s)', 'not_a_subscription_invoice', 'data.object.parent.subscription_details.subscription or data.object.subscription must be present', coalesce(left((coalesce(doc #> ARRAY['data', 'object', 'parent', 'subscription_details', 'subscription']::text[], doc #> ARRAY['data', 'object', 'subscription']::text[]))::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_invoice #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_invoice';
+          v_detail := format('%s: %s (got %s)', 'missing_invoice', 'data.object.id must be present', coalesce(left(f_invoice::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_customer #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_customer';
+          v_detail := format('%s: %s (got %s)', 'missing_customer', 'data.object.customer must be present', coalesce(left(f_customer::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(jsonb_typeof(f_amount_paid) = 'number', false)) THEN
+          v_state := 'rejected'; v_outcome := 'missing_amount';
+          v_detail := format('%s: %s (got %s)', 'missing_amount', 'data.object.amount_paid must be a JSON number', coalesce(left(f_amount_paid::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_currency #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_amount';
+          v_detail := format('%s: %s (got %s)', 'missing_amount', 'data.object.currency must be present', coalesce(left(f_currency::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        v_id := f__id #>> '{}';
+        IF coalesce(v_id, '') = '' THEN
+          v_state := 'rejected'; v_outcome := 'missing_subscription_id';
+          v_detail := format('the subscription id is missing');
+          EXIT decide;
+        END IF;
+        v_effect := 'pay_account:' || v_id || ':' || (f_invoice #>> '{}');
+        v_task_keys := ARRAY['invoice_receipt:' || (f_invoice #>> '{}')]::text[];
+        IF octet_length(v_id) > 1000 OR octet_length(v_effect) > 1000
+          OR EXISTS (SELECT 1 FROM unnest(v_task_keys) k WHERE octet_length(k) > 1000) THEN
+          v_state := 'rejected'; v_outcome := 'key_too_long';
+          v_detail := format('the subscription id, the effect key or an operation key is longer than 1000 bytes');
+          EXIT decide;
+        END IF;
+        k_subscription := v_id;
+        a_subscription := ev.account;
+        SELECT * INTO e_subscription FROM subscriptions WHERE id = k_subscription AND account = a_subscription FOR UPDATE;
+        v_found := FOUND;
+        IF NOT v_found THEN
+          v_waiting := v_id;
+          v_state := 'deferred'; v_outcome := 'subscription_unknown';
+          v_detail := format('no subscription %L for account %L yet', v_id, ev.account);
+          EXIT decide;
+        END IF;
+        IF EXISTS (SELECT 1 FROM effects WHERE effect_key = v_effect) THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded by an earlier event', v_effect);
+          EXIT decide;
+        END IF;
+        IF v_found THEN
+          IF NOT (coalesce((f_customer #>> '{}') = e_subscription.customer::text, false)) THEN
+            v_state := 'rejected'; v_outcome := 'customer_mismatch';
+            v_detail := format('%s: the event''s customer is %s, subscription %s has customer %s (text eq)', 'customer_mismatch', coalesce(left(f_customer::text, 200), 'nothing'), v_id, coalesce(left(e_subscription.customer::text, 200), 'nothing'));
+            EXIT decide;
+          END IF;
+          IF e_subscription.state::text = ANY (ARRAY['open']::text[]) THEN
+            NULL;
+          ELSE
+            v_state := 'rejected'; v_outcome := 'account_closed';
+            v_detail := format('subscription %s is %s: no transition from it', v_id, e_subscription.state::text);
+            EXIT decide;
+          END IF;
+        END IF;
+        INSERT INTO effects (effect_key, inbox_id) VALUES (v_effect, ev.id) ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded concurrently', v_effect);
+          EXIT decide;
+        END IF;
+          UPDATE subscriptions SET paid_through = (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('paid_through', f_period_end))).paid_through, latest_invoice = (jsonb_populate_record(NULL::subscriptions, jsonb_build_object('latest_invoice', f_invoice))).latest_invoice, updated_at = now()
+          WHERE id = k_subscription AND account = a_subscription RETURNING * INTO e_subscription;
+        INSERT INTO outbox_tasks (operation_key, kind, payload, inbox_id)
+        VALUES (v_task_keys[1], 'invoice_receipt', jsonb_build_object('kind', 'invoice_receipt', 'subscription', v_id, 'invoice', coalesce(f_invoice #>> '{}', ''), 'customer', coalesce(f_customer #>> '{}', ''), 'amount_paid', f_amount_paid, 'currency', coalesce(f_currency #>> '{}', '')), ev.id)
+        ON CONFLICT (operation_key) DO NOTHING;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_tasks := v_tasks + v_n;
+        UPDATE inbox_events SET next_attempt_at = now()
+        WHERE state = 'deferred' AND account = ev.account AND waiting_for = v_id AND next_attempt_at > now();
+        v_state := 'processed'; v_outcome := 'applied'; v_detail := v_effect;
+        EXIT decide;
+      END IF;
+
+      IF v_type = ANY (ARRAY['customer.subscription.created', 'customer.subscription.updated', 'customer.subscription.deleted', 'invoice.paid']::text[]) THEN
+        v_state := 'ignored'; v_outcome := 'no_matching_rule';
+        v_detail := format('no rule for event type %L applies to this event''s data', v_type);
+        EXIT decide;
+      END IF;
+      v_state := 'rejected'; v_outcome := 'no_rule';
+      v_detail := format('event type %L is allowed but idemhook_apply_event has no rule for it', v_type);
+      EXIT decide;
+    END decide;
+
+    IF v_state = 'deferred' AND now() - ev.received_at > coalesce(v_defer_limit, p_defer_limit) THEN
+      v_state := 'failed';
+      v_detail := format('%s; gave up: deferred for longer than %s', v_detail, coalesce(v_defer_limit, p_defer_limit));
+    END IF;
+    UPDATE inbox_events SET
+      state = v_state,
+      outcome = v_outcome,
+      last_error = CASE WHEN v_state = 'processed' THEN NULL ELSE v_detail END,
+      claimed_until = NULL,
+      next_attempt_at = CASE WHEN v_state = 'deferred' THEN now() + v_backoff END,
+      waiting_for = CASE WHEN v_state = 'deferred' THEN v_waiting END,
+      finished_at = CASE WHEN v_state <> 'deferred' THEN now() END,
+      updated_at = now()
+    WHERE id = ev.id;
+  EXCEPTION WHEN others OR query_canceled THEN
+    -- Everything this block wrote is rolled back; the row lock is kept. A
+    -- cancelled statement (statement_timeout, an operator's
+    -- pg_cancel_backend) is recorded too: it is one row's transient fault,
+    -- and n8n keeps no message for it (see RecordEventError).
+    GET STACKED DIAGNOSTICS v_detail = MESSAGE_TEXT, v_sqlstate = RETURNED_SQLSTATE;
+    v_state := 'processing'; v_outcome := 'error'; v_tasks := 0;
+    v_detail := format('the decision failed: %s (SQLSTATE %s); retried after %s', v_detail, v_sqlstate, v_backoff);
+    UPDATE inbox_events SET outcome = v_outcome, last_error = left(v_detail, 2000),
+      claimed_until = now() + v_backoff, updated_at = now()
+    WHERE id = ev.id;
+  END;
+  RETURN QUERY SELECT ev.id, v_state, v_outcome, v_detail, v_tasks;
+END
+$fn$;
+
+-- idemhook_outbox_result records the answer to one outbox call (a send, or the
+-- lookup that reconciles an uncertain one) and decides the task's next state:
+--   send:   2xx -> sent; 408, 409, 429, 5xx -> pending with backoff (failed
+--           after p_max_attempts); other statuses -> failed, the answer kept;
+--           no connection (refused, unknown host) -> pending with backoff;
+--           any other transport error (timeout, reset) -> ambiguous: the call
+--           may have been performed, so it is looked up before any resend.
+--   lookup: 2xx -> sent; 404 -> pending and due now, so the dispatcher's
+--           send phase resends it with the same key; anything else -> stays
+--           ambiguous, looked up again later.
+-- p_attempt fences the call as in idemhook_apply_event.
+CREATE OR REPLACE FUNCTION idemhook_outbox_result(p_id bigint, p_attempt integer, p_phase text, p_status integer,
+  p_error text, p_body text, p_max_attempts integer, p_backoff interval)
+RETURNS TABLE (id bigint, operation_key text, state text, resend boolean)
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+  t outbox_tasks%ROWTYPE;
+  v_state text;
+  v_error text;
+  v_delay interval;
+BEGIN
+  SELECT * INTO t FROM outbox_tasks WHERE id = p_id FOR UPDATE;
+  IF NOT FOUND OR t.state <> 'sending' OR t.attempts <> p_attempt THEN
+    RETURN QUERY SELECT p_id, t.operation_key, coalesce(t.state, 'missing'), false;
+    RETURN;
+  END IF;
+  v_error := left(coalesce(nullif(p_error, ''), p_body), 2000);
+  v_delay := least(p_backoff * power(2, least(t.attempts - 1, 20)), interval '1 hour') * (0.5 + random() / 2);
+  IF p_phase = 'lookup' THEN
+    IF p_status BETWEEN 200 AND 299 THEN
+      v_state := 'sent';
+    ELSIF p_status = 404 THEN
+      -- Not performed: send it again, with the same key, now.
+      UPDATE outbox_tasks SET state = 'pending', last_status = p_status, last_error = 'lookup: not performed; resending',
+        claimed_until = NULL, next_attempt_at = now(), updated_at = now()
+      WHERE id = t.id;
+      RETURN QUERY SELECT t.id, t.operation_key, 'pending'::text, true;
+      RETURN;
+    ELSE
+      v_state := 'ambiguous';
+      v_error := 'lookup did not answer 200 or 404: ' || coalesce(p_status::text, v_error, 'no answer');
+    END IF;
+  ELSIF p_status BETWEEN 200 AND 299 THEN
+    v_state := 'sent';
+  ELSIF p_status IN (408, 409, 429) OR p_status >= 500 THEN
+    v_state := CASE WHEN t.attempts >= p_max_attempts THEN 'failed' ELSE 'pending' END;
+  ELSIF p_status IS NOT NULL THEN
+    v_state := 'failed';
+  ELSIF p_error IN ('ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH') THEN
+    v_state := CASE WHEN t.attempts >= p_max_attempts THEN 'failed' ELSE 'pending' END;
+  ELSE
+    v_state := 'ambiguous';
+  END IF;
+  UPDATE outbox_tasks SET
+    state = v_state,
+    last_status = p_status,
+    last_error = CASE WHEN v_state = 'sent' THEN NULL ELSE v_error END,
+    claimed_until = NULL,
+    next_attempt_at = CASE WHEN v_state IN ('pending', 'ambiguous') THEN now() + v_delay ELSE next_attempt_at END,
+    sent_at = CASE WHEN v_state = 'sent' THEN now() END,
+    updated_at = now()
+  WHERE id = t.id;
+  RETURN QUERY SELECT t.id, t.operation_key, v_state, false;
+END
+$fn$;
+
+-- idemhook_outbox_wait lets one dispatcher wait for the next task that falls due
+-- within p_window, so that a retry happens at its backoff and not at the
+-- next sweep. It returns true once a task is due (pending, ambiguous, or
+-- sending with an expired claim), false when none will be within the
+-- window, or at once when another dispatcher is already waiting: the
+-- transaction-scoped advisory lock (keyed by the outbox table) makes at most
+-- one waiter per table, and it goes with the waiter's transaction, so a
+-- dispatcher that dies while waiting leaves no lock behind. It reads the
+-- clock, not the transaction's start, and looks again every second so that
+-- a task scheduled earlier meanwhile is not missed.
+CREATE OR REPLACE FUNCTION idemhook_outbox_wait(p_window interval)
+RETURNS TABLE (due boolean)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_until timestamptz := clock_timestamp() + p_window;
+  v_next timestamptz;
+BEGIN
+  IF NOT pg_try_advisory_xact_lock('outbox_tasks'::regclass::oid::bigint) THEN
+    RETURN QUERY SELECT false;
+    RETURN;
+  END IF;
+  LOOP
+    SELECT min(CASE WHEN t.state = 'sending' THEN t.claimed_until ELSE t.next_attempt_at END) INTO v_next
+    FROM outbox_tasks t WHERE t.state IN ('pending', 'ambiguous', 'sending');
+    IF v_next IS NULL OR v_next > v_until THEN
+      RETURN QUERY SELECT false;
+      RETURN;
+    END IF;
+    IF v_next <= clock_timestamp() THEN
+      RETURN QUERY SELECT true;
+      RETURN;
+    END IF;
+    PERFORM pg_sleep(least(extract(epoch FROM v_next - clock_timestamp()), 1));
+  END LOOP;
+END
+$fn$;
