@@ -38,6 +38,16 @@ func PresetNames() []string {
 	return names
 }
 
+// PresetProvider is the provider preset name's rules are written for ("" for
+// no such preset).
+func PresetProvider(name string) string {
+	rs, err := Preset(name)
+	if err != nil {
+		return ""
+	}
+	return rs.Provider.Name
+}
+
 // PresetFile returns the preset's rules file as it is embedded.
 func PresetFile(name string) ([]byte, error) {
 	if !slices.ContainsFunc(presets, func(p preset) bool { return p.Name == name }) {

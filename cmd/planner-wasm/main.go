@@ -9,6 +9,7 @@
 //	effect(body Uint8Array, headers string, rules string) → {type, account, rule, state, outcome, detail, entity, table, id, effectKey, taskKeys, row: [{state, decision}]} | {error}
 //	rulesPresets() → [name]
 //	options() → [{name, option, usage, default, choices, pattern}]
+//	providers() → [{name, label, verify, preset, rules, receiver}]
 //	generate(flags {name: value}) → {files: {name: text}, zip: Uint8Array} | {error, flag}
 //
 // The page computes the key's SHA-256 itself with crypto.subtle.digest; key
@@ -35,6 +36,7 @@ func main() {
 		"effect":       js.FuncOf(effect),
 		"rulesPresets": js.FuncOf(rulesPresets),
 		"options":      js.FuncOf(options),
+		"providers":    js.FuncOf(providers),
 		"generate":     js.FuncOf(generate),
 	}))
 	select {}
@@ -182,4 +184,15 @@ func generate(_ js.Value, args []js.Value) any {
 		nameList[i] = n
 	}
 	return map[string]any{"files": out, "names": nameList, "zip": zipBytes}
+}
+
+// providers lists generator.ProviderChoices: what the page's one provider
+// control sets.
+func providers(js.Value, []js.Value) any {
+	var out []any
+	for _, c := range generator.ProviderChoices() {
+		out = append(out, map[string]any{"name": c.Name, "label": c.Label, "verify": c.Verify, "preset": c.Preset,
+			"rules": c.Rules, "receiver": string(c.Receiver)})
+	}
+	return out
 }
