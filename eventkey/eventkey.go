@@ -125,6 +125,14 @@ func Member(body []byte, name string) (string, bool) {
 	return scanMember(body, name)
 }
 
+// IsObject reports whether body is what the id clause of the spec reads:
+// valid UTF-8 and, after one optional BOM, exactly one JSON object nested at
+// most MaxDepth levels (with an id or not).
+func IsObject(body []byte) bool {
+	_, rule := scan(body, "")
+	return rule == "" || rule == RuleNoID
+}
+
 // ValidID reports whether id could be an event id under the spec: 1 to
 // MaxIDBytes bytes of valid UTF-8 with no control character. Callers that
 // take a key from elsewhere (a provider header) validate it with this.

@@ -127,9 +127,7 @@ func DeriveForSummed(p Preset, header Header, body []byte, sum Summed, scope str
 			break
 		}
 	}
-	// Header ids must be printable ASCII: HTTP stacks decode other header
-	// bytes differently (Node as Latin-1), so implementations would disagree.
-	usable := ValidID(id) && printableASCII(id)
+	usable := ValidHeaderID(id)
 	if rule.bodyMember != "" {
 		id, usable = scanMember(body, rule.bodyMember)
 	}
@@ -143,6 +141,12 @@ func DeriveForSummed(p Preset, header Header, body []byte, sum Summed, scope str
 	}
 	return Key{Value: strings.Join([]string{rule.prefix, scope, id}, ":"), Source: SourceProviderID}, nil
 }
+
+// ValidHeaderID reports whether a header's value may serve as an id (or an
+// account): ValidID, and printable ASCII, because HTTP stacks decode other
+// header bytes differently (Node as Latin-1) and implementations would
+// disagree.
+func ValidHeaderID(v string) bool { return ValidID(v) && printableASCII(v) }
 
 func printableASCII(s string) bool {
 	for i := 0; i < len(s); i++ {

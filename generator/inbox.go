@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -160,7 +161,11 @@ func receiverGraph(g *graph, r resolved, ids map[string]string) error {
 	if err != nil {
 		return err
 	}
-	script, err := templates.ReceiptScript(r.Preset, r.Scope, r.Account, receiptHeaders(r))
+	p := r.Rules.Provider
+	script, err := templates.ReceiptScript(templates.Receipt{
+		Preset: r.Preset, Scope: r.Scope, DefaultAccount: r.Account, Headers: receiptHeaders(r),
+		TypeHeader: p.Type.Header, TypePath: p.Type.Body, AccountHeader: p.Account.Header, AccountPath: p.Account.Body,
+	})
 	if err != nil {
 		return err
 	}
@@ -275,14 +280,19 @@ func endpointName(webhookPath string) string {
 }
 
 // receiptHeaders lists the request headers kept with a receipt: the content
-// type and whatever the provider's signature and id are read from, so the
-// event can be verified again or forwarded later.
+// type and whatever the provider's signature, id, type and account are read
+// from, so the event can be verified again, decided, or forwarded later.
 func receiptHeaders(r resolved) []string {
 	headers := []string{"Content-Type"}
 	if r.Verify != "" {
 		headers = append(headers, signature.Provider(r.Verify).Headers()...)
 	}
 	headers = append(headers, eventkey.Preset(r.Preset).Headers()...)
+	for _, h := range r.Rules.Provider.Headers() {
+		if !slices.ContainsFunc(headers, func(k string) bool { return strings.EqualFold(k, h) }) {
+			headers = append(headers, h)
+		}
+	}
 	return headers
 }
 

@@ -65,7 +65,7 @@ func (g *graph) placedNotes() []node {
 		left := max(x(n.anchor), next)
 		out = append(out, node{
 			Name: noteName(n.markdown), ID: UUIDFrom(g.seed + "/note/" + noteName(n.markdown)), Type: typeSticky, TypeVersion: TypeVersions[typeSticky],
-			Position: [2]int{left, top - noteGap - height},
+			Position:   [2]int{left, top - noteGap - height},
 			Parameters: map[string]any{"content": n.markdown, "width": noteWidth, "height": height},
 		})
 		next = left + noteWidth + noteGap

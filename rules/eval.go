@@ -290,10 +290,14 @@ func (rs *Rules) Evaluate(e Event, allowed []string) Evaluation {
 	doc, isJSON := parseDoc(e.Body)
 	ev := Evaluation{Type: e.Type, Account: e.Account}
 	if ev.Type == "" {
-		ev.Type = rs.Provider.eventType(doc, e.Headers)
+		ev.Type = rs.Provider.TypeOf(lowerHeaders(e.Headers), e.Body)
 	}
 	if ev.Account == "" {
-		ev.Account = rs.Provider.account(doc, e.Headers)
+		if a, ok := rs.Provider.AccountOf(lowerHeaders(e.Headers), e.Body); ok {
+			ev.Account = a
+		} else {
+			ev.Account = "default"
+		}
 	}
 	if allowed == nil {
 		allowed = rs.Types()
@@ -397,24 +401,7 @@ func rowCases(r pgsql.DecisionRule) []RowCase {
 	return out
 }
 
-// eventType is the event's type as the provider keeps it.
-func (p Provider) eventType(doc docValue, headers map[string]string) string {
-	return p.Type.read(doc, headers)
-}
+// lowerHeaders are headers as the receivers keep them (lower-case names).
+type lowerHeaders map[string]string
 
-// account is the event's account, "default" when it names none.
-func (p Provider) account(doc docValue, headers map[string]string) string {
-	if a := p.Account.read(doc, headers); a != "" {
-		return a
-	}
-	return "default"
-}
-
-func (s Source) read(doc docValue, headers map[string]string) string {
-	if s.Header != "" {
-		return headers[s.headerName()]
-	}
-	v, _ := at(doc, s.Body)
-	str, _ := v.(string)
-	return str
-}
+func (h lowerHeaders) Get(name string) string { return h[strings.ToLower(name)] }

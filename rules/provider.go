@@ -1,8 +1,14 @@
 package rules
 
 import (
+	"bytes"
+	"encoding/json"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/idemhook/idemhook/eventkey"
 )
 
 // Source is where a provider keeps one property of its events: a path
@@ -30,11 +36,99 @@ type Provider struct {
 	Verify string
 }
 
-// providers are the known providers. The next ones (Shopify, GitHub,
-// Standard Webhooks) read their type from a header.
+// providers are the known providers: where each keeps an event's type and
+// the account it is about (the receipt is unique per account and delivery).
+//   - Stripe: the body's type; a Connect event's account.
+//   - Shopify: the topic header (orders/paid); the shop's domain header.
+//   - GitHub: the event header (deployment_status; the action is in the
+//     body); the App installation's id in the body.
+//   - Standard Webhooks (Svix and the senders that follow the spec): the
+//     body's type; no account, so the receiver's --account.
 var providers = []Provider{
 	{Name: "stripe", Type: Source{Body: Path{"type"}}, Account: Source{Body: Path{"account"}}, Verify: "stripe"},
+	{Name: "shopify", Type: Source{Header: "X-Shopify-Topic"}, Account: Source{Header: "X-Shopify-Shop-Domain"}, Verify: "shopify"},
+	{Name: "github", Type: Source{Header: "X-GitHub-Event"}, Account: Source{Body: Path{"installation", "id"}}, Verify: "github"},
+	{Name: "standardwebhooks", Type: Source{Body: Path{"type"}}, Verify: "standardwebhooks"},
 }
+
+// ProviderFor returns the provider called name (false when there is none).
+func ProviderFor(name string) (Provider, bool) { return providerNamed(name) }
+
+// Headers lists the request headers the provider's type and account are
+// read from, which a receiver keeps with the receipt.
+func (p Provider) Headers() []string {
+	var out []string
+	for _, s := range []Source{p.Type, p.Account} {
+		if s.Header != "" {
+			out = append(out, s.Header)
+		}
+	}
+	return out
+}
+
+// TypeOf returns the event type of a delivery as the receivers store it in
+// inbox_events.event_type ("" when the delivery names none); see
+// Source.Value.
+func (p Provider) TypeOf(header eventkey.Header, body []byte) string {
+	t, _ := p.Type.Value(header, body)
+	return t
+}
+
+// AccountOf returns the account a delivery names (false when it names none:
+// the receiver's --account applies); see Source.Value.
+func (p Provider) AccountOf(header eventkey.Header, body []byte) (string, bool) {
+	return p.Account.Value(header, body)
+}
+
+// Value reads a delivery's value where s says, as every receiver does (the
+// Code node script mirrors it, and a test holds the two to the same
+// answers):
+//   - a header: its value, when eventkey.ValidHeaderID accepts it;
+//   - a one-member path: that top-level member of the body, under the key
+//     spec's rules for the id (eventkey.Member);
+//   - a longer path: the body, when it is a JSON object as the key spec
+//     reads one (eventkey.IsObject); object members down the path; a string that ValidHeaderID
+//     accepts, or a whole number from 0 to 2^53-1 (as JavaScript reads it)
+//     in decimal digits: GitHub's installation.id is a number.
+//
+// Anything else is no value (false).
+func (s Source) Value(header eventkey.Header, body []byte) (string, bool) {
+	switch {
+	case s.Header != "":
+		v := header.Get(s.Header)
+		return v, eventkey.ValidHeaderID(v)
+	case len(s.Body) == 1:
+		return eventkey.Member(body, s.Body[0])
+	case len(s.Body) == 0:
+		return "", false
+	}
+	var v any
+	if !eventkey.IsObject(body) || json.Unmarshal(bytes.TrimPrefix(body, []byte("\xEF\xBB\xBF")), &v) != nil {
+		return "", false
+	}
+	for _, seg := range s.Body {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return "", false
+		}
+		if v, ok = obj[seg]; !ok {
+			return "", false
+		}
+	}
+	switch x := v.(type) {
+	case string:
+		return x, eventkey.ValidHeaderID(x)
+	case float64:
+		// json.Unmarshal rounds as JSON.parse does.
+		if x >= 0 && x <= maxSafeInteger && x == math.Trunc(x) {
+			return strconv.FormatInt(int64(x), 10), true
+		}
+	}
+	return "", false
+}
+
+// maxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER.
+const maxSafeInteger = 1<<53 - 1
 
 // ProviderNames lists the providers a rules file may name.
 func ProviderNames() []string {

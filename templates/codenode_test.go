@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/idemhook/idemhook/conformance"
 	"github.com/idemhook/idemhook/eventkey"
+	"github.com/idemhook/idemhook/rules"
 	"github.com/idemhook/idemhook/templates"
 )
 
@@ -26,9 +29,10 @@ type harnessResult struct {
 	Source string `json:"source"`
 	Error  string `json:"error"`
 	// Receipt mode only.
-	Account string            `json:"account"`
-	Body    string            `json:"body"`
-	Headers map[string]string `json:"headers"`
+	Account   string            `json:"account"`
+	EventType string            `json:"eventType"`
+	Body      string            `json:"body"`
+	Headers   map[string]string `json:"headers"`
 }
 
 // TestCodeNodeScriptConformance runs the Code node script, exactly as the
@@ -134,10 +138,11 @@ func runHarness(t *testing.T, dir string, cases []harnessCase) []harnessResult {
 	return results
 }
 
-// The receipt mode of the script (inbox pattern) agrees with Go on every
-// vector body and on bodies that probe the account member: the key, the
-// account (eventkey.Member, else the default), the exact body bytes and the
-// kept headers.
+// The receipt mode of the script (inbox pattern) agrees with Go for every
+// rules provider, on every vector body and on bodies and headers that probe
+// where the provider keeps the type and the account: the key, the type
+// (Provider.TypeOf), the account (Provider.AccountOf, else the default), the
+// exact body bytes and the kept headers.
 func TestReceiptScriptAgreesWithGo(t *testing.T) {
 	vectors, err := conformance.Vectors()
 	if err != nil {
@@ -153,47 +158,114 @@ func TestReceiptScriptAgreesWithGo(t *testing.T) {
 			bodies = append(bodies, b)
 		}
 	}
+	deep := strings.Repeat(`[`, 1001) + strings.Repeat(`]`, 1001)
 	for _, b := range []string{
-		`{"id":"evt_1","account":"acct_123"}`,
+		`{"id":"evt_1","type":"invoice.paid","account":"acct_123"}`,
 		`{"id":"evt_1","account":42}`,
 		`{"id":"evt_1","account":""}`,
 		`{"id":"evt_1","account":"a\u0000b"}`,
 		`{"id":"evt_1","data":{"account":"acct_nested"}}`,
 		`{"account":"acct_first","account":"acct_last","id":"evt_2"}`,
-		`{"account":"acct_no_id"}`,
-		"\xEF\xBB\xBF{\"id\":\"evt_bom\",\"account\":\"acct_bom\"}",
+		`{"account":"acct_no_id","type":"no.id"}`,
+		"\xEF\xBB\xBF{\"id\":\"evt_bom\",\"account\":\"acct_bom\",\"installation\":{\"id\":7}}",
+		// GitHub's installation.id, a number, at a nested path.
+		`{"action":"created","installation":{"id":12345}}`,
+		`{"installation":{"id":"inst-1"}}`,
+		`{"installation":{"id":1.5}}`,
+		`{"installation":{"id":-1}}`,
+		`{"installation":{"id":-0}}`,
+		`{"installation":{"id":1e3}}`,
+		`{"installation":{"id":1e400}}`,
+		`{"installation":{"id":9007199254740991}}`,
+		`{"installation":{"id":9007199254740992}}`,
+		`{"installation":{"id":"caf\u00e9"}}`,
+		`{"installation":{"id":"\ud800"}}`,
+		`{"installation":{"id":""}}`,
+		`{"installation":{"id":null}}`,
+		`{"installation":{"id":true}}`,
+		`{"installation":[{"id":1}]}`,
+		`{"installation":{"id":1},"installation":{"id":2}}`,
+		`[{"installation":{"id":1}}]`,
+		`{"installation":{"id":3}} x`,
+		`{"installation":{"id":4},"deep":` + deep + `}`,
+		`{"installation":{"id":5},"type":{"name":"nested"}}`,
+		"{\"installation\":{\"id\":6},\"bad\":\"\xff\"}",
 	} {
 		bodies = append(bodies, []byte(b))
 	}
+	headerSets := []map[string]string{
+		{"content-type": "application/json", "x-other": "dropped"},
+		{"x-shopify-topic": "orders/paid", "x-shopify-shop-domain": "shop-1.myshopify.com", "x-shopify-webhook-id": "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043", "x-shopify-hmac-sha256": "c2ln"},
+		{"x-shopify-topic": "", "x-shopify-shop-domain": "caf\u00e9.example", "x-shopify-webhook-id": "w-2"},
+		{"x-github-event": "deployment_status", "x-github-delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958", "x-github-hook-id": "42", "x-hub-signature-256": "sha256=00"},
+		{"webhook-id": "msg_2KWPBgLlAfxdpx2AI54pPJ85f1W", "webhook-timestamp": "1674087231", "webhook-signature": "v1,AAAA"},
+	}
 	dir := t.TempDir()
 	const fallback = "shop-eu"
-	kept := []string{"Stripe-Signature", "Content-Type"}
-	src, err := templates.ReceiptScript("stripe", "", fallback, kept)
-	if err != nil {
-		t.Fatal(err)
+	var cases []harnessCase
+	type want struct {
+		provider string
+		body     []byte
+		header   http.Header
 	}
-	script := filepath.Join(dir, "receipt.js")
-	if err := os.WriteFile(script, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	headers := map[string]string{"stripe-signature": "t=1,v1=ab", "content-type": "application/json", "x-other": "dropped"}
-	cases := make([]harnessCase, len(bodies))
-	for i, b := range bodies {
-		cases[i] = harnessCase{Script: script, Body: base64.StdEncoding.EncodeToString(b), Headers: headers}
+	var wants []want
+	for i, name := range rules.ProviderNames() {
+		p, _ := rules.ProviderFor(name)
+		kept := append([]string{"Content-Type"}, p.Headers()...)
+		src, err := templates.ReceiptScript(templates.Receipt{
+			Preset: p.Verify, DefaultAccount: fallback, Headers: kept,
+			TypeHeader: p.Type.Header, TypePath: p.Type.Body, AccountHeader: p.Account.Header, AccountPath: p.Account.Body,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		script := filepath.Join(dir, fmt.Sprintf("receipt-%d.js", i))
+		if err := os.WriteFile(script, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, hs := range headerSets {
+			h := http.Header{}
+			for k, v := range hs {
+				h.Set(k, v)
+			}
+			for _, b := range bodies {
+				cases = append(cases, harnessCase{Script: script, Body: base64.StdEncoding.EncodeToString(b), Headers: hs})
+				wants = append(wants, want{name, b, h})
+			}
+		}
 	}
 	results := runHarness(t, dir, cases)
-	for i, b := range bodies {
+	accounts := map[string]int{}
+	for i, w := range wants {
 		r := results[i]
-		k, _ := eventkey.Derive(b)
-		account, ok := eventkey.Member(b, "account")
+		p, _ := rules.ProviderFor(w.provider)
+		k, err := eventkey.DeriveFor(eventkey.Preset(p.Verify), w.header, w.body, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		account, ok := p.AccountOf(w.header, w.body)
 		if !ok {
 			account = fallback
 		}
-		if r.Key != k.Value || r.Account != account || r.Body != cases[i].Body {
-			t.Errorf("body %q: script gave key %q account %q, Go gives %q %q (body kept: %v)", b, r.Key, r.Account, k.Value, account, r.Body == cases[i].Body)
+		accounts[w.provider+" "+account]++
+		eventType := p.TypeOf(w.header, w.body)
+		if r.Key != k.Value || r.Account != account || r.EventType != eventType || r.Body != cases[i].Body || r.Error != "" {
+			t.Errorf("%s, headers %v, body %q: script gave key %q account %q type %q %s; Go gives %q %q %q (body kept: %v)",
+				w.provider, cases[i].Headers, w.body, r.Key, r.Account, r.EventType, r.Error, k.Value, account, eventType, r.Body == cases[i].Body)
 		}
-		if len(r.Headers) != 2 || r.Headers["stripe-signature"] != "t=1,v1=ab" || r.Headers["content-type"] != "application/json" {
-			t.Errorf("body %q: kept headers %v, want stripe-signature and content-type only", b, r.Headers)
+		for h, v := range r.Headers {
+			if w.header.Get(h) != v || h != strings.ToLower(h) {
+				t.Errorf("%s: kept header %s: %q, the request's is %q", w.provider, h, v, w.header.Get(h))
+			}
+		}
+		if _, kept := r.Headers["x-other"]; kept {
+			t.Errorf("%s: kept x-other, which no one reads", w.provider)
+		}
+	}
+	// The probes reach each provider's account source, not only the fallback.
+	for _, a := range []string{"stripe acct_123", "shopify shop-1.myshopify.com", "github 12345", "github 9007199254740991", "github 1000", "github 0", "standardwebhooks " + fallback} {
+		if accounts[a] == 0 {
+			t.Errorf("no case gave the account %q; accounts: %v", a, accounts)
 		}
 	}
 }

@@ -64,24 +64,53 @@ const (
 	scopeLine  = "const SCOPE = '';"
 )
 
-// ReceiptScript returns the key script in receipt mode, for the inbox
-// pattern's receiver: it also outputs the account (the body's "account", else
-// defaultAccount), the raw body in base64 and the named headers.
-func ReceiptScript(preset, scope, defaultAccount string, headers []string) (string, error) {
-	script, err := KeyScript(preset, scope)
+// Receipt configures the key script's receipt mode, for the inbox
+// pattern's receiver.
+type Receipt struct {
+	Preset, Scope string
+	// DefaultAccount is the account of a delivery that names none.
+	DefaultAccount string
+	// Headers are the request headers kept with the receipt.
+	Headers []string
+	// TypeHeader, else TypePath, is where the event type is; AccountHeader,
+	// else AccountPath, the account (rules.Source).
+	TypeHeader, AccountHeader string
+	TypePath, AccountPath     []string
+}
+
+// ReceiptScript returns the key script in receipt mode: it also outputs the
+// event type and the account (r.DefaultAccount when the delivery names
+// none), the raw body in base64 and the kept headers.
+func ReceiptScript(r Receipt) (string, error) {
+	script, err := KeyScript(r.Preset, r.Scope)
 	if err != nil {
 		return "", err
 	}
-	lower := make([]string, len(headers))
-	for i, h := range headers {
-		lower[i] = strings.ToLower(h)
+	lit := func(v any) string {
+		b, _ := json.Marshal(v)
+		return string(b)
 	}
-	a, _ := json.Marshal(defaultAccount)
-	h, _ := json.Marshal(lower)
+	lower := func(hs ...string) []string {
+		out := make([]string, len(hs))
+		for i, h := range hs {
+			out[i] = strings.ToLower(h)
+		}
+		return out
+	}
+	path := func(p []string) []string {
+		if p == nil {
+			return []string{}
+		}
+		return p
+	}
 	return setLines(script, map[string]string{
 		"const RECEIPT = false;":             "const RECEIPT = true;",
-		"const DEFAULT_ACCOUNT = 'default';": "const DEFAULT_ACCOUNT = " + string(a) + ";",
-		"const RECEIPT_HEADERS = [];":        "const RECEIPT_HEADERS = " + string(h) + ";",
+		"const DEFAULT_ACCOUNT = 'default';": "const DEFAULT_ACCOUNT = " + lit(r.DefaultAccount) + ";",
+		"const RECEIPT_HEADERS = [];":        "const RECEIPT_HEADERS = " + lit(lower(r.Headers...)) + ";",
+		"const TYPE_HEADER = '';":            "const TYPE_HEADER = " + lit(lower(r.TypeHeader)[0]) + ";",
+		"const TYPE_PATH = ['type'];":        "const TYPE_PATH = " + lit(path(r.TypePath)) + ";",
+		"const ACCOUNT_HEADER = '';":         "const ACCOUNT_HEADER = " + lit(lower(r.AccountHeader)[0]) + ";",
+		"const ACCOUNT_PATH = ['account'];":  "const ACCOUNT_PATH = " + lit(path(r.AccountPath)) + ";",
 	})
 }
 

@@ -22,12 +22,18 @@ const PRESET = '';
 const SCOPE = '';
 
 // Inbox pattern (`idemhook generate --pattern inbox`): the receipt also
-// carries the account (the body's top-level "account" string, as Stripe
-// Connect sends it, else DEFAULT_ACCOUNT), the raw body in base64 and the
-// request headers named in RECEIPT_HEADERS (lower case).
+// carries the event type and the account, read where the rules' provider
+// keeps them (a header, else a path into the body: Stripe's "type" and
+// Connect "account"; the account is DEFAULT_ACCOUNT when the delivery names
+// none), the raw body in base64 and the request headers named in
+// RECEIPT_HEADERS (lower case). rules.Source.Value is the Go side.
 const RECEIPT = false;
 const DEFAULT_ACCOUNT = 'default';
 const RECEIPT_HEADERS = [];
+const TYPE_HEADER = '';
+const TYPE_PATH = ['type'];
+const ACCOUNT_HEADER = '';
+const ACCOUNT_PATH = ['account'];
 
 const MAX_DEPTH = 1000;
 const MAX_ID_BYTES = 255;
@@ -288,6 +294,45 @@ function bodyMember(buf, name) {
   return sc.id;
 }
 
+// A receipt's value (type, account): a header's when it is a usable id; a
+// top-level member under the id rules; down a longer path, a string that is
+// a usable header id or a whole number up to Number.MAX_SAFE_INTEGER.
+function receiptValue(headers, buf, header, path) {
+  if (header !== '') {
+    const v = headerValue(headers, header);
+    return validId(v) && printableAscii(v) ? v : null;
+  }
+  if (buf.length === 0 || path.length === 0) return null;
+  if (path.length === 1) return bodyMember(buf, path[0]);
+  if (!isObject(buf)) return null;
+  let v;
+  try {
+    v = JSON.parse(buf.toString('utf8').replace(/^\ufeff/, ''));
+  } catch (e) {
+    return null;
+  }
+  for (const seg of path) {
+    if (v === null || typeof v !== 'object' || Array.isArray(v) || !Object.prototype.hasOwnProperty.call(v, seg)) return null;
+    v = v[seg];
+  }
+  if (typeof v === 'string') return validId(v) && printableAscii(v) ? v : null;
+  if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return String(v);
+  return null;
+}
+
+// isObject mirrors eventkey.IsObject: one JSON object the scanner accepts.
+function isObject(buf) {
+  if (!isValidUtf8(buf)) return false;
+  let start = 0;
+  if (buf.length >= 3 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf) start = 3;
+  const sc = new Scanner(buf.subarray(start).toString('utf8'), '');
+  sc.skipSpace();
+  if (sc.peek() !== 0x7b) return false;
+  if (!sc.value(0)) return false;
+  sc.skipSpace();
+  return sc.pos === sc.s.length;
+}
+
 const EMPTY_BODY = 'empty body: there is nothing to derive an idempotency key from';
 
 // Returns {key, source}; key is '' for an empty body, which has none.
@@ -373,7 +418,9 @@ for (let i = 0; i < items.length; i++) {
   const json = { key: k.key, source: k.source, eventType: eventType(buf, k.source) };
   if (k.error) json.error = k.error;
   if (RECEIPT) {
-    const account = buf.length > 0 ? bodyMember(buf, 'account') : null;
+    const type = receiptValue(items[i].json.headers, buf, TYPE_HEADER, TYPE_PATH);
+    json.eventType = type !== null ? type : '';
+    const account = receiptValue(items[i].json.headers, buf, ACCOUNT_HEADER, ACCOUNT_PATH);
     json.account = account !== null ? account : DEFAULT_ACCOUNT;
     json.body = buf.toString('base64');
     json.headers = {};

@@ -35,7 +35,7 @@ async function main() {
       const out = await run.call({ helpers }, $input, require);
       if (!Array.isArray(out) || out.length !== 1) throw new Error('expected one output item, got ' + JSON.stringify(out));
       const j = out[0].json;
-      results.push({ key: j.key, source: j.source, error: j.error || '', account: j.account, body: j.body, headers: j.headers });
+      results.push({ key: j.key, source: j.source, error: j.error || '', account: j.account, eventType: j.eventType, body: j.body, headers: j.headers });
     } catch (e) {
       results.push({ error: 'threw: ' + String(e && e.message) });
     }
