@@ -182,6 +182,12 @@ func (d inboxDeployment) waitDue(t *testing.T, eventIDs []string) {
 	for i, e := range eventIDs {
 		keys[i] = "evt:" + e
 	}
+	d.waitDueKeys(t, keys)
+}
+
+// waitDueKeys is waitDue for receipt keys.
+func (d inboxDeployment) waitDueKeys(t *testing.T, keys []string) {
+	t.Helper()
 	waitFor(t, time.Minute, fmt.Sprintf("%d rows to fall due", len(keys)), func() bool {
 		var waiting int
 		st.Business.QueryRow(context.Background(), `SELECT count(*) FROM `+d.db.Inbox().String()+` WHERE event_id = ANY ($1)

@@ -133,9 +133,16 @@ type inboxRow struct {
 
 func (d inboxDeployment) row(t *testing.T, eventID string) (inboxRow, bool) {
 	t.Helper()
+	return d.receipt(t, "evt:"+eventID)
+}
+
+// receipt is the inbox row of the receipt key (for a provider's delivery
+// id: "shopify:…", "gh:…").
+func (d inboxDeployment) receipt(t *testing.T, key string) (inboxRow, bool) {
+	t.Helper()
 	var r inboxRow
 	err := st.Business.QueryRow(context.Background(), "SELECT id, state, coalesce(outcome, ''), attempts, coalesce(last_error, '') FROM "+
-		d.db.Inbox().String()+" WHERE event_id = $1", "evt:"+eventID).Scan(&r.ID, &r.State, &r.Outcome, &r.Attempts, &r.LastError)
+		d.db.Inbox().String()+" WHERE event_id = $1", key).Scan(&r.ID, &r.State, &r.Outcome, &r.Attempts, &r.LastError)
 	if err != nil {
 		return r, false
 	}
@@ -145,17 +152,23 @@ func (d inboxDeployment) row(t *testing.T, eventID string) (inboxRow, bool) {
 // waitRow waits until the event's inbox row reaches one of states.
 func (d inboxDeployment) waitRow(t *testing.T, eventID string, states ...string) inboxRow {
 	t.Helper()
+	return d.waitReceipt(t, "evt:"+eventID, states...)
+}
+
+// waitReceipt waits until the receipt's inbox row reaches one of states.
+func (d inboxDeployment) waitReceipt(t *testing.T, key string, states ...string) inboxRow {
+	t.Helper()
 	const timeout = 30 * time.Second
 	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
-		r, found := d.row(t, eventID)
+		r, found := d.receipt(t, key)
 		if found && slices.Contains(states, r.State) {
 			return r
 		}
 		if time.Now().After(deadline) {
 			if !found {
-				t.Fatalf("timed out after %s waiting for the inbox row of %s to be %v: there is no such row", timeout, eventID, states)
+				t.Fatalf("timed out after %s waiting for the inbox row of %s to be %v: there is no such row", timeout, key, states)
 			}
-			t.Fatalf("timed out after %s waiting for the inbox row of %s to be %v: it is %+v", timeout, eventID, states, r)
+			t.Fatalf("timed out after %s waiting for the inbox row of %s to be %v: it is %+v", timeout, key, states, r)
 		}
 	}
 }

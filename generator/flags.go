@@ -127,7 +127,7 @@ var Flags = []Flag{
 		set:   text(func(o *Options) *string { return &o.KeysvcCredential })},
 
 	{Name: "receiver", Option: "receiver", Default: string(ReceiverN8N), Choices: []string{string(ReceiverN8N), string(ReceiverKeysvc)}, Pattern: PatternInbox,
-		Usage: "inbox: who saves the provider's deliveries, a `RECEIVER`: n8n (receiver-workflow.json) or keysvc (its durable inbox forwards to target-workflow.json)",
+		Usage: "inbox: who saves the provider's deliveries, a `RECEIVER`: n8n (receiver-workflow.json) or keysvc (its durable inbox forwards to target-workflow.json); keysvc by default for standardwebhooks, which n8n cannot verify",
 		set:   func(o *Options, v string) error { o.Receiver = Receiver(v); return nil }},
 	{Name: "account", Option: "account", Default: DefaultAccount, Pattern: PatternInbox,
 		Usage: "inbox: the receipt's `ACCOUNT` when the event names none (Stripe Connect events carry \"account\")",

@@ -241,7 +241,7 @@ func TestInboxSchema(t *testing.T) {
 // keysvc as the inbox's receiver: the example endpoint names the provider,
 // and keysvc loads it with a whpk_ public key.
 func TestInboxKeysvcReceiverVerifiesStandardWebhooks(t *testing.T) {
-	if err := (generator.Options{Pattern: generator.PatternInbox, Verify: "standardwebhooks"}).Validate(); err == nil {
+	if err := (generator.Options{Pattern: generator.PatternInbox, Receiver: generator.ReceiverN8N, Verify: "standardwebhooks"}).Validate(); err == nil {
 		t.Error("the n8n receiver took standardwebhooks, which its Crypto node cannot verify")
 	}
 	files, _ := inboxFiles(t, generator.Options{Receiver: generator.ReceiverKeysvc, Verify: "standardwebhooks"})

@@ -244,9 +244,6 @@ func (o Options) withDefaults() Options {
 	if o.Pattern == "" {
 		o.Pattern = PatternReserve
 	}
-	if o.Receiver == "" {
-		o.Receiver = ReceiverN8N
-	}
 	if o.Pattern == PatternInbox {
 		def(&o.WebhookPath, DefaultInboxWebhookPath)
 		def(&o.WorkflowName, DefaultInboxWorkflowName)
@@ -259,6 +256,14 @@ func (o Options) withDefaults() Options {
 			verify = o.Rules.Provider.Verify
 		}
 		def(&o.Verify, verify)
+		// n8n cannot check a Standard Webhooks signature (see Validate):
+		// keysvc's inbox receives for it.
+		if o.Receiver == "" && o.Verify == string(signature.ProviderStandardWebhooks) {
+			o.Receiver = ReceiverKeysvc
+		}
+	}
+	if o.Receiver == "" {
+		o.Receiver = ReceiverN8N
 	}
 	if o.Verify == "none" {
 		o.Verify = ""
@@ -427,8 +432,9 @@ func (o Options) resolve() (resolved, error) {
 }
 
 // eventTypePattern matches provider event types such as
-// "payment_intent.succeeded"; no comma, which separates the allowlist.
-var eventTypePattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,100}$`)
+// "payment_intent.succeeded" or Shopify's "orders/paid"; no comma, which
+// separates the allowlist.
+var eventTypePattern = regexp.MustCompile(`^[A-Za-z0-9_.:/-]{1,100}$`)
 
 func resolveInbox(r resolved) (resolved, error) {
 	o := r.Options
@@ -456,7 +462,7 @@ func resolveInbox(r resolved) (resolved, error) {
 	handled := o.Rules.Types()
 	for _, e := range o.Events {
 		if !eventTypePattern.MatchString(e) || seen[e] {
-			return bad("events", strings.Join(o.Events, ","), fmt.Sprintf("%q: give distinct event types of letters, digits, '.', '_', ':' and '-'", e))
+			return bad("events", strings.Join(o.Events, ","), fmt.Sprintf("%q: give distinct event types of letters, digits, '.', '_', ':', '/' and '-'", e))
 		}
 		if !slices.Contains(handled, e) {
 			return bad("events", strings.Join(o.Events, ","), fmt.Sprintf("the rules (%s) have no rule for %q: the allowlist must be a subset of the types they handle (%s); leave --events out to allow them all",

@@ -21,6 +21,9 @@ var Templates = []Template{
 	{Name: "inbox", Options: Options{Pattern: PatternInbox}},
 	{Name: "inbox-keysvc", Options: Options{Pattern: PatternInbox, Receiver: ReceiverKeysvc}},
 	{Name: "inbox-stripe-subscriptions", Options: Options{Pattern: PatternInbox, Rules: preset("stripe-subscriptions")}},
+	{Name: "inbox-shopify-orders", Options: Options{Pattern: PatternInbox, Rules: preset("shopify-orders")}},
+	{Name: "inbox-github-deployments", Options: Options{Pattern: PatternInbox, Rules: preset("github-deployments")}},
+	{Name: "inbox-standardwebhooks-generic", Options: Options{Pattern: PatternInbox, Rules: preset("standardwebhooks-generic")}},
 }
 
 // preset is a rules preset for a template. The presets are embedded and

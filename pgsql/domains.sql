@@ -4,7 +4,7 @@
 {{define "orders"}}
 -- Example domain (rules preset stripe-orders): amounts in the currency's
 -- minor unit, as Stripe sends them.
-CREATE TABLE IF NOT EXISTS {{.Orders}} (
+CREATE TABLE IF NOT EXISTS {{.Table}} (
   id text PRIMARY KEY,
   account text NOT NULL DEFAULT 'default',
   state text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'confirmed', 'refunded')),
@@ -19,7 +19,7 @@ CREATE TABLE IF NOT EXISTS {{.Orders}} (
 -- Example domain (rules preset stripe-subscriptions): a customer's account
 -- opened by a subscription, changed, paid and closed. Times are Stripe's
 -- Unix seconds.
-CREATE TABLE IF NOT EXISTS {{.Subscriptions}} (
+CREATE TABLE IF NOT EXISTS {{.Table}} (
   id text PRIMARY KEY,
   account text NOT NULL DEFAULT 'default',
   state text NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'closed')),
@@ -35,5 +35,60 @@ CREATE TABLE IF NOT EXISTS {{.Subscriptions}} (
   paid_through bigint,
   created_at timestamptz NOT NULL DEFAULT now(),
   updated_at timestamptz NOT NULL DEFAULT now()
+);
+{{end}}
+{{define "shop_orders"}}
+-- Example domain (rules preset shopify-orders): a Shopify order, paid then
+-- fulfilled, perhaps cancelled, refunded in parts. Shopify's ids are numbers
+-- (kept as text) and its amounts decimal strings (kept as numeric); one row
+-- per shop (account: the shop's domain) and order.
+CREATE TABLE IF NOT EXISTS {{.Table}} (
+  id text NOT NULL,
+  account text NOT NULL DEFAULT 'default',
+  state text NOT NULL DEFAULT 'paid' CHECK (state IN ('paid', 'cancelled')),
+  name text,
+  total_price numeric CHECK (total_price >= 0),
+  currency text,
+  cancel_reason text,
+  last_refund text,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (account, id)
+);
+{{end}}
+{{define "deployments"}}
+-- Example domain (rules preset github-deployments): a GitHub deployment
+-- that an outside service performs, from its creation to its final status
+-- and its retirement. One row per App installation (account) and
+-- deployment.
+CREATE TABLE IF NOT EXISTS {{.Table}} (
+  id text NOT NULL,
+  account text NOT NULL DEFAULT 'default',
+  state text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'succeeded', 'failed', 'inactive')),
+  repository text,
+  environment text,
+  ref text,
+  sha text,
+  final_status text,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (account, id)
+);
+{{end}}
+{{define "invoices"}}
+-- Example domain (rules preset standardwebhooks-generic): an invoice of a
+-- SaaS sender that signs as Standard Webhooks prescribes, opened, then paid
+-- or voided. Amounts in the currency's minor unit.
+CREATE TABLE IF NOT EXISTS {{.Table}} (
+  id text NOT NULL,
+  account text NOT NULL DEFAULT 'default',
+  state text NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'paid', 'void')),
+  customer text,
+  amount bigint CHECK (amount >= 0),
+  currency text,
+  payment text,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (account, id)
 );
 {{end}}

@@ -59,8 +59,10 @@ var (
 )
 
 // Domains lists the example domains a Decision may ask schema.sql to
-// create.
-func Domains() []string { return []string{"orders", "subscriptions"} }
+// create. Each is its own table, of the domain's name.
+func Domains() []string {
+	return []string{"orders", "subscriptions", "shop_orders", "deployments", "invoices"}
+}
 
 // DDL creates the inbox pattern's tables and the example domain tables d
 // asks for, checks that every table and column d names exists, and
@@ -77,8 +79,7 @@ func (in Inbox) DDL(d Decision) (string, error) {
 		if !slices.Contains(Domains(), name) {
 			return "", fmt.Errorf("no example domain %q (the domains are %s)", name, strings.Join(Domains(), ", "))
 		}
-		data := map[string]any{"Orders": in.Orders(), "Subscriptions": in.Subscriptions()}
-		if err := domainsTemplate.ExecuteTemplate(&domains, name, data); err != nil {
+		if err := domainsTemplate.ExecuteTemplate(&domains, name, map[string]any{"Table": in.table(name)}); err != nil {
 			return "", err
 		}
 	}

@@ -26,7 +26,7 @@ var (
 	outcomePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 	statePattern   = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,63}$`)
 	// Event types as the generator's --events takes them.
-	typePattern    = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,100}$`)
+	typePattern    = regexp.MustCompile(`^[A-Za-z0-9_.:/-]{1,100}$`)
 	segmentPattern = regexp.MustCompile(`^[A-Za-z0-9_@-]{1,100}$`)
 	kindPattern    = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,62}$`)
 	memberPattern  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,63}$`)
@@ -328,7 +328,7 @@ func (p *parser) rule(n *node, where string, rs *Rules) *Rule {
 	on, w := p.required(f, "on")
 	for i, t := range p.list(on, w, true) {
 		tw := fmt.Sprintf("%s[%d]", w, i)
-		if typ, ok := p.str(t, tw, typePattern, "an event type (letters, digits, '.', '_', ':' and '-', at most 100)"); ok {
+		if typ, ok := p.str(t, tw, typePattern, "an event type (letters, digits, '.', '_', ':', '/' and '-', at most 100)"); ok {
 			if slices.Contains(r.On, typ) {
 				p.bad(t, tw, "%q is listed twice", typ)
 			}

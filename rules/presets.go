@@ -23,6 +23,9 @@ type preset struct {
 var presets = []preset{
 	{Name: "stripe-orders", Domain: "orders"},
 	{Name: "stripe-subscriptions", Domain: "subscriptions"},
+	{Name: "shopify-orders", Domain: "shop_orders"},
+	{Name: "github-deployments", Domain: "deployments"},
+	{Name: "standardwebhooks-generic", Domain: "invoices"},
 }
 
 // DefaultPreset is the rules of `idemhook generate --pattern inbox`

@@ -58,8 +58,11 @@ func TestBaseAndPresetsParse(t *testing.T) {
 		t.Fatalf("the test's base file: %v", err)
 	}
 	want := map[string][]string{
-		"stripe-orders":        {"payment_intent.succeeded", "checkout.session.completed", "charge.refunded"},
-		"stripe-subscriptions": {"customer.subscription.created", "customer.subscription.updated", "customer.subscription.deleted", "invoice.paid"},
+		"stripe-orders":            {"payment_intent.succeeded", "checkout.session.completed", "charge.refunded"},
+		"stripe-subscriptions":     {"customer.subscription.created", "customer.subscription.updated", "customer.subscription.deleted", "invoice.paid"},
+		"shopify-orders":           {"orders/paid", "orders/cancelled", "refunds/create"},
+		"github-deployments":       {"deployment", "deployment_status"},
+		"standardwebhooks-generic": {"invoice.created", "invoice.paid", "payment.succeeded", "invoice.voided"},
 	}
 	for _, name := range rules.PresetNames() {
 		rs, err := rules.Preset(name)

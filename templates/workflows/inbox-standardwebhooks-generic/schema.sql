@@ -1,0 +1,682 @@
+-- idemhook schema (pattern: inbox, rules: "preset standardwebhooks-generic"). Safe to run more than once.
+-- Inbox pattern: receipt is not effect.
+--   inbox_events  one row per received event, unique per (account, event_id);
+--                 the receiver saves it before it answers 200.
+--   effects       one row per business effect, unique per effect_key, written
+--                 in the same transaction as the business change.
+--   the entity tables  the rows effects change: a preset's example domain
+--                 (created here), or your own tables (docs/inbox.md).
+--   outbox_tasks  external calls saved with the effect and delivered later,
+--                 each with a stable operation_key.
+-- Safe to run more than once: it creates what is missing and replaces only
+-- the functions idemhook owns.
+
+
+CREATE TABLE IF NOT EXISTS inbox_events (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  account text NOT NULL,
+  -- The receipt key of the key spec: evt:<provider event id>, or sha256:<hex>.
+  event_id text NOT NULL,
+  event_type text NOT NULL DEFAULT '',
+  body bytea NOT NULL,
+  headers jsonb NOT NULL DEFAULT '{}',
+  state text NOT NULL DEFAULT 'received' CHECK (state IN
+    ('received', 'processing', 'processed', 'ignored', 'rejected', 'deferred', 'failed', 'forwarded')),
+  -- Why a row ended where it did: applied, effect_exists, type_not_allowed, …
+  outcome text,
+  attempts integer NOT NULL DEFAULT 0,
+  claimed_until timestamptz,
+  next_attempt_at timestamptz,
+  last_error text,
+  received_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  finished_at timestamptz,
+  -- The keysvc endpoint that received it; NULL for the n8n receiver.
+  endpoint text,
+  -- What a deferred row waits for (an order id): the effect that changes it
+  -- makes the row due at once instead of at its backoff.
+  waiting_for text,
+  UNIQUE (account, event_id)
+);
+-- Added after the first release: a schema created before gets it here.
+ALTER TABLE inbox_events ADD COLUMN IF NOT EXISTS waiting_for text;
+-- The recoverer's query: unfinished work only.
+CREATE INDEX IF NOT EXISTS inbox_events_unfinished_idx ON inbox_events (state, next_attempt_at)
+  WHERE state IN ('received', 'processing', 'deferred');
+CREATE INDEX IF NOT EXISTS inbox_events_waiting_idx ON inbox_events (account, waiting_for)
+  WHERE state = 'deferred';
+
+
+
+CREATE TABLE IF NOT EXISTS effects (
+  effect_key text PRIMARY KEY,
+  inbox_id bigint REFERENCES inbox_events (id) ON DELETE SET NULL,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+
+
+-- Example domain (rules preset standardwebhooks-generic): an invoice of a
+-- SaaS sender that signs as Standard Webhooks prescribes, opened, then paid
+-- or voided. Amounts in the currency's minor unit.
+CREATE TABLE IF NOT EXISTS invoices (
+  id text NOT NULL,
+  account text NOT NULL DEFAULT 'default',
+  state text NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'paid', 'void')),
+  customer text,
+  amount bigint CHECK (amount >= 0),
+  currency text,
+  payment text,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (account, id)
+);
+
+CREATE TABLE IF NOT EXISTS outbox_tasks (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  -- Stable across every retry; sent as the Idempotency-Key header.
+  operation_key text NOT NULL UNIQUE,
+  kind text NOT NULL,
+  payload jsonb NOT NULL,
+  inbox_id bigint REFERENCES inbox_events (id) ON DELETE SET NULL,
+  state text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'sending', 'sent', 'ambiguous', 'failed')),
+  -- Every claim counts: sends and lookups.
+  attempts integer NOT NULL DEFAULT 0,
+  next_attempt_at timestamptz NOT NULL DEFAULT now(),
+  claimed_until timestamptz,
+  last_error text,
+  last_status integer,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  sent_at timestamptz
+);
+CREATE INDEX IF NOT EXISTS outbox_tasks_due_idx ON outbox_tasks (next_attempt_at)
+  WHERE state IN ('pending', 'sending', 'ambiguous');
+
+DO $check$
+DECLARE
+  v_missing text;
+BEGIN
+  SELECT string_agg(DISTINCT c.tbl, ', ') INTO v_missing
+  FROM (VALUES ('invoices', 'id'), ('invoices', 'account'), ('invoices', 'state'), ('invoices', 'updated_at'), ('invoices', 'customer'), ('invoices', 'amount'), ('invoices', 'currency'), ('invoices', 'payment')) c(tbl, col) WHERE to_regclass(c.tbl) IS NULL;
+  IF v_missing IS NOT NULL THEN
+    RAISE EXCEPTION 'the effect rules name tables that do not exist: %', v_missing
+      USING HINT = 'create them before this schema, or use a preset whose schema creates its tables';
+  END IF;
+  SELECT string_agg(c.tbl || '.' || c.col, ', ') INTO v_missing
+  FROM (VALUES ('invoices', 'id'), ('invoices', 'account'), ('invoices', 'state'), ('invoices', 'updated_at'), ('invoices', 'customer'), ('invoices', 'amount'), ('invoices', 'currency'), ('invoices', 'payment')) c(tbl, col)
+  WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = to_regclass(c.tbl) AND a.attname = c.col AND NOT a.attisdropped AND a.attnum > 0);
+  IF v_missing IS NOT NULL THEN
+    RAISE EXCEPTION 'the effect rules name columns that do not exist: %', v_missing;
+  END IF;
+END
+$check$;
+-- idemhook_apply_event decides what one claimed inbox row does to the business,
+-- in one transaction (the function call is one statement). Its decision
+-- block is compiled from the effect rules (package rules, docs/inbox.md):
+--   a type outside p_allowed                 -> ignored, nothing written
+--   missing or inconsistent required data    -> rejected, the reason in last_error
+--   a transition not allowed yet             -> deferred, retried after p_backoff
+--                                               doubled per attempt (at most
+--                                               15 minutes), or at once when the
+--                                               effect it waits for happens;
+--                                               failed once older than p_defer_limit
+--   an effect already recorded               -> processed, outcome effect_exists
+--   otherwise: the effect key, the row's change, the outbox tasks and the
+--   inbox row's final state are written together, or none of them.
+-- An error inside the decision (a trigger, a constraint, a deadlock, a
+-- cancelled statement) rolls back what the decision wrote, and only that: the row stays processing with
+-- the database's message in last_error and is retried after the same backoff
+-- (ClaimEvent fails it after its attempts). The error is caught here, in the
+-- row's own subtransaction, so that a caller running several rows in one
+-- transaction loses none of the others.
+-- p_attempt fences the call: a worker whose claim was taken over (its lease
+-- expired) changes nothing. The entity row is locked first, so two events
+-- proposing the same effect are serialised; the second then finds the effect
+-- (each statement of a plpgsql function reads the latest committed data).
+DROP FUNCTION IF EXISTS idemhook_apply_event(bigint, integer, text[], interval);
+CREATE OR REPLACE FUNCTION idemhook_apply_event(p_inbox_id bigint, p_attempt integer, p_allowed text[], p_defer_limit interval,
+  p_backoff interval)
+RETURNS TABLE (inbox_id bigint, state text, outcome text, detail text, tasks integer)
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+  ev inbox_events%ROWTYPE;
+  v_state text;
+  v_outcome text;
+  v_detail text;
+  v_waiting text;
+  v_tasks integer := 0;
+  doc jsonb;
+  v_type text;
+  v_id text;
+  v_effect text;
+  v_task_keys text[];
+  v_found boolean;
+  v_n integer;
+  v_defer_limit interval;
+  f__id jsonb;
+  f_amount jsonb;
+  f_currency jsonb;
+  f_customer jsonb;
+  f_payment jsonb;
+  e_invoice invoices%ROWTYPE;
+  k_invoice invoices.id%TYPE;
+  a_invoice invoices.account%TYPE;
+  v_backoff interval;
+  v_sqlstate text;
+BEGIN
+  SELECT * INTO ev FROM inbox_events WHERE id = p_inbox_id FOR UPDATE;
+  IF NOT FOUND OR ev.state <> 'processing' OR ev.attempts <> p_attempt THEN
+    RETURN QUERY SELECT p_inbox_id, coalesce(ev.state, 'missing'), 'not_claimed'::text,
+      'this attempt does not hold the event (finished, or taken over after its claim expired)'::text, 0;
+    RETURN;
+  END IF;
+  v_backoff := least(p_backoff * power(2, least(ev.attempts - 1, 20)), interval '15 minutes');
+
+  BEGIN
+    <<decide>>
+    BEGIN
+      v_type := ev.event_type;
+      IF NOT (v_type = ANY (p_allowed)) THEN
+        v_state := 'ignored'; v_outcome := 'type_not_allowed';
+        v_detail := format('event type %L is not in the allowlist', v_type);
+        EXIT decide;
+      END IF;
+      BEGIN
+        doc := convert_from(ev.body, 'UTF8')::jsonb;
+      EXCEPTION WHEN others THEN
+        doc := NULL;
+      END;
+
+      -- rule open_invoice
+      IF v_type = ANY (ARRAY['invoice.created']::text[]) THEN
+        v_defer_limit := NULL;
+        f__id := doc #> ARRAY['data', 'id']::text[];
+        f_customer := doc #> ARRAY['data', 'customer_id']::text[];
+        f_amount := doc #> ARRAY['data', 'amount_due']::text[];
+        f_currency := doc #> ARRAY['data', 'currency']::text[];
+        IF NOT (coalesce(jsonb_typeof((doc #> ARRAY['data']::text[])) = 'object', false)) THEN
+          v_state := 'rejected'; v_outcome := 'no_data';
+          v_detail := format('%s: %s (got %s)', 'no_data', 'data must be a JSON object', coalesce(left((doc #> ARRAY['data']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce((doc #> ARRAY['data', 'id']::text[]) #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_invoice_id';
+          v_detail := format('%s: %s (got %s)', 'missing_invoice_id', 'data.id must be present', coalesce(left((doc #> ARRAY['data', 'id']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_customer #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_customer';
+          v_detail := format('%s: %s (got %s)', 'missing_customer', 'data.customer_id must be present', coalesce(left(f_customer::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(jsonb_typeof(f_amount) = 'number', false)) THEN
+          v_state := 'rejected'; v_outcome := 'missing_amount';
+          v_detail := format('%s: %s (got %s)', 'missing_amount', 'data.amount_due must be a JSON number', coalesce(left(f_amount::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_currency #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_amount';
+          v_detail := format('%s: %s (got %s)', 'missing_amount', 'data.currency must be present', coalesce(left(f_currency::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        v_id := f__id #>> '{}';
+        IF coalesce(v_id, '') = '' THEN
+          v_state := 'rejected'; v_outcome := 'missing_invoice_id';
+          v_detail := format('the invoice id is missing');
+          EXIT decide;
+        END IF;
+        v_effect := 'open_invoice:' || ev.account || ':' || v_id;
+        v_task_keys := ARRAY[]::text[];
+        IF octet_length(v_id) > 1000 OR octet_length(v_effect) > 1000
+          OR EXISTS (SELECT 1 FROM unnest(v_task_keys) k WHERE octet_length(k) > 1000) THEN
+          v_state := 'rejected'; v_outcome := 'key_too_long';
+          v_detail := format('the invoice id, the effect key or an operation key is longer than 1000 bytes');
+          EXIT decide;
+        END IF;
+        k_invoice := v_id;
+        a_invoice := ev.account;
+        PERFORM pg_advisory_xact_lock(hashtextextended('invoices' || ':' || ev.account || ':' || v_id, 0));
+        SELECT * INTO e_invoice FROM invoices WHERE id = k_invoice AND account = a_invoice FOR UPDATE;
+        v_found := FOUND;
+        IF EXISTS (SELECT 1 FROM effects WHERE effect_key = v_effect) THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded by an earlier event', v_effect);
+          EXIT decide;
+        END IF;
+        IF v_found THEN
+          IF e_invoice.state::text = ANY (ARRAY[]::text[]) THEN
+            NULL;
+          ELSE
+            v_state := 'rejected'; v_outcome := 'invoice_exists';
+            v_detail := format('invoice %s is %s: no transition from it', v_id, e_invoice.state::text);
+            EXIT decide;
+          END IF;
+        END IF;
+        INSERT INTO effects (effect_key, inbox_id) VALUES (v_effect, ev.id) ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded concurrently', v_effect);
+          EXIT decide;
+        END IF;
+        IF NOT v_found THEN
+          INSERT INTO invoices (id, account, state, customer, amount, currency, updated_at)
+          VALUES (k_invoice, a_invoice, 'open', (jsonb_populate_record(NULL::invoices, jsonb_build_object('customer', f_customer))).customer, (jsonb_populate_record(NULL::invoices, jsonb_build_object('amount', f_amount))).amount, (jsonb_populate_record(NULL::invoices, jsonb_build_object('currency', f_currency))).currency, now())
+          RETURNING * INTO e_invoice;
+        ELSE
+          UPDATE invoices SET state = 'open', customer = (jsonb_populate_record(NULL::invoices, jsonb_build_object('customer', f_customer))).customer, amount = (jsonb_populate_record(NULL::invoices, jsonb_build_object('amount', f_amount))).amount, currency = (jsonb_populate_record(NULL::invoices, jsonb_build_object('currency', f_currency))).currency, updated_at = now()
+          WHERE id = k_invoice AND account = a_invoice RETURNING * INTO e_invoice;
+        END IF;
+        UPDATE inbox_events SET next_attempt_at = now()
+        WHERE state = 'deferred' AND account = ev.account AND waiting_for = v_id AND next_attempt_at > now();
+        v_state := 'processed'; v_outcome := 'applied'; v_detail := v_effect;
+        EXIT decide;
+      END IF;
+
+      -- rule pay_invoice
+      IF v_type = ANY (ARRAY['invoice.paid']::text[]) THEN
+        v_defer_limit := NULL;
+        f__id := doc #> ARRAY['data', 'id']::text[];
+        f_payment := doc #> ARRAY['data', 'payment_id']::text[];
+        f_amount := doc #> ARRAY['data', 'amount_paid']::text[];
+        f_currency := doc #> ARRAY['data', 'currency']::text[];
+        IF NOT (coalesce(jsonb_typeof((doc #> ARRAY['data']::text[])) = 'object', false)) THEN
+          v_state := 'rejected'; v_outcome := 'no_data';
+          v_detail := format('%s: %s (got %s)', 'no_data', 'data must be a JSON object', coalesce(left((doc #> ARRAY['data']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce((doc #> ARRAY['data', 'id']::text[]) #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_invoice_id';
+          v_detail := format('%s: %s (got %s)', 'missing_invoice_id', 'data.id must be present', coalesce(left((doc #> ARRAY['data', 'id']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_payment #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_payment';
+          v_detail := format('%s: %s (got %s)', 'missing_payment', 'data.payment_id must be present', coalesce(left(f_payment::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(jsonb_typeof(f_amount) = 'number', false)) THEN
+          v_state := 'rejected'; v_outcome := 'missing_amount';
+          v_detail := format('%s: %s (got %s)', 'missing_amount', 'data.amount_paid must be a JSON number', coalesce(left(f_amount::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_currency #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_amount';
+          v_detail := format('%s: %s (got %s)', 'missing_amount', 'data.currency must be present', coalesce(left(f_currency::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        v_id := f__id #>> '{}';
+        IF coalesce(v_id, '') = '' THEN
+          v_state := 'rejected'; v_outcome := 'missing_invoice_id';
+          v_detail := format('the invoice id is missing');
+          EXIT decide;
+        END IF;
+        v_effect := 'pay_invoice:' || ev.account || ':' || v_id;
+        v_task_keys := ARRAY['invoice_receipt:' || ev.account || ':' || v_id]::text[];
+        IF octet_length(v_id) > 1000 OR octet_length(v_effect) > 1000
+          OR EXISTS (SELECT 1 FROM unnest(v_task_keys) k WHERE octet_length(k) > 1000) THEN
+          v_state := 'rejected'; v_outcome := 'key_too_long';
+          v_detail := format('the invoice id, the effect key or an operation key is longer than 1000 bytes');
+          EXIT decide;
+        END IF;
+        k_invoice := v_id;
+        a_invoice := ev.account;
+        SELECT * INTO e_invoice FROM invoices WHERE id = k_invoice AND account = a_invoice FOR UPDATE;
+        v_found := FOUND;
+        IF NOT v_found THEN
+          v_waiting := v_id;
+          v_state := 'deferred'; v_outcome := 'invoice_unknown';
+          v_detail := format('no invoice %L for account %L yet', v_id, ev.account);
+          EXIT decide;
+        END IF;
+        IF EXISTS (SELECT 1 FROM effects WHERE effect_key = v_effect) THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded by an earlier event', v_effect);
+          EXIT decide;
+        END IF;
+        IF v_found THEN
+          IF NOT (coalesce(jsonb_typeof(f_amount) = 'number' AND (f_amount #>> '{}')::numeric = e_invoice.amount::numeric, false)) THEN
+            v_state := 'rejected'; v_outcome := 'amount_mismatch';
+            v_detail := format('%s: the event''s amount is %s, invoice %s has amount %s (numeric eq)', 'amount_mismatch', coalesce(left(f_amount::text, 200), 'nothing'), v_id, coalesce(left(e_invoice.amount::text, 200), 'nothing'));
+            EXIT decide;
+          END IF;
+          IF NOT (coalesce(lower(f_currency #>> '{}') = lower(e_invoice.currency::text), false)) THEN
+            v_state := 'rejected'; v_outcome := 'amount_mismatch';
+            v_detail := format('%s: the event''s currency is %s, invoice %s has currency %s (text_ci eq)', 'amount_mismatch', coalesce(left(f_currency::text, 200), 'nothing'), v_id, coalesce(left(e_invoice.currency::text, 200), 'nothing'));
+            EXIT decide;
+          END IF;
+          IF e_invoice.state::text = ANY (ARRAY['open']::text[]) THEN
+            NULL;
+          ELSE
+            v_state := 'rejected'; v_outcome := 'invoice_not_open';
+            v_detail := format('invoice %s is %s: no transition from it', v_id, e_invoice.state::text);
+            EXIT decide;
+          END IF;
+        END IF;
+        INSERT INTO effects (effect_key, inbox_id) VALUES (v_effect, ev.id) ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded concurrently', v_effect);
+          EXIT decide;
+        END IF;
+          UPDATE invoices SET state = 'paid', payment = (jsonb_populate_record(NULL::invoices, jsonb_build_object('payment', f_payment))).payment, updated_at = now()
+          WHERE id = k_invoice AND account = a_invoice RETURNING * INTO e_invoice;
+        INSERT INTO outbox_tasks (operation_key, kind, payload, inbox_id)
+        VALUES (v_task_keys[1], 'invoice_receipt', jsonb_build_object('kind', 'invoice_receipt', 'invoice', v_id, 'customer', to_jsonb(e_invoice.customer), 'amount', to_jsonb(e_invoice.amount), 'currency', to_jsonb(e_invoice.currency), 'payment', coalesce(f_payment #>> '{}', '')), ev.id)
+        ON CONFLICT (operation_key) DO NOTHING;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_tasks := v_tasks + v_n;
+        UPDATE inbox_events SET next_attempt_at = now()
+        WHERE state = 'deferred' AND account = ev.account AND waiting_for = v_id AND next_attempt_at > now();
+        v_state := 'processed'; v_outcome := 'applied'; v_detail := v_effect;
+        EXIT decide;
+      END IF;
+
+      -- rule pay_by_payment
+      IF v_type = ANY (ARRAY['payment.succeeded']::text[]) THEN
+        v_defer_limit := NULL;
+        f__id := doc #> ARRAY['data', 'invoice_id']::text[];
+        f_payment := doc #> ARRAY['data', 'id']::text[];
+        f_amount := doc #> ARRAY['data', 'amount']::text[];
+        f_currency := doc #> ARRAY['data', 'currency']::text[];
+        IF NOT (coalesce(jsonb_typeof((doc #> ARRAY['data']::text[])) = 'object', false)) THEN
+          v_state := 'rejected'; v_outcome := 'no_data';
+          v_detail := format('%s: %s (got %s)', 'no_data', 'data must be a JSON object', coalesce(left((doc #> ARRAY['data']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce((doc #> ARRAY['data', 'invoice_id']::text[]) #>> '{}', '') <> '') THEN
+          v_state := 'ignored'; v_outcome := 'not_an_invoice_payment';
+          v_detail := format('%s: %s (got %s)', 'not_an_invoice_payment', 'data.invoice_id must be present', coalesce(left((doc #> ARRAY['data', 'invoice_id']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_payment #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_payment';
+          v_detail := format('%s: %s (got %s)', 'missing_payment', 'data.id must be present', coalesce(left(f_payment::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(jsonb_typeof(f_amount) = 'number', false)) THEN
+          v_state := 'rejected'; v_outcome := 'missing_amount';
+          v_detail := format('%s: %s (got %s)', 'missing_amount', 'data.amount must be a JSON number', coalesce(left(f_amount::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce(f_currency #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_amount';
+          v_detail := format('%s: %s (got %s)', 'missing_amount', 'data.currency must be present', coalesce(left(f_currency::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        v_id := f__id #>> '{}';
+        IF coalesce(v_id, '') = '' THEN
+          v_state := 'rejected'; v_outcome := 'missing_invoice_id';
+          v_detail := format('the invoice id is missing');
+          EXIT decide;
+        END IF;
+        v_effect := 'pay_invoice:' || ev.account || ':' || v_id;
+        v_task_keys := ARRAY['invoice_receipt:' || ev.account || ':' || v_id]::text[];
+        IF octet_length(v_id) > 1000 OR octet_length(v_effect) > 1000
+          OR EXISTS (SELECT 1 FROM unnest(v_task_keys) k WHERE octet_length(k) > 1000) THEN
+          v_state := 'rejected'; v_outcome := 'key_too_long';
+          v_detail := format('the invoice id, the effect key or an operation key is longer than 1000 bytes');
+          EXIT decide;
+        END IF;
+        k_invoice := v_id;
+        a_invoice := ev.account;
+        SELECT * INTO e_invoice FROM invoices WHERE id = k_invoice AND account = a_invoice FOR UPDATE;
+        v_found := FOUND;
+        IF NOT v_found THEN
+          v_waiting := v_id;
+          v_state := 'deferred'; v_outcome := 'invoice_unknown';
+          v_detail := format('no invoice %L for account %L yet', v_id, ev.account);
+          EXIT decide;
+        END IF;
+        IF EXISTS (SELECT 1 FROM effects WHERE effect_key = v_effect) THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded by an earlier event', v_effect);
+          EXIT decide;
+        END IF;
+        IF v_found THEN
+          IF NOT (coalesce(jsonb_typeof(f_amount) = 'number' AND (f_amount #>> '{}')::numeric = e_invoice.amount::numeric, false)) THEN
+            v_state := 'rejected'; v_outcome := 'amount_mismatch';
+            v_detail := format('%s: the event''s amount is %s, invoice %s has amount %s (numeric eq)', 'amount_mismatch', coalesce(left(f_amount::text, 200), 'nothing'), v_id, coalesce(left(e_invoice.amount::text, 200), 'nothing'));
+            EXIT decide;
+          END IF;
+          IF NOT (coalesce(lower(f_currency #>> '{}') = lower(e_invoice.currency::text), false)) THEN
+            v_state := 'rejected'; v_outcome := 'amount_mismatch';
+            v_detail := format('%s: the event''s currency is %s, invoice %s has currency %s (text_ci eq)', 'amount_mismatch', coalesce(left(f_currency::text, 200), 'nothing'), v_id, coalesce(left(e_invoice.currency::text, 200), 'nothing'));
+            EXIT decide;
+          END IF;
+          IF e_invoice.state::text = ANY (ARRAY['open']::text[]) THEN
+            NULL;
+          ELSE
+            v_state := 'rejected'; v_outcome := 'invoice_not_open';
+            v_detail := format('invoice %s is %s: no transition from it', v_id, e_invoice.state::text);
+            EXIT decide;
+          END IF;
+        END IF;
+        INSERT INTO effects (effect_key, inbox_id) VALUES (v_effect, ev.id) ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded concurrently', v_effect);
+          EXIT decide;
+        END IF;
+          UPDATE invoices SET state = 'paid', payment = (jsonb_populate_record(NULL::invoices, jsonb_build_object('payment', f_payment))).payment, updated_at = now()
+          WHERE id = k_invoice AND account = a_invoice RETURNING * INTO e_invoice;
+        INSERT INTO outbox_tasks (operation_key, kind, payload, inbox_id)
+        VALUES (v_task_keys[1], 'invoice_receipt', jsonb_build_object('kind', 'invoice_receipt', 'invoice', v_id, 'customer', to_jsonb(e_invoice.customer), 'amount', to_jsonb(e_invoice.amount), 'currency', to_jsonb(e_invoice.currency), 'payment', coalesce(f_payment #>> '{}', '')), ev.id)
+        ON CONFLICT (operation_key) DO NOTHING;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_tasks := v_tasks + v_n;
+        UPDATE inbox_events SET next_attempt_at = now()
+        WHERE state = 'deferred' AND account = ev.account AND waiting_for = v_id AND next_attempt_at > now();
+        v_state := 'processed'; v_outcome := 'applied'; v_detail := v_effect;
+        EXIT decide;
+      END IF;
+
+      -- rule void_invoice
+      IF v_type = ANY (ARRAY['invoice.voided']::text[]) THEN
+        v_defer_limit := NULL;
+        f__id := doc #> ARRAY['data', 'id']::text[];
+        IF NOT (coalesce(jsonb_typeof((doc #> ARRAY['data']::text[])) = 'object', false)) THEN
+          v_state := 'rejected'; v_outcome := 'no_data';
+          v_detail := format('%s: %s (got %s)', 'no_data', 'data must be a JSON object', coalesce(left((doc #> ARRAY['data']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        IF NOT (coalesce((doc #> ARRAY['data', 'id']::text[]) #>> '{}', '') <> '') THEN
+          v_state := 'rejected'; v_outcome := 'missing_invoice_id';
+          v_detail := format('%s: %s (got %s)', 'missing_invoice_id', 'data.id must be present', coalesce(left((doc #> ARRAY['data', 'id']::text[])::text, 200), 'nothing'));
+          EXIT decide;
+        END IF;
+        v_id := f__id #>> '{}';
+        IF coalesce(v_id, '') = '' THEN
+          v_state := 'rejected'; v_outcome := 'missing_invoice_id';
+          v_detail := format('the invoice id is missing');
+          EXIT decide;
+        END IF;
+        v_effect := 'void_invoice:' || ev.account || ':' || v_id;
+        v_task_keys := ARRAY[]::text[];
+        IF octet_length(v_id) > 1000 OR octet_length(v_effect) > 1000
+          OR EXISTS (SELECT 1 FROM unnest(v_task_keys) k WHERE octet_length(k) > 1000) THEN
+          v_state := 'rejected'; v_outcome := 'key_too_long';
+          v_detail := format('the invoice id, the effect key or an operation key is longer than 1000 bytes');
+          EXIT decide;
+        END IF;
+        k_invoice := v_id;
+        a_invoice := ev.account;
+        SELECT * INTO e_invoice FROM invoices WHERE id = k_invoice AND account = a_invoice FOR UPDATE;
+        v_found := FOUND;
+        IF NOT v_found THEN
+          v_waiting := v_id;
+          v_state := 'deferred'; v_outcome := 'invoice_unknown';
+          v_detail := format('no invoice %L for account %L yet', v_id, ev.account);
+          EXIT decide;
+        END IF;
+        IF EXISTS (SELECT 1 FROM effects WHERE effect_key = v_effect) THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded by an earlier event', v_effect);
+          EXIT decide;
+        END IF;
+        IF v_found THEN
+          IF e_invoice.state::text = ANY (ARRAY['open']::text[]) THEN
+            NULL;
+          ELSE
+            v_state := 'rejected'; v_outcome := 'invoice_not_open';
+            v_detail := format('invoice %s is %s: no transition from it', v_id, e_invoice.state::text);
+            EXIT decide;
+          END IF;
+        END IF;
+        INSERT INTO effects (effect_key, inbox_id) VALUES (v_effect, ev.id) ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+          v_state := 'processed'; v_outcome := 'effect_exists';
+          v_detail := format('effect %s was recorded concurrently', v_effect);
+          EXIT decide;
+        END IF;
+          UPDATE invoices SET state = 'void', updated_at = now()
+          WHERE id = k_invoice AND account = a_invoice RETURNING * INTO e_invoice;
+        UPDATE inbox_events SET next_attempt_at = now()
+        WHERE state = 'deferred' AND account = ev.account AND waiting_for = v_id AND next_attempt_at > now();
+        v_state := 'processed'; v_outcome := 'applied'; v_detail := v_effect;
+        EXIT decide;
+      END IF;
+
+      IF v_type = ANY (ARRAY['invoice.created', 'invoice.paid', 'payment.succeeded', 'invoice.voided']::text[]) THEN
+        v_state := 'ignored'; v_outcome := 'no_matching_rule';
+        v_detail := format('no rule for event type %L applies to this event''s data', v_type);
+        EXIT decide;
+      END IF;
+      v_state := 'rejected'; v_outcome := 'no_rule';
+      v_detail := format('event type %L is allowed but idemhook_apply_event has no rule for it', v_type);
+      EXIT decide;
+    END decide;
+
+    IF v_state = 'deferred' AND now() - ev.received_at > coalesce(v_defer_limit, p_defer_limit) THEN
+      v_state := 'failed';
+      v_detail := format('%s; gave up: deferred for longer than %s', v_detail, coalesce(v_defer_limit, p_defer_limit));
+    END IF;
+    UPDATE inbox_events SET
+      state = v_state,
+      outcome = v_outcome,
+      last_error = CASE WHEN v_state = 'processed' THEN NULL ELSE v_detail END,
+      claimed_until = NULL,
+      next_attempt_at = CASE WHEN v_state = 'deferred' THEN now() + v_backoff END,
+      waiting_for = CASE WHEN v_state = 'deferred' THEN v_waiting END,
+      finished_at = CASE WHEN v_state <> 'deferred' THEN now() END,
+      updated_at = now()
+    WHERE id = ev.id;
+  EXCEPTION WHEN others OR query_canceled THEN
+    -- Everything this block wrote is rolled back; the row lock is kept. A
+    -- cancelled statement (statement_timeout, an operator's
+    -- pg_cancel_backend) is recorded too: it is one row's transient fault,
+    -- and n8n keeps no message for it (see RecordEventError).
+    GET STACKED DIAGNOSTICS v_detail = MESSAGE_TEXT, v_sqlstate = RETURNED_SQLSTATE;
+    v_state := 'processing'; v_outcome := 'error'; v_tasks := 0;
+    v_detail := format('the decision failed: %s (SQLSTATE %s); retried after %s', v_detail, v_sqlstate, v_backoff);
+    UPDATE inbox_events SET outcome = v_outcome, last_error = left(v_detail, 2000),
+      claimed_until = now() + v_backoff, updated_at = now()
+    WHERE id = ev.id;
+  END;
+  RETURN QUERY SELECT ev.id, v_state, v_outcome, v_detail, v_tasks;
+END
+$fn$;
+
+-- idemhook_outbox_result records the answer to one outbox call (a send, or the
+-- lookup that reconciles an uncertain one) and decides the task's next state:
+--   send:   2xx -> sent; 408, 409, 429, 5xx -> pending with backoff (failed
+--           after p_max_attempts); other statuses -> failed, the answer kept;
+--           no connection (refused, unknown host) -> pending with backoff;
+--           any other transport error (timeout, reset) -> ambiguous: the call
+--           may have been performed, so it is looked up before any resend.
+--   lookup: 2xx -> sent; 404 -> pending and due now, so the dispatcher's
+--           send phase resends it with the same key; anything else -> stays
+--           ambiguous, looked up again later.
+-- p_attempt fences the call as in idemhook_apply_event.
+CREATE OR REPLACE FUNCTION idemhook_outbox_result(p_id bigint, p_attempt integer, p_phase text, p_status integer,
+  p_error text, p_body text, p_max_attempts integer, p_backoff interval)
+RETURNS TABLE (id bigint, operation_key text, state text, resend boolean)
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+  t outbox_tasks%ROWTYPE;
+  v_state text;
+  v_error text;
+  v_delay interval;
+BEGIN
+  SELECT * INTO t FROM outbox_tasks WHERE id = p_id FOR UPDATE;
+  IF NOT FOUND OR t.state <> 'sending' OR t.attempts <> p_attempt THEN
+    RETURN QUERY SELECT p_id, t.operation_key, coalesce(t.state, 'missing'), false;
+    RETURN;
+  END IF;
+  v_error := left(coalesce(nullif(p_error, ''), p_body), 2000);
+  v_delay := least(p_backoff * power(2, least(t.attempts - 1, 20)), interval '1 hour') * (0.5 + random() / 2);
+  IF p_phase = 'lookup' THEN
+    IF p_status BETWEEN 200 AND 299 THEN
+      v_state := 'sent';
+    ELSIF p_status = 404 THEN
+      -- Not performed: send it again, with the same key, now.
+      UPDATE outbox_tasks SET state = 'pending', last_status = p_status, last_error = 'lookup: not performed; resending',
+        claimed_until = NULL, next_attempt_at = now(), updated_at = now()
+      WHERE id = t.id;
+      RETURN QUERY SELECT t.id, t.operation_key, 'pending'::text, true;
+      RETURN;
+    ELSE
+      v_state := 'ambiguous';
+      v_error := 'lookup did not answer 200 or 404: ' || coalesce(p_status::text, v_error, 'no answer');
+    END IF;
+  ELSIF p_status BETWEEN 200 AND 299 THEN
+    v_state := 'sent';
+  ELSIF p_status IN (408, 409, 429) OR p_status >= 500 THEN
+    v_state := CASE WHEN t.attempts >= p_max_attempts THEN 'failed' ELSE 'pending' END;
+  ELSIF p_status IS NOT NULL THEN
+    v_state := 'failed';
+  ELSIF p_error IN ('ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH') THEN
+    v_state := CASE WHEN t.attempts >= p_max_attempts THEN 'failed' ELSE 'pending' END;
+  ELSE
+    v_state := 'ambiguous';
+  END IF;
+  UPDATE outbox_tasks SET
+    state = v_state,
+    last_status = p_status,
+    last_error = CASE WHEN v_state = 'sent' THEN NULL ELSE v_error END,
+    claimed_until = NULL,
+    next_attempt_at = CASE WHEN v_state IN ('pending', 'ambiguous') THEN now() + v_delay ELSE next_attempt_at END,
+    sent_at = CASE WHEN v_state = 'sent' THEN now() END,
+    updated_at = now()
+  WHERE id = t.id;
+  RETURN QUERY SELECT t.id, t.operation_key, v_state, false;
+END
+$fn$;
+
+-- idemhook_outbox_wait lets one dispatcher wait for the next task that falls due
+-- within p_window, so that a retry happens at its backoff and not at the
+-- next sweep. It returns true once a task is due (pending, ambiguous, or
+-- sending with an expired claim), false when none will be within the
+-- window, or at once when another dispatcher is already waiting: the
+-- transaction-scoped advisory lock (keyed by the outbox table) makes at most
+-- one waiter per table, and it goes with the waiter's transaction, so a
+-- dispatcher that dies while waiting leaves no lock behind. It reads the
+-- clock, not the transaction's start, and looks again every second so that
+-- a task scheduled earlier meanwhile is not missed.
+CREATE OR REPLACE FUNCTION idemhook_outbox_wait(p_window interval)
+RETURNS TABLE (due boolean)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_until timestamptz := clock_timestamp() + p_window;
+  v_next timestamptz;
+BEGIN
+  IF NOT pg_try_advisory_xact_lock('outbox_tasks'::regclass::oid::bigint) THEN
+    RETURN QUERY SELECT false;
+    RETURN;
+  END IF;
+  LOOP
+    SELECT min(CASE WHEN t.state = 'sending' THEN t.claimed_until ELSE t.next_attempt_at END) INTO v_next
+    FROM outbox_tasks t WHERE t.state IN ('pending', 'ambiguous', 'sending');
+    IF v_next IS NULL OR v_next > v_until THEN
+      RETURN QUERY SELECT false;
+      RETURN;
+    END IF;
+    IF v_next <= clock_timestamp() THEN
+      RETURN QUERY SELECT true;
+      RETURN;
+    END IF;
+    PERFORM pg_sleep(least(extract(epoch FROM v_next - clock_timestamp()), 1));
+  END LOOP;
+END
+$fn$;
