@@ -1,8 +1,8 @@
 // idemhook planner: the page's script. It loads the Go module (the key spec,
 // the generator and the effect rules, compiled to WebAssembly) from
 // idemhook.wasm.js, computes the key of what is pasted (the SHA-256 with
-// crypto.subtle.digest), generates the files and writes the command line
-// that generates the same files. It makes no
+// crypto.subtle.digest), generates the files, draws the generated workflow
+// and writes the command line that generates the same files. It makes no
 // network request: nothing pasted leaves the page.
 'use strict';
 
@@ -468,6 +468,7 @@ function showApplicable(implied) {
 
 let zipURL = null;
 const fileURLs = [];
+let lastResult = null;
 
 // STEP_ERRORS: where the error of an option the steps set is shown, beside
 // the step that set it (its field is among the advanced options).
@@ -494,6 +495,7 @@ function showError(r) {
   $('download-zip').removeAttribute('href');
   $('download-zip').setAttribute('aria-disabled', 'true');
   $('files').replaceChildren();
+  $('workflow-picture').classList.add('stale');
 }
 
 function generate(values) {
@@ -510,6 +512,8 @@ function generate(values) {
   zipURL = URL.createObjectURL(new Blob([r.zip], { type: 'application/zip' }));
   $('download-zip').href = zipURL;
   $('download-zip').removeAttribute('aria-disabled');
+  lastResult = r;
+  drawWorkflows(r);
   document.body.dataset.filesReady = String(Number(document.body.dataset.filesReady || 0) + 1);
 }
 
@@ -547,10 +551,275 @@ function showCommand(values) {
   $('command').textContent = lines.join(' \\\n  ');
 }
 
+// ---- the picture of the workflow ----
+
+const SVG = 'http://www.w3.org/2000/svg';
+const NODE = 100; // an n8n node's size on its canvas
+const MIN_SCALE = 0.45; // below this, the names cannot be read: the picture scrolls instead
+
+// What each node type looks like: a short name inside the node, and the
+// class that colours it.
+const NODE_KINDS = {
+  'n8n-nodes-base.webhook': ['Webhook', 'trigger'],
+  'n8n-nodes-base.scheduleTrigger': ['Schedule', 'trigger'],
+  'n8n-nodes-base.executeWorkflowTrigger': ['Called', 'trigger'],
+  'n8n-nodes-base.errorTrigger': ['On error', 'trigger'],
+  'n8n-nodes-base.code': ['Code', 'code'],
+  'n8n-nodes-base.set': ['Set', 'code'],
+  'n8n-nodes-base.crypto': ['Crypto', 'code'],
+  'n8n-nodes-base.noOp': ['No-op', 'code'],
+  'n8n-nodes-base.postgres': ['Postgres', 'db'],
+  'n8n-nodes-base.if': ['If', 'branch'],
+  'n8n-nodes-base.respondToWebhook': ['Respond', 'respond'],
+  'n8n-nodes-base.stopAndError': ['Stop', 'respond'],
+  'n8n-nodes-base.httpRequest': ['HTTP', 'call'],
+  'n8n-nodes-base.executeWorkflow': ['Workflow', 'call'],
+};
+const STICKY = 'n8n-nodes-base.stickyNote';
+
+let shownFile = null;
+
+function svgEl(name, attrs, text) {
+  const el = document.createElementNS(SVG, name);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
+
+// drawWorkflows offers a tab per generated workflow, the one the provider
+// calls first, and draws the one shown.
+function drawWorkflows(r) {
+  const files = r.workflows.map((w) => w.file);
+  const main = (r.workflows.find((w) => w.webhookPath) || r.workflows[0]).file;
+  const order = [main, ...files.filter((f) => f !== main)];
+  if (!order.includes(shownFile)) shownFile = main;
+  const tabs = $('workflow-tabs');
+  tabs.replaceChildren();
+  for (const file of order) {
+    const tab = Object.assign(document.createElement('button'), { type: 'button', className: 'tab', textContent: tabName(file) });
+    tab.setAttribute('role', 'tab');
+    tab.setAttribute('aria-selected', String(file === shownFile));
+    tab.dataset.file = file;
+    tab.addEventListener('click', () => { shownFile = file; drawWorkflows(lastResult); });
+    tabs.append(tab);
+  }
+  const doc = JSON.parse(r.files[shownFile]);
+  const picture = $('workflow-picture');
+  picture.classList.remove('stale');
+  picture.replaceChildren(drawWorkflow(doc, shownFile));
+  fitPicture();
+  $('workflow-caption').textContent = shownFile + ': "' + doc.name + '", ' + doc.nodes.filter((n) => n.type !== STICKY).length
+    + ' nodes, laid out as the n8n editor will show them. The tabs: every workflow of the files, in the order to deploy them.';
+}
+
+function tabName(file) {
+  return file === 'workflow.json' ? 'workflow' : file.replace(/-workflow\.json$/, '');
+}
+
+// drawWorkflow draws a generated workflow as the n8n editor shows it: the
+// sticky notes behind, the connections, then the nodes at their positions.
+function drawWorkflow(doc, file) {
+  const box = bounds(doc.nodes);
+  const svg = svgEl('svg', { class: 'workflow', viewBox: [box.x, box.y, box.w, box.h].join(' '), role: 'img', 'aria-label': 'The nodes and connections of ' + file });
+  svg.dataset.file = file;
+  svg.dataset.width = box.w;
+  svg.dataset.height = box.h;
+  svg.append(markers());
+  const byName = new Map(doc.nodes.map((n) => [n.name, n]));
+  for (const n of doc.nodes) if (n.type === STICKY) svg.append(drawSticky(n));
+  for (const e of connections(doc)) svg.append(drawEdge(e, byName));
+  for (const n of doc.nodes) if (n.type !== STICKY) svg.append(drawNode(n));
+  return svg;
+}
+
+// bounds is the area every node, its name and every note cover.
+function bounds(nodes) {
+  let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+  for (const n of nodes) {
+    const [x, y] = n.position;
+    const [w, h] = n.type === STICKY ? stickySize(n) : [NODE, NODE + 60];
+    x0 = Math.min(x0, x - (n.type === STICKY ? 0 : 30));
+    y0 = Math.min(y0, y);
+    x1 = Math.max(x1, x + w + (n.type === STICKY ? 0 : 60));
+    y1 = Math.max(y1, y + h + (n.type === STICKY ? 0 : 60)); // room for edges that loop back below
+  }
+  const pad = 20;
+  return { x: x0 - pad, y: y0 - pad, w: x1 - x0 + 2 * pad, h: y1 - y0 + 2 * pad };
+}
+
+function stickySize(n) {
+  return [n.parameters.width || 240, n.parameters.height || 160];
+}
+
+function markers() {
+  const defs = svgEl('defs');
+  for (const kind of ['main', 'error']) {
+    const m = svgEl('marker', { id: 'arrow-' + kind, viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' });
+    m.append(svgEl('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrow-' + kind }));
+    defs.append(m);
+  }
+  return defs;
+}
+
+// connections lists the workflow's connections: from a node's output to
+// another node's input.
+function connections(doc) {
+  const out = [];
+  for (const [from, byType] of Object.entries(doc.connections)) {
+    for (const [type, outputs] of Object.entries(byType)) {
+      outputs.forEach((targets, output) => {
+        for (const t of targets || []) out.push({ from: from, type: type, output: output, to: t.node, input: t.index });
+      });
+    }
+  }
+  return out;
+}
+
+// outputsOf gives a node's outputs as n8n draws them: an If node's true
+// and false, and an error output after the others when errors continue on
+// their own output.
+function outputsOf(n) {
+  const labels = n.type === 'n8n-nodes-base.if' ? ['true', 'false'] : [''];
+  if (n.onError === 'continueErrorOutput') labels.push('error');
+  return labels;
+}
+
+function drawEdge(e, byName) {
+  const a = byName.get(e.from);
+  const b = byName.get(e.to);
+  const outputs = outputsOf(a);
+  const label = outputs[e.output] || '';
+  const sx = a.position[0] + NODE;
+  const sy = a.position[1] + (NODE * (e.output + 1)) / (Math.max(outputs.length, e.output + 1) + 1);
+  const tx = b.position[0];
+  const ty = b.position[1] + NODE / 2;
+  const kind = label === 'error' ? 'error' : 'main';
+  const g = svgEl('g', { class: 'edge edge-' + kind });
+  Object.assign(g.dataset, { from: e.from, output: e.output, to: e.to, input: e.input, type: e.type });
+  g.append(svgEl('path', { d: edgePath(sx, sy, tx, ty, Math.max(a.position[1], b.position[1])), 'marker-end': 'url(#arrow-' + kind + ')' }));
+  if (label) g.append(svgEl('text', { x: sx + 8, y: sy - 6, class: 'edge-label' }, label));
+  return g;
+}
+
+// edgePath is a curve forward, as in the editor, or a loop below both
+// nodes for a connection back to an earlier node.
+function edgePath(sx, sy, tx, ty, lowest) {
+  if (tx - sx >= 40) {
+    const dx = Math.max(40, (tx - sx) / 2);
+    return `M${sx},${sy} C${sx + dx},${sy} ${tx - dx},${ty} ${tx},${ty}`;
+  }
+  const below = lowest + NODE + 70;
+  return `M${sx},${sy} C${sx + 60},${sy} ${sx + 60},${below} ${sx},${below} L${tx},${below} C${tx - 60},${below} ${tx - 60},${ty} ${tx},${ty}`;
+}
+
+function drawNode(n) {
+  const [kind, cls] = NODE_KINDS[n.type] || [n.type.split('.').pop(), 'code'];
+  const [x, y] = n.position;
+  const g = svgEl('g', { class: 'node node-' + cls, transform: `translate(${x},${y})` });
+  g.dataset.node = n.name;
+  g.dataset.type = n.type;
+  g.append(svgEl('title', {}, n.name + ' (' + n.type + ')'));
+  const trigger = cls === 'trigger';
+  g.append(svgEl('path', { class: 'node-box', d: nodeShape(trigger) }));
+  const status = respondCode(n);
+  g.append(svgEl('text', { x: NODE / 2, y: NODE / 2 + 6, class: status ? 'node-kind node-status' : 'node-kind' }, status || kind));
+  const outputs = outputsOf(n);
+  outputs.forEach((label, i) => {
+    g.append(svgEl('circle', { cx: NODE, cy: (NODE * (i + 1)) / (outputs.length + 1), r: 5, class: label === 'error' ? 'port port-error' : 'port' }));
+  });
+  if (!trigger) g.append(svgEl('circle', { cx: 0, cy: NODE / 2, r: 5, class: 'port' }));
+  wrap(n.name, 16).slice(0, 3).forEach((line, i) => {
+    g.append(svgEl('text', { x: NODE / 2, y: NODE + 24 + i * 21, class: 'node-name' }, line));
+  });
+  return g;
+}
+
+// nodeShape is a rounded square; a trigger's left side is round, as in the
+// editor.
+function nodeShape(trigger) {
+  const r = 10;
+  const left = trigger ? 40 : r;
+  return `M${left},0 H${NODE - r} Q${NODE},0 ${NODE},${r} V${NODE - r} Q${NODE},${NODE} ${NODE - r},${NODE} H${left} `
+    + (trigger ? `A${left},${NODE / 2} 0 0 1 ${left},0 Z` : `Q0,${NODE} 0,${NODE - r} V${r} Q0,0 ${r},0 Z`);
+}
+
+// respondCode is the status a Respond node answers, shown as its icon.
+function respondCode(n) {
+  if (n.type !== 'n8n-nodes-base.respondToWebhook') return '';
+  const c = n.parameters && n.parameters.options && n.parameters.options.responseCode;
+  return /^\d{3}$/.test(String(c)) ? String(c) : ''; // not an expression choosing one
+}
+
+// wrap breaks text into lines of about width characters, at spaces, and
+// a word longer than a line where it must.
+function wrap(text, width) {
+  const lines = [];
+  let line = '';
+  const words = text.split(/\s+/).flatMap((w) => w.match(new RegExp('.{1,' + width + '}', 'g')) || []);
+  for (const word of words) {
+    if (line && (line + ' ' + word).length > width) {
+      lines.push(line);
+      line = word;
+    } else {
+      line = line ? line + ' ' + word : word;
+    }
+  }
+  if (line) lines.push(line);
+  return lines;
+}
+
+// drawSticky draws a note with its title and as much of its text as fits,
+// the Markdown reduced to plain words.
+function drawSticky(n) {
+  const [x, y] = n.position;
+  const [w, h] = stickySize(n);
+  const g = svgEl('g', { class: 'sticky', transform: `translate(${x},${y})` });
+  g.dataset.node = n.name;
+  g.dataset.type = n.type;
+  g.append(svgEl('rect', { width: w, height: h, rx: 6 }));
+  // A nested svg clips what does not fit, as the editor does.
+  const clip = svgEl('svg', { width: w, height: h });
+  g.append(clip);
+  const text = (n.parameters.content || '').split('\n').map(plainMarkdown).filter((l) => l.text !== '');
+  let top = 28;
+  for (const l of text) {
+    const size = l.heading ? 20 : 15;
+    for (const line of wrap(l.text, Math.floor((w - 24) / (size * 0.58)))) {
+      if (top > h - 6) return g;
+      clip.append(svgEl('text', { x: 12, y: top, class: l.heading ? 'sticky-title' : 'sticky-text' }, line));
+      top += size + 5;
+    }
+    top += 4;
+  }
+  return g;
+}
+
+// plainMarkdown is a line of a note without its Markdown: headings,
+// emphasis, code marks and link targets.
+function plainMarkdown(line) {
+  const heading = /^#+\s/.test(line);
+  const text = line.replace(/^#+\s*/, '').replace(/\[([^\]]*)\]\([^)]*\)/g, '$1').replace(/\*\*|`/g, '').trim();
+  return { heading: heading, text: text };
+}
+
+// fitPicture sizes the drawing to the space it has: the whole workflow
+// when it can be read that small, else at the smallest readable scale,
+// scrolled sideways inside its frame (never the page).
+function fitPicture() {
+  const svg = document.querySelector('#workflow-picture svg');
+  if (!svg) return;
+  const w = Number(svg.dataset.width);
+  const h = Number(svg.dataset.height);
+  const room = $('workflow-picture').clientWidth;
+  const scale = Math.min(1, Math.max(room / w, MIN_SCALE));
+  svg.setAttribute('width', Math.round(w * scale));
+  svg.setAttribute('height', Math.round(h * scale));
+}
+
 // ---- everything that follows a change ----
 
 // refresh recomputes what depends on the options: which apply, the steps
-// that reflect them, the files, the command and the key.
+// that reflect them, the files, the picture, the command and the key.
 function refresh() {
   const chosen = chosenFlags();
   mode = chosen.mode;
@@ -612,6 +881,7 @@ async function start() {
   });
   copier('copy-key', 'key', 'Key copied.');
   copier('copy-command', 'command', 'Command copied.');
+  new ResizeObserver(fitPicture).observe($('workflow-picture'));
   refresh();
   $('status').textContent = 'Ready. Nothing you paste leaves this page.';
   document.body.dataset.ready = 'true';
