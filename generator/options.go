@@ -234,6 +234,14 @@ func (e *OptionError) Error() string {
 // webhook paths are URL path segments n8n serves under /webhook/.
 var pathPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*$`)
 
+// WithDefaults returns o with every zero field set to the value the
+// generated files use. The defaults of some options depend on others (the
+// inbox pattern's --verify on its rules, --preset on --verify, --path on
+// the pattern): the planner page reads them here rather than repeat the
+// rules, to name the provider a choice implies and leave out of its
+// command line what the generator does anyway.
+func (o Options) WithDefaults() Options { return o.withDefaults() }
+
 // withDefaults fills in zero fields.
 func (o Options) withDefaults() Options {
 	def := func(s *string, v string) {

@@ -10,7 +10,8 @@
 //	rulesPresets() → [name]
 //	options() → [{name, option, usage, default, choices, pattern}]
 //	providers() → [{name, label, verify, preset, rules, receiver}]
-//	generate(flags {name: value}) → {files: {name: text}, zip: Uint8Array} | {error, flag}
+//	defaults(flags {name: value}) → {pattern, verify, preset, path, name, hashing, guard, receiver} | {error}
+//	generate(flags {name: value}) → {files: {name: text}, names: [name], workflows: [{file, webhookPath}], zip: Uint8Array} | {error, flag}
 //
 // The page computes the key's SHA-256 itself with crypto.subtle.digest; key
 // here is the Go derivation it is checked against. Nothing leaves the page.
@@ -37,6 +38,7 @@ func main() {
 		"rulesPresets": js.FuncOf(rulesPresets),
 		"options":      js.FuncOf(options),
 		"providers":    js.FuncOf(providers),
+		"defaults":     js.FuncOf(defaults),
 		"generate":     js.FuncOf(generate),
 	}))
 	select {}
@@ -129,17 +131,41 @@ func options(js.Value, []js.Value) any {
 	return out
 }
 
+// flagValues reads a {flag: value} object.
+func flagValues(obj js.Value) map[string]string {
+	values := map[string]string{}
+	keys := js.Global().Get("Object").Call("keys", obj)
+	for i := range keys.Length() {
+		name := keys.Index(i).String()
+		values[name] = obj.Get(name).String()
+	}
+	return values
+}
+
+// defaults gives the values the generator uses for what the flags leave
+// out, where a default depends on other options (the inbox pattern's
+// --verify on its rules, --preset on --verify): the page names the provider
+// a choice implies, and leaves out of its command what is implied anyway.
+func defaults(_ js.Value, args []js.Value) any {
+	if len(args) != 1 {
+		return map[string]any{"error": "defaults({flag: value})"}
+	}
+	opts, err := generator.OptionsFromFlags(flagValues(args[0]))
+	if err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	d := opts.WithDefaults()
+	return map[string]any{
+		"pattern": string(d.Pattern), "verify": d.Verify, "preset": d.Preset, "path": d.WebhookPath, "name": d.WorkflowName,
+		"hashing": string(d.Hashing), "guard": string(d.Guard), "receiver": string(d.Receiver),
+	}
+}
+
 func generate(_ js.Value, args []js.Value) any {
 	if len(args) != 1 {
 		return map[string]any{"error": "generate({flag: value})"}
 	}
-	values := map[string]string{}
-	keys := js.Global().Get("Object").Call("keys", args[0])
-	for i := range keys.Length() {
-		name := keys.Index(i).String()
-		values[name] = args[0].Get(name).String()
-	}
-	opts, err := generator.OptionsFromFlags(values)
+	opts, err := generator.OptionsFromFlags(flagValues(args[0]))
 	var fe *generator.FlagError
 	if errors.As(err, &fe) {
 		return map[string]any{"error": err.Error(), "flag": fe.Flag}
@@ -183,7 +209,17 @@ func generate(_ js.Value, args []js.Value) any {
 	for i, n := range names {
 		nameList[i] = n
 	}
-	return map[string]any{"files": out, "names": nameList, "zip": zipBytes}
+	// The workflows in deploy order; the one with a webhook path is the
+	// one the provider calls, which the page draws first.
+	wfs, err := generator.WorkflowFiles(opts)
+	if err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	workflows := make([]any, len(wfs))
+	for i, w := range wfs {
+		workflows[i] = map[string]any{"file": w.File, "webhookPath": w.WebhookPath}
+	}
+	return map[string]any{"files": out, "names": nameList, "workflows": workflows, "zip": zipBytes}
 }
 
 // providers lists generator.ProviderChoices: what the page's one provider
