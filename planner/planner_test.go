@@ -27,6 +27,7 @@ import (
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/idemhook/idemhook/conformance"
+	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/keysvc"
 	"github.com/idemhook/idemhook/planner"
@@ -549,17 +550,26 @@ func TestPageShowsTheEffectKey(t *testing.T) {
 		if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`document.getElementById('rules-preset').value = `+string(q))); err != nil {
 			t.Fatal(err)
 		}
+		keyPreset := rs.Provider.Verify // the key preset the provider's receiver uses
 		for _, s := range all {
 			want := rs.Evaluate(rules.Event{Body: s.Body, Headers: s.Headers}, nil)
-			got := enter(t, ctx, s.Body, s.Headers, "stripe", "")
+			got := enter(t, ctx, s.Body, s.Headers, keyPreset, "")
+			h := http.Header{}
+			for k, v := range s.Headers {
+				h.Set(k, v)
+			}
+			receipt, err := eventkey.DeriveFor(eventkey.Preset(keyPreset), h, s.Body, "")
+			if err != nil {
+				t.Fatal(err)
+			}
 			effect, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`({key: document.getElementById('effect-key').textContent,
   rule: document.getElementById('effect-rule').textContent, row: document.getElementById('effect-row').textContent})`))
 			if err != nil {
 				t.Fatal(err)
 			}
 			name := preset + "/" + filepath.Base(s.File)
-			if !strings.HasPrefix(got.Key, "evt:evt_") {
-				t.Errorf("%s: the receipt key %q", name, got.Key)
+			if got.Key != receipt.Value {
+				t.Errorf("%s: the receipt key %q, want %q", name, got.Key, receipt.Value)
 			}
 			switch {
 			case want.State != "":
@@ -1018,7 +1028,7 @@ var optionSamples = map[string][]string{
 	"events-table": {"other_events"}, "business-table": {"other_business"}, "save-success": {"all", "none"},
 	"save-errors": {"all", "none"}, "save-manual": {"true", "false"}, "execution-timeout": {"7m"},
 	"keysvc-url": {"http://keysvc.other:1"}, "keysvc-credential": {"keysvc token", "other token"}, "receiver": {"keysvc", "n8n"},
-	"account": {"acct_other"}, "events": {"payment_intent.succeeded"}, "defer-limit": {"2h"}, "claim-lease": {"3m"},
+	"account": {"acct_other"}, "events": {"payment_intent.succeeded", "invoice.paid", "orders/paid", "deployment"}, "defer-limit": {"2h"}, "claim-lease": {"3m"},
 	"max-attempts": {"7"}, "retry-backoff": {"40s"}, "db-schema": {"other"}, "sweep-every": {"2m"},
 	"outbox-url": {"http://api.other/ops"}, "outbox-credential": {"outbox token"}, "outbox-max-attempts": {"3"},
 	"outbox-backoff": {"20s"}, "outbox-timeout": {"20s"}, "outbox-batch": {"5", "9"},

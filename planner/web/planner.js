@@ -439,6 +439,13 @@ function chosenFlags() {
   }
   if (values.verify !== undefined && m.verify === impliedVerify) delete values.verify;
   if (values.preset !== undefined && values.preset === m.verify) delete values.preset;
+  // The receiver follows the provider too (keysvc for Standard Webhooks).
+  if (values.receiver !== undefined) {
+    const rest = Object.assign({}, values);
+    delete rest.receiver;
+    const d = idemhook.defaults(rest);
+    if (!d.error && d.receiver === values.receiver) delete values.receiver;
+  }
   return { values, mode: m, implied };
 }
 
