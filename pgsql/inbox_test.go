@@ -638,13 +638,14 @@ func TestReceive(t *testing.T) {
 	}
 }
 
-// The README's manual retry is the statement the tests run.
-func TestREADMEShowsTheRetryStatement(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+// The docs' manual retry (docs/inbox.md, "The outbox and its contract") is
+// the statement the tests run.
+func TestDocsShowTheRetryStatement(t *testing.T) {
+	page, err := os.ReadFile("../docs/inbox.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), pgsql.Inbox{}.RetryTask()) {
-		t.Errorf("README.md does not show the manual retry as it is:\n%s", pgsql.Inbox{}.RetryTask())
+	if !strings.Contains(string(page), pgsql.Inbox{}.RetryTask()) {
+		t.Errorf("docs/inbox.md does not show the manual retry as it is:\n%s", pgsql.Inbox{}.RetryTask())
 	}
 }
