@@ -205,8 +205,14 @@ func (d inboxDeployment) orderState(t *testing.T, id string) string {
 // effects lists the effect keys recorded for order (any kind).
 func (d inboxDeployment) effects(t *testing.T, order string) []string {
 	t.Helper()
+	return d.effectsWith(t, "_order:"+order+":")
+}
+
+// effectsWith lists the recorded effect keys that contain token.
+func (d inboxDeployment) effectsWith(t *testing.T, token string) []string {
+	t.Helper()
 	rows, err := st.Business.Query(context.Background(), "SELECT effect_key FROM "+d.db.Effects().String()+
-		" WHERE effect_key LIKE '%_order:' || $1 || ':%' ORDER BY effect_key", order)
+		" WHERE strpos(effect_key, $1) > 0 ORDER BY effect_key", token)
 	if err != nil {
 		t.Fatal(err)
 	}

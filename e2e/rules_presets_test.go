@@ -154,19 +154,7 @@ func (p *presetRun) process(t *testing.T, ds ...delivery) {
 // effects lists the recorded effect keys that contain token.
 func (p *presetRun) effects(t *testing.T, token string) []string {
 	t.Helper()
-	rows, err := st.Business.Query(context.Background(), "SELECT effect_key FROM "+p.d.db.Effects().String()+
-		" WHERE strpos(effect_key, $1) > 0 ORDER BY effect_key", token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var k string
-		rows.Scan(&k)
-		out = append(out, k)
-	}
-	return out
+	return p.d.effectsWith(t, token)
 }
 
 // once checks that the effect is recorded exactly once and its task was

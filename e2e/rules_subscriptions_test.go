@@ -55,20 +55,7 @@ func TestRulesSubscriptions(t *testing.T) {
 	d := deployInbox(t, opts, api)
 	ctx := context.Background()
 	subs := d.db.Subscriptions().String()
-	effects := func(sub string) []string {
-		rows, err := st.Business.Query(ctx, "SELECT effect_key FROM "+d.db.Effects().String()+" WHERE effect_key LIKE '%:' || $1 || '%' ORDER BY effect_key", sub)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var out []string
-		for rows.Next() {
-			var k string
-			rows.Scan(&k)
-			out = append(out, k)
-		}
-		return out
-	}
+	effects := func(sub string) []string { return d.effectsWith(t, ":"+sub) }
 	subState := func(sub string) string {
 		var s string
 		if err := st.Business.QueryRow(ctx, "SELECT state || ' ' || coalesce(status, '') FROM "+subs+" WHERE id = $1", sub).Scan(&s); err != nil {
