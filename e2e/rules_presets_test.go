@@ -46,6 +46,10 @@ type presetCase struct {
 	prefix   string // the deployment's schema and webhook path
 	receiver generator.Receiver
 	table    string // the preset's domain table
+	// With keysvc as the receiver: the endpoint's signing secrets (one per
+	// line of its secret_file) and its account ("" for the default).
+	keysvcSecrets []string
+	account       string
 
 	// sign signs a delivery anew (a new timestamp where the scheme has one);
 	// forge signs it with another secret; stale, where the scheme signs a
@@ -185,7 +189,11 @@ func (p *presetRun) domainRows(t *testing.T) int {
 func TestRulesPresets(t *testing.T) {
 	needStack(t)
 	start := time.Now()
-	cases := []presetCase{shopifyOrdersCase(), githubDeploymentsCase(), standardWebhooksCase()}
+	// Shopify also through keysvc's inbox: the receipt, its account and its
+	// type read from headers there too.
+	viaKeysvc := shopifyOrdersCase()
+	viaKeysvc.prefix, viaKeysvc.receiver, viaKeysvc.keysvcSecrets = "pks", generator.ReceiverKeysvc, []string{presetSecret}
+	cases := []presetCase{shopifyOrdersCase(), githubDeploymentsCase(), standardWebhooksCase(), viaKeysvc}
 	// Deployed on t itself: what they start (keysvc, the outbox APIs) lives
 	// as long as the test.
 	runs := make([]*presetRun, len(cases))
@@ -196,7 +204,7 @@ func TestRulesPresets(t *testing.T) {
 	each := func(name string, test func(t *testing.T, p *presetRun)) {
 		t.Run(name, func(t *testing.T) {
 			for _, p := range runs {
-				t.Run(p.preset, func(t *testing.T) {
+				t.Run(p.preset+" via "+string(p.receiver), func(t *testing.T) {
 					t.Parallel()
 					test(t, p)
 				})
@@ -626,6 +634,7 @@ func standardWebhooksCase() presetCase {
 	receipt := func(id string) string { return "invoice_receipt:" + account + ":" + id }
 	return presetCase{
 		preset: "standardwebhooks-generic", prefix: "psw", receiver: generator.ReceiverKeysvc, table: "invoices",
+		keysvcSecrets: []string{swhSecret, "whpk_" + base64.StdEncoding.EncodeToString(swhPublic)}, account: account,
 		sign:  sign,
 		forge: swhSign("whsec_"+base64.StdEncoding.EncodeToString([]byte("an-attacker-secret-of-32-bytes!!")), swhOldPr, time.Time{}),
 		stale: swhSign(swhSecret, swhPriv, time.Now().Add(-time.Hour)),
@@ -648,26 +657,28 @@ func standardWebhooksCase() presetCase {
 }
 
 // startPresetKeysvc starts keysvc's inbox in front of the preset's target
-// workflow, holding the Standard Webhooks keys, and returns where the
+// workflow, holding the case's signing secrets, and returns where the
 // provider posts.
 func startPresetKeysvc(t *testing.T, c presetCase, opts generator.Options) string {
 	t.Helper()
 	dir := t.TempDir()
-	keys := filepath.Join(dir, "swh-keys")
-	lines := swhSecret + "\nwhpk_" + base64.StdEncoding.EncodeToString(swhPublic) + "\n"
-	if err := os.WriteFile(keys, []byte(lines), 0o600); err != nil {
+	keys := filepath.Join(dir, "signing-secrets")
+	if err := os.WriteFile(keys, []byte(strings.Join(c.keysvcSecrets, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	endpoints := map[string]any{"endpoints": []map[string]any{{
-		"name": "swh", "provider": "standardwebhooks", "account": "billing-e2e", "secret_file": keys,
+	endpoint := map[string]any{
+		"name": c.prefix, "provider": c.rules().Provider.Verify, "secret_file": keys,
 		"target": st.WebhookURL + "/webhook/" + opts.WebhookPath, "events": c.rules().Types(), "max_attempts": 200,
-	}}}
-	raw, _ := json.Marshal(endpoints)
+	}
+	if c.account != "" {
+		endpoint["account"] = c.account
+	}
+	raw, _ := json.Marshal(map[string]any{"endpoints": []map[string]any{endpoint}})
 	file := filepath.Join(dir, "endpoints.json")
 	if err := os.WriteFile(file, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	k := launchKeysvc(t, c.prefix, []string{"--table", c.prefix + "_processed_events", "--create-schema", "--endpoints", file, "--inbox-schema", c.prefix,
 		"--inbox-backoff", "200ms", "--inbox-max-backoff", "2s", "--inbox-recover-after", "20s", "--inbox-delivery-timeout", "10s"}, nil)
-	return k.url + "/v1/inbox/swh"
+	return k.url + "/v1/inbox/" + c.prefix
 }

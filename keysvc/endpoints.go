@@ -8,9 +8,11 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/idemhook/idemhook/eventkey"
+	"github.com/idemhook/idemhook/rules"
 	"github.com/idemhook/idemhook/signature"
 )
 
@@ -210,5 +212,23 @@ func (e *Endpoint) receiptHeaders() []string {
 	if e.Provider != "" {
 		headers = append(headers, e.Provider.Headers()...)
 	}
-	return append(headers, eventkey.Preset(e.Provider).Headers()...)
+	headers = append(headers, eventkey.Preset(e.Provider).Headers()...)
+	for _, h := range e.sources().Headers() {
+		if !slices.ContainsFunc(headers, func(k string) bool { return strings.EqualFold(k, h) }) {
+			headers = append(headers, h)
+		}
+	}
+	return headers
+}
+
+// sources is where the endpoint's provider keeps an event's type and
+// account (Shopify's topic and shop headers, GitHub's event header and
+// installation.id); a provider the rules do not name (slack, or none) is
+// read as Stripe is: the body's type and account.
+func (e *Endpoint) sources() rules.Provider {
+	if p, ok := rules.ProviderFor(string(e.Provider)); ok {
+		return p
+	}
+	p, _ := rules.ProviderFor("stripe")
+	return p
 }

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/idemhook/idemhook/eventkey"
@@ -200,17 +201,17 @@ func (in *Inbox) Receive(ctx context.Context, e *Endpoint, header http.Header, b
 		return Receipt{}, err
 	}
 	r := Receipt{Key: k.Value, Account: e.Account}
-	if account, ok := eventkey.Member(body, "account"); ok {
+	src := e.sources()
+	if account, ok := src.AccountOf(header, body); ok {
 		r.Account = account
 	}
-	var eventType string
-	if k.Source != eventkey.SourceBodySHA256 {
-		eventType, _ = eventkey.Member(body, "type")
-	}
+	eventType := src.TypeOf(header, body)
+	// Lower-case names, as the n8n receiver keeps them: the compiled
+	// decision reads a header type from them.
 	kept := map[string]string{}
 	for _, h := range e.receiptHeaders() {
 		if v := header.Get(h); v != "" {
-			kept[http.CanonicalHeaderKey(h)] = v
+			kept[strings.ToLower(h)] = v
 		}
 	}
 	headers, _ := json.Marshal(kept)
