@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/keysvc"
+	keysvcinbox "github.com/idemhook/idemhook/keysvc/inbox"
 	"github.com/idemhook/idemhook/rules"
 	"github.com/idemhook/idemhook/signature"
 	"github.com/tidwall/gjson"
@@ -250,7 +250,7 @@ func TestInboxKeysvcReceiverVerifiesStandardWebhooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := "whpk_" + base64.StdEncoding.EncodeToString(make([]byte, 32))
-	eps, err := keysvc.LoadEndpoints(file, map[signature.Provider][]string{signature.ProviderStandardWebhooks: {key}})
+	eps, err := keysvcinbox.LoadEndpoints(file, map[signature.Provider][]string{signature.ProviderStandardWebhooks: {key}})
 	if err != nil || len(eps) != 1 || eps[0].Provider != signature.ProviderStandardWebhooks {
 		t.Errorf("keysvc loaded %+v, %v from\n%s", eps, err, files[generator.FileEndpoints])
 	}
@@ -266,7 +266,7 @@ func TestInboxKeysvcEndpointsExampleLoads(t *testing.T) {
 		if err := os.WriteFile(file, files[generator.FileEndpoints], 0o600); err != nil {
 			t.Fatal(err)
 		}
-		eps, err := keysvc.LoadEndpoints(file, map[signature.Provider][]string{signature.ProviderStripe: {"whsec_test"}})
+		eps, err := keysvcinbox.LoadEndpoints(file, map[signature.Provider][]string{signature.ProviderStripe: {"whsec_test"}})
 		if err != nil {
 			t.Errorf("path %q: keysvc refuses the example: %v\n%s", path, err, files[generator.FileEndpoints])
 			continue

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/keysvc"
+	"github.com/idemhook/idemhook/keysvc/inbox"
 	"github.com/idemhook/idemhook/signature"
 	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
 )
@@ -32,12 +33,12 @@ func BenchmarkInboxAck(b *testing.B) {
 	ctx := context.Background()
 	const senders = 32
 	file := writeEndpoints(b, `{"endpoints":[{"name":"stripe","provider":"stripe","target":"http://127.0.0.1:9/"}]}`)
-	eps, err := keysvc.LoadEndpoints(file, map[signature.Provider][]string{signature.ProviderStripe: {inboxSecret}})
+	eps, err := inbox.LoadEndpoints(file, map[signature.Provider][]string{signature.ProviderStripe: {inboxSecret}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	// Not started: deliveries stay queued, only the acknowledgement is measured.
-	in, err := keysvc.OpenInbox(ctx, pg.Business, eps, keysvc.InboxOptions{Schema: "ks_inbox_bench", CreateSchema: true})
+	in, err := inbox.Open(ctx, pg.Business, eps, inbox.Options{Schema: "ks_inbox_bench", CreateSchema: true})
 	if err != nil {
 		b.Fatal(err)
 	}

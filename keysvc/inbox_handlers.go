@@ -1,27 +1,26 @@
 package keysvc
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strconv"
 
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/idemhook/idemhook/keysvc/inbox"
 )
 
 // inboxEndpoint returns the {endpoint} of the path: a 501 when keysvc has
 // no inbox, a 404 when the endpoint is unknown.
-func (s *Server) inboxEndpoint(r *http.Request) (*Endpoint, error) {
+func (s *Server) inboxEndpoint(r *http.Request) (*inbox.Endpoint, error) {
 	if s.cfg.Inbox == nil {
 		return nil, httpError(http.StatusNotImplemented, "inbox_unavailable",
 			"the inbox needs PostgreSQL and endpoints: start keysvc with DATABASE_URL and --endpoints FILE")
 	}
-	e, ok := s.cfg.Inbox.endpoints[r.PathValue("endpoint")]
+	e, ok := s.cfg.Inbox.Endpoint(r.PathValue("endpoint"))
 	// A tenant's token sees no inbox: the inbox is the operator's.
 	if tok := tokenOf(r); !ok || (tok != nil && tok.Prefix != "") {
-		return nil, httpError(http.StatusNotFound, "unknown_endpoint", "%v", ErrUnknownEndpoint)
+		return nil, httpError(http.StatusNotFound, "unknown_endpoint", "%v", inbox.ErrUnknownEndpoint)
 	}
 	return e, nil
 }
@@ -44,7 +43,7 @@ func (s *Server) inboxReceive(w http.ResponseWriter, r *http.Request) error {
 		return httpError(http.StatusBadRequest, "empty_body", "empty body: there is nothing to save")
 	}
 	if e.Provider != "" {
-		if err := s.checkSignature(r, e.Provider, e.secrets, body); err != nil {
+		if err := s.checkSignature(r, e.Provider, e.Secrets(), body); err != nil {
 			return err
 		}
 	}
@@ -58,7 +57,7 @@ func (s *Server) inboxReceive(w http.ResponseWriter, r *http.Request) error {
 }
 
 // inboxEntryParams returns the endpoint and the {id} of the path.
-func (s *Server) inboxEntryParams(r *http.Request) (*Endpoint, int64, error) {
+func (s *Server) inboxEntryParams(r *http.Request) (*inbox.Endpoint, int64, error) {
 	e, err := s.inboxEndpoint(r)
 	if err != nil {
 		return nil, 0, err
@@ -81,7 +80,7 @@ func (s *Server) inboxEntry(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	entry, err := s.cfg.Inbox.Entry(r.Context(), e.Name, id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, inbox.ErrNotFound) {
 		return noEntry(id)
 	}
 	if err != nil {
@@ -98,9 +97,9 @@ func (s *Server) inboxReplay(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	switch err := s.cfg.Inbox.Replay(r.Context(), e, id); {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, inbox.ErrNotFound):
 		return noEntry(id)
-	case errors.Is(err, ErrNotReplayable):
+	case errors.Is(err, inbox.ErrNotReplayable):
 		entry, _ := s.cfg.Inbox.Entry(r.Context(), e.Name, id)
 		return httpError(http.StatusConflict, "not_replayable", "%v; entry %d is %s", err, id, entry.State)
 	case err != nil:
@@ -108,20 +107,4 @@ func (s *Server) inboxReplay(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{"status": "queued", "inbox_id": id})
 	return nil
-}
-
-// registerInboxMetrics adds the queue depth, read from River's table at each
-// scrape, and lets the inbox count its deliveries.
-func (m *metrics) registerInbox(in *Inbox) {
-	in.metrics = m
-	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keysvc_inbox_queue_depth",
-		Help: "Inbox deliveries waiting or running."}, func() float64 {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		n, err := in.QueueDepth(ctx)
-		if err != nil {
-			return -1
-		}
-		return float64(n)
-	}))
 }

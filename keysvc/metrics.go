@@ -21,7 +21,6 @@ type metrics struct {
 	verifications *prometheus.CounterVec // valid, or the failure code
 	storeErrors   prometheus.Counter
 	inboxAck      prometheus.Histogram
-	deliveries    *prometheus.CounterVec // forwarded, retried, failed
 	authFailures  *prometheus.CounterVec // unauthenticated, forbidden
 	limited       *prometheus.CounterVec // rate, connections
 }
@@ -41,8 +40,6 @@ func newMetrics() *metrics {
 			Help: "Store calls that failed (answered 503)."}),
 		inboxAck: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "keysvc_inbox_ack_seconds",
 			Help: "Time from an inbox delivery's arrival to its acknowledgement (after the commit).", Buckets: prometheus.DefBuckets}),
-		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keysvc_inbox_deliveries_total",
-			Help: "Inbox delivery attempts to targets by outcome: forwarded, retried, failed."}, []string{"outcome"}),
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keysvc_auth_failures_total",
 			Help: "Requests refused for their token: unauthenticated (401) or forbidden (403)."}, []string{"reason"}),
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keysvc_limited_total",
@@ -51,16 +48,13 @@ func newMetrics() *metrics {
 	for _, o := range []string{"new", "duplicate", "in_progress"} {
 		m.reservations.WithLabelValues(o)
 	}
-	for _, o := range []string{"forwarded", "retried", "failed"} {
-		m.deliveries.WithLabelValues(o)
-	}
 	for _, r := range []string{"unauthenticated", "forbidden"} {
 		m.authFailures.WithLabelValues(r)
 	}
 	for _, l := range []string{"rate", "connections"} {
 		m.limited.WithLabelValues(l)
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.reservations, m.verifications, m.storeErrors, m.inboxAck, m.deliveries,
+	m.registry.MustRegister(m.requests, m.duration, m.reservations, m.verifications, m.storeErrors, m.inboxAck,
 		m.authFailures, m.limited,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	return m

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/idemhook/idemhook/keysvc"
+	"github.com/idemhook/idemhook/keysvc/inbox"
 )
 
 // keysvc routes the path as it was sent, one segment for each {key}, {id}
@@ -63,7 +64,7 @@ func checkRoutes(t *testing.T, c client, cases []routeCase) {
 // empty or non-numeric id is 400 invalid_id on both routes that take one, an
 // id that names no entry 404; an empty endpoint is an unknown one.
 func TestInboxIDsAreOneSegmentAsSent(t *testing.T) {
-	in := openInbox(t, "ks_inbox_ids", `{"endpoints":[{"name":"stripe","provider":"stripe","target":"http://127.0.0.1:1/"}]}`, keysvc.InboxOptions{})
+	in := openInbox(t, "ks_inbox_ids", `{"endpoints":[{"name":"stripe","provider":"stripe","target":"http://127.0.0.1:1/"}]}`, inbox.Options{})
 	c := start(t, keysvc.Config{Store: newBoltStore(t), Inbox: in})
 	checkRoutes(t, c, []routeCase{
 		{"GET", "/v1/inbox/stripe/", 400, "invalid_id", ""},

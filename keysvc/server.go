@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemhook/idemhook/keysvc/inbox"
 	"github.com/idemhook/idemhook/planner"
 	"github.com/idemhook/idemhook/signature"
 )
@@ -48,7 +49,7 @@ type Config struct {
 	Now    func() time.Time
 	Logger *slog.Logger
 	// Inbox serves /v1/inbox (nil: those routes answer 501).
-	Inbox *Inbox
+	Inbox *inbox.Inbox
 	// LogSample logs one request line in LogSample (default 1: every
 	// request); a request answered 5xx is always logged, and so is every
 	// error keysvc meets.
@@ -117,7 +118,7 @@ func New(cfg Config) *Server {
 		s.limiter = newClientLimiter(cfg.RateLimit)
 	}
 	if cfg.Inbox != nil {
-		s.metrics.registerInbox(cfg.Inbox)
+		s.metrics.registry.MustRegister(cfg.Inbox.Collectors()...)
 	}
 	// Methods are dispatched here rather than in mux patterns so that a
 	// wrong method gets a JSON 405 like every other error.
@@ -276,7 +277,7 @@ func (s *Server) signatureMayAuthenticate(r *http.Request) bool {
 		if s.cfg.Inbox == nil {
 			return true // answered 501
 		}
-		e, ok := s.cfg.Inbox.endpoints[r.PathValue("endpoint")]
+		e, ok := s.cfg.Inbox.Endpoint(r.PathValue("endpoint"))
 		return !ok || e.Provider != "" // unknown: 404, not 401
 	}
 	return s.cfg.SignatureAuth && r.URL.Query().Get("provider") != ""

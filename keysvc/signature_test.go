@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/keysvc"
+	"github.com/idemhook/idemhook/keysvc/inbox"
 	"github.com/idemhook/idemhook/signature"
 	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
 )
@@ -164,10 +165,10 @@ func TestEndpointSecretFileTakesPublicKeys(t *testing.T) {
 	endpoint := func(file string) string {
 		return writeEndpoints(t, `{"endpoints":[{"name":"swh","provider":"standardwebhooks","target":"http://n8n/webhook/x","secret_file":"`+file+`"}]}`)
 	}
-	if _, err := keysvc.LoadEndpoints(endpoint(good), nil); err != nil {
+	if _, err := inbox.LoadEndpoints(endpoint(good), nil); err != nil {
 		t.Errorf("whsec_ and whpk_ lines: %v", err)
 	}
-	_, err := keysvc.LoadEndpoints(endpoint(bad), nil)
+	_, err := inbox.LoadEndpoints(endpoint(bad), nil)
 	if err == nil || !strings.Contains(err.Error(), "key 2") || !strings.Contains(err.Error(), "31 bytes") {
 		t.Errorf("a 31-byte whpk_: %v, want an error naming key 2 and its 31 bytes", err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/internal/stack"
 	"github.com/idemhook/idemhook/keysvc"
+	"github.com/idemhook/idemhook/keysvc/inbox"
 	"github.com/idemhook/idemhook/n8napi"
 	"github.com/idemhook/idemhook/signature"
 )
@@ -62,7 +63,7 @@ type Lab struct {
 
 	st     *stack.Stack
 	keysvc *http.Server
-	inbox  *keysvc.Inbox
+	inbox  *inbox.Inbox
 }
 
 // Start starts the lab for the generate options o (the workflows that
@@ -90,7 +91,7 @@ func Start(ctx context.Context, o generator.Options, progress io.Writer) (l *Lab
 		}
 		o.OutboxURL = l.Outbox.URL
 	}
-	var endpoints []keysvc.Endpoint
+	var endpoints []inbox.Endpoint
 	if o.Pattern == generator.PatternInbox && o.Receiver == generator.ReceiverKeysvc {
 		if endpoints, err = l.inboxEndpoints(o); err != nil {
 			return l, err
@@ -166,12 +167,12 @@ func StartEmpty(ctx context.Context, runtime string, n8nEnv map[string]string, p
 
 // inboxEndpoints is the generated keysvc endpoints file for o with its
 // target pointed at this lab's n8n, as keysvc loads it.
-func (l *Lab) inboxEndpoints(o generator.Options) ([]keysvc.Endpoint, error) {
+func (l *Lab) inboxEndpoints(o generator.Options) ([]inbox.Endpoint, error) {
 	files, err := generator.Files(o)
 	if err != nil {
 		return nil, err
 	}
-	var f keysvc.EndpointsFile
+	var f inbox.EndpointsFile
 	if err := json.Unmarshal(files[generator.FileEndpoints], &f); err != nil {
 		return nil, fmt.Errorf("%s: %w", generator.FileEndpoints, err)
 	}
@@ -200,7 +201,7 @@ func (l *Lab) inboxEndpoints(o generator.Options) ([]keysvc.Endpoint, error) {
 			secrets[p] = []string{l.SigningSecret}
 		}
 	}
-	return keysvc.LoadEndpoints(file, secrets)
+	return inbox.LoadEndpoints(file, secrets)
 }
 
 // Exec runs sql (a schema file) on the business database.
@@ -243,7 +244,7 @@ func (l *Lab) StartKeysvc(ctx context.Context) error { return l.startKeysvc(ctx,
 
 // startKeysvc is StartKeysvc with keysvc's inbox serving endpoints (none:
 // no inbox), its tables in schema.
-func (l *Lab) startKeysvc(ctx context.Context, endpoints []keysvc.Endpoint, schema string) error {
+func (l *Lab) startKeysvc(ctx context.Context, endpoints []inbox.Endpoint, schema string) error {
 	store, err := keysvc.OpenPG(ctx, l.st.BusinessDSN, keysvc.PGOptions{CreateSchema: true})
 	if err != nil {
 		return fmt.Errorf("keysvc: %w", err)
@@ -251,7 +252,7 @@ func (l *Lab) startKeysvc(ctx context.Context, endpoints []keysvc.Endpoint, sche
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg := keysvc.Config{Store: store, Token: l.KeysvcToken, Logger: quiet}
 	if len(endpoints) > 0 {
-		if l.inbox, err = keysvc.OpenInbox(ctx, store.Pool(), endpoints, keysvc.InboxOptions{Schema: schema, CreateSchema: true, Logger: quiet}); err != nil {
+		if l.inbox, err = inbox.Open(ctx, store.Pool(), endpoints, inbox.Options{Schema: schema, CreateSchema: true, Logger: quiet}); err != nil {
 			store.Close()
 			return fmt.Errorf("keysvc inbox: %w", err)
 		}

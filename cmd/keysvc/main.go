@@ -28,6 +28,7 @@ import (
 	"github.com/idemhook/idemhook/internal/buildinfo"
 	"github.com/idemhook/idemhook/internal/duration"
 	"github.com/idemhook/idemhook/keysvc"
+	"github.com/idemhook/idemhook/keysvc/inbox"
 	"github.com/idemhook/idemhook/signature"
 )
 
@@ -47,8 +48,8 @@ type config struct {
 	secrets      map[signature.Provider][]string
 	tolerance    time.Duration
 
-	endpoints []keysvc.Endpoint
-	inbox     keysvc.InboxOptions
+	endpoints []inbox.Endpoint
+	inboxOpts inbox.Options
 
 	tokensFile        string
 	tokens            *keysvc.Tokens // from tokensFile
@@ -87,27 +88,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer store.Close()
-	var inbox *keysvc.Inbox
+	var in *inbox.Inbox
 	if len(cfg.endpoints) > 0 {
-		cfg.inbox.Logger = logger
-		inbox, err = keysvc.OpenInbox(ctx, store.(*keysvc.PGStore).Pool(), cfg.endpoints, cfg.inbox)
+		cfg.inboxOpts.Logger = logger
+		in, err = inbox.Open(ctx, store.(*keysvc.PGStore).Pool(), cfg.endpoints, cfg.inboxOpts)
 		if err != nil {
 			logger.Error("cannot open the inbox", "error", err)
 			return 1
 		}
-		if err := inbox.Start(ctx); err != nil {
+		if err := in.Start(ctx); err != nil {
 			logger.Error("cannot start the inbox", "error", err)
 			return 1
 		}
 		defer func() {
 			stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			_ = inbox.Close(stopCtx)
+			_ = in.Close(stopCtx)
 		}()
 	}
 
 	handler := keysvc.New(keysvc.Config{Store: store, MaxBodyBytes: cfg.maxBody, Token: cfg.token, Tokens: cfg.tokens, Logger: logger,
-		Secrets: cfg.secrets, SignatureTolerance: cfg.tolerance, Inbox: inbox, LogSample: cfg.logSample,
+		Secrets: cfg.secrets, SignatureTolerance: cfg.tolerance, Inbox: in, LogSample: cfg.logSample,
 		SignatureAuth: cfg.signatureAuth, ProtectMetrics: cfg.protectMetrics, RateLimit: cfg.rateLimit})
 	srv := &http.Server{
 		Addr:              cfg.addr,
@@ -306,10 +307,10 @@ func parseConfig(args []string, stdout, stderr io.Writer) (config, int, bool) {
 		{&cfg.writeTimeout, "write-timeout", "KEYSVC_WRITE_TIMEOUT", "10s", "time to write a response"},
 		{&cfg.retention, "retention", "KEYSVC_RETENTION", "30d", "delete reservations older than this, hourly; 0 disables"},
 		{&cfg.tolerance, "signature-tolerance", "KEYSVC_SIGNATURE_TOLERANCE", "5m", "how far a signed timestamp may be from now, both ways"},
-		{&cfg.inbox.DeliveryTimeout, "inbox-delivery-timeout", "KEYSVC_INBOX_DELIVERY_TIMEOUT", "30s", "inbox: how long one delivery to a target may take"},
-		{&cfg.inbox.Backoff, "inbox-backoff", "KEYSVC_INBOX_BACKOFF", "1s", "inbox: first redelivery delay, doubled per attempt with jitter"},
-		{&cfg.inbox.MaxBackoff, "inbox-max-backoff", "KEYSVC_INBOX_MAX_BACKOFF", "5m", "inbox: longest redelivery delay"},
-		{&cfg.inbox.RecoverAfter, "inbox-recover-after", "KEYSVC_INBOX_RECOVER_AFTER", "2m", "inbox: re-enqueue an entry still undelivered after this long"},
+		{&cfg.inboxOpts.DeliveryTimeout, "inbox-delivery-timeout", "KEYSVC_INBOX_DELIVERY_TIMEOUT", "30s", "inbox: how long one delivery to a target may take"},
+		{&cfg.inboxOpts.Backoff, "inbox-backoff", "KEYSVC_INBOX_BACKOFF", "1s", "inbox: first redelivery delay, doubled per attempt with jitter"},
+		{&cfg.inboxOpts.MaxBackoff, "inbox-max-backoff", "KEYSVC_INBOX_MAX_BACKOFF", "5m", "inbox: longest redelivery delay"},
+		{&cfg.inboxOpts.RecoverAfter, "inbox-recover-after", "KEYSVC_INBOX_RECOVER_AFTER", "2m", "inbox: re-enqueue an entry still undelivered after this long"},
 	}
 	for _, d := range durations {
 		v, err := duration.Parse(env(d.env, d.def))
@@ -327,7 +328,7 @@ func parseConfig(args []string, stdout, stderr io.Writer) (config, int, bool) {
 	}
 	fs.IntVar(&cfg.logSample, "log-sample", sample, "log one request line in `N`; 5xx answers and errors are always logged (KEYSVC_LOG_SAMPLE)")
 	endpointsFile := fs.String("endpoints", env("KEYSVC_ENDPOINTS", ""), "inbox: JSON `file` of the endpoints served at /v1/inbox/{name} (KEYSVC_ENDPOINTS); needs DATABASE_URL")
-	fs.StringVar(&cfg.inbox.Schema, "inbox-schema", env("KEYSVC_INBOX_SCHEMA", ""), "inbox: PostgreSQL `schema` of inbox_events and River's tables; the n8n inbox pattern's --db-schema (KEYSVC_INBOX_SCHEMA)")
+	fs.StringVar(&cfg.inboxOpts.Schema, "inbox-schema", env("KEYSVC_INBOX_SCHEMA", ""), "inbox: PostgreSQL `schema` of inbox_events and River's tables; the n8n inbox pattern's --db-schema (KEYSVC_INBOX_SCHEMA)")
 	fs.StringVar(&cfg.tokensFile, "tokens-file", env("KEYSVC_TOKENS_FILE", ""), "`file` of scoped tokens, one \"name scope sha256 [key-prefix]\" a line; re-read on SIGHUP (KEYSVC_TOKENS_FILE)")
 	fs.BoolVar(&cfg.insecureNoAuth, "insecure-no-auth", false, "serve a non-loopback address without any token (warned at start and hourly)")
 	fs.BoolVar(&cfg.signatureAuth, "signature-auth", false, "accept /v1/keys and /v1/reservations without a token when ?provider= names a provider whose signature verifies")
@@ -393,11 +394,11 @@ func parseConfig(args []string, stdout, stderr io.Writer) (config, int, bool) {
 			fmt.Fprintln(stderr, "keysvc: the inbox (--endpoints) needs PostgreSQL: set DATABASE_URL")
 			return config{}, 2, false
 		}
-		if cfg.endpoints, err = keysvc.LoadEndpoints(*endpointsFile, secrets); err != nil {
+		if cfg.endpoints, err = inbox.LoadEndpoints(*endpointsFile, secrets); err != nil {
 			fmt.Fprintf(stderr, "keysvc: %v\n", err)
 			return config{}, 2, false
 		}
-		cfg.inbox.CreateSchema = cfg.createSchema
+		cfg.inboxOpts.CreateSchema = cfg.createSchema
 	}
 	if cfg.tokensFile != "" {
 		if cfg.tokens, err = readTokens(cfg.tokensFile); err != nil {

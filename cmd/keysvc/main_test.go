@@ -111,8 +111,8 @@ func TestParseConfigInbox(t *testing.T) {
 	t.Setenv("KEYSVC_SECRET_STRIPE", "whsec_x")
 	stderr.Reset()
 	cfg, code, ok := parseConfig([]string{"--endpoints", file, "--inbox-schema", "payments", "--create-schema"}, io.Discard, &stderr)
-	if !ok || len(cfg.endpoints) != 1 || cfg.inbox.Schema != "payments" || !cfg.inbox.CreateSchema {
-		t.Errorf("a valid inbox: ok=%v code=%d %+v %s", ok, code, cfg.inbox, stderr.String())
+	if !ok || len(cfg.endpoints) != 1 || cfg.inboxOpts.Schema != "payments" || !cfg.inboxOpts.CreateSchema {
+		t.Errorf("a valid inbox: ok=%v code=%d %+v %s", ok, code, cfg.inboxOpts, stderr.String())
 	}
 }
 

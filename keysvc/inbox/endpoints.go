@@ -1,4 +1,4 @@
-package keysvc
+package inbox
 
 import (
 	"bytes"
@@ -232,3 +232,7 @@ func (e *Endpoint) sources() rules.Provider {
 	p, _ := rules.ProviderFor("stripe")
 	return p
 }
+
+// Secrets are the endpoint's signing secrets, for keysvc to verify its
+// deliveries with (never logged).
+func (e *Endpoint) Secrets() []string { return e.secrets }

@@ -1,0 +1,87 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Entry is GET /v1/inbox/{endpoint}/{id}: the receipt and every delivery
+// attempt.
+type Entry struct {
+	ID         int64      `json:"id"`
+	Endpoint   string     `json:"endpoint"`
+	Account    string     `json:"account"`
+	Key        string     `json:"key"`
+	EventType  string     `json:"event_type"`
+	State      string     `json:"state"`
+	Outcome    string     `json:"outcome,omitempty"`
+	LastError  string     `json:"last_error,omitempty"`
+	ReceivedAt time.Time  `json:"received_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Deliveries []Delivery `json:"deliveries"`
+}
+
+// Delivery is one attempt to forward an entry.
+type Delivery struct {
+	Attempt    int       `json:"attempt"`
+	At         time.Time `json:"at"`
+	Status     *int      `json:"status"` // null when no answer came
+	Error      string    `json:"error,omitempty"`
+	DurationMS int       `json:"duration_ms"`
+}
+
+// Entry returns entry id of endpoint, or ErrNotFound.
+func (in *Inbox) Entry(ctx context.Context, endpoint string, id int64) (Entry, error) {
+	e := Entry{Endpoint: endpoint, Deliveries: []Delivery{}}
+	err := in.pool.QueryRow(ctx, in.tables.Entry(), id, endpoint).
+		Scan(&e.ID, &e.Account, &e.Key, &e.EventType, &e.State, &e.Outcome, &e.LastError, &e.ReceivedAt, &e.FinishedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Entry{}, ErrNotFound
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("inbox entry %d: %w", id, err)
+	}
+	rows, err := in.pool.Query(ctx, in.tables.DeliveryAttempts(), id)
+	if err != nil {
+		return Entry{}, fmt.Errorf("inbox entry %d: %w", id, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var d Delivery
+		if err := rows.Scan(&d.Attempt, &d.At, &d.Status, &d.Error, &d.DurationMS); err != nil {
+			return Entry{}, err
+		}
+		e.Deliveries = append(e.Deliveries, d)
+	}
+	return e, rows.Err()
+}
+
+// Replay sends a failed or forwarded entry again: ErrNotFound, or
+// ErrNotReplayable with its state.
+func (in *Inbox) Replay(ctx context.Context, e *Endpoint, id int64) error {
+	tx, err := in.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("replay %d: %w", id, err)
+	}
+	defer tx.Rollback(ctx)
+	var state string
+	err = tx.QueryRow(ctx, in.tables.Replay(), id, e.Name).Scan(&state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err := in.Entry(ctx, e.Name, id); err != nil {
+			return err
+		}
+		return ErrNotReplayable
+	}
+	if err != nil {
+		return fmt.Errorf("replay %d: %w", id, err)
+	}
+	if _, err := in.river.InsertTx(ctx, tx, deliveryArgs{InboxID: id, Endpoint: e.Name},
+		e.deliveryOpts()); err != nil {
+		return fmt.Errorf("replay %d: enqueue: %w", id, err)
+	}
+	return tx.Commit(ctx)
+}

@@ -1,0 +1,97 @@
+package inbox_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/keysvc/inbox"
+	"github.com/idemhook/idemhook/signature"
+)
+
+// pg is a real PostgreSQL 16 for the whole package (nil with -short).
+var pg *stack.Stack
+
+func TestMain(m *testing.M) { stack.RunWithPostgres(m, "keysvc/inbox", &pg) }
+
+const inboxSecret = "whsec_inboxTestSecret"
+
+func writeEndpoints(t testing.TB, json string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "endpoints.json")
+	if err := os.WriteFile(file, []byte(json), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// openInbox opens and starts an inbox on the test PostgreSQL in a schema of
+// its own (dropped at the end) with the endpoints file's endpoints.
+func openInbox(t *testing.T, schema, endpoints string, opts inbox.Options) *inbox.Inbox {
+	t.Helper()
+	if pg == nil {
+		t.Skip("PostgreSQL tests skipped with -short")
+	}
+	ctx := context.Background()
+	eps, err := inbox.LoadEndpoints(writeEndpoints(t, endpoints), map[signature.Provider][]string{signature.ProviderStripe: {inboxSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Schema, opts.CreateSchema = schema, true
+	in, err := inbox.Open(ctx, pg.Business, eps, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	if err := in.Start(runCtx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		in.Close(ctx)
+		pg.Business.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+	})
+	return in
+}
+
+// receive saves body as a delivery to endpoint (whose signature keysvc
+// would have verified) and returns its inbox id.
+func receive(t *testing.T, in *inbox.Inbox, endpoint string, body string) int64 {
+	t.Helper()
+	e, ok := in.Endpoint(endpoint)
+	if !ok {
+		t.Fatalf("no endpoint %q", endpoint)
+	}
+	r, err := in.Receive(context.Background(), e, http.Header{"Content-Type": {"application/json"}}, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.InboxID == 0 {
+		t.Fatalf("receive %s: %+v, want a new entry", body, r)
+	}
+	return r.InboxID
+}
+
+// recordingTarget answers 200 and counts the deliveries per inbox id.
+type recordingTarget struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (rt *recordingTarget) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt.mu.Lock()
+	rt.calls[r.Header.Get("X-Idemhook-Inbox-Id")]++
+	rt.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+func (rt *recordingTarget) count(id int64) int {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.calls[fmt.Sprint(id)]
+}
