@@ -9,6 +9,65 @@ import (
 // for example the inbox pattern's n8n worker, decides the effect). keysvc
 // runs Receive and AssignEndpoint in the transaction that enqueues the
 // delivery, so a receipt is never saved without its delivery queued.
+//
+// Some statements read or change River's river_job (v0.51's layout: kind,
+// state, attempt, attempted_at, attempted_by, errors, scheduled_at, args),
+// only for jobs of keysvc's delivery kind; keysvc/inbox's tests pin that
+// layout against the River it is built with.
+
+// Jobs is River's job table in the inbox's schema.
+func (in Inbox) Jobs() Table { return in.table("river_job") }
+
+// Workers holds one lease per running keysvc, named by its River client id:
+// while its lease is alive, that keysvc may have deliveries in flight.
+func (in Inbox) Workers() Table { return in.table("inbox_workers") }
+
+// Kinds of a row of inbox_deliveries: what one attempt to forward an entry
+// came to, or what an operator asked for.
+const (
+	// DeliveryAnswered: the target answered, with the status recorded.
+	DeliveryAnswered = "answered"
+	// DeliveryUnreached: no connection was made; the target cannot have it.
+	DeliveryUnreached = "unreached"
+	// DeliveryNoAnswer: the request was or may have been sent and no answer
+	// came (a timeout, a reset): the target may have it.
+	DeliveryNoAnswer = "no_answer"
+	// DeliveryRescued: the keysvc that made the attempt stopped during it;
+	// another took the delivery over. The target may have it.
+	DeliveryRescued = "rescued"
+	// DeliveryReplay and DeliveryRetryNow: an operator replayed the entry,
+	// or asked for its next attempt now (attempt 0, actor the token's name).
+	DeliveryReplay   = "replay"
+	DeliveryRetryNow = "retry_now"
+)
+
+// MissingTables returns which of the tables named in $1 (text[]) do not
+// exist.
+func MissingTables() string {
+	return `SELECT coalesce(array_agg(t), '{}') FROM unnest($1::text[]) t WHERE to_regclass(t) IS NULL`
+}
+
+// QueueDepth counts the jobs of kind $1 waiting or running.
+func (in Inbox) QueueDepth() string {
+	return fmt.Sprintf(`SELECT count(*) FROM %s WHERE kind = $1 AND state IN ('available', 'running', 'retryable', 'scheduled', 'pending')`, in.Jobs())
+}
+
+// KeysvcDDL creates what keysvc's inbox adds to ReceiptsDDL: the workers'
+// leases, the kind and actor of each row of inbox_deliveries, and the index
+// keysvc lists and counts its entries by (endpoint, state, newest first).
+// Running it again changes nothing.
+func (in Inbox) KeysvcDDL() string {
+	return in.ReceiptsDDL() + fmt.Sprintf(`
+CREATE TABLE IF NOT EXISTS %[1]s (
+  id text PRIMARY KEY,
+  alive_until timestamptz NOT NULL,
+  renewed_at timestamptz NOT NULL
+);
+ALTER TABLE %[2]s ADD COLUMN IF NOT EXISTS kind text, ADD COLUMN IF NOT EXISTS actor text;
+CREATE INDEX IF NOT EXISTS %[4]s_endpoint_state_idx ON %[3]s (endpoint, state, id) INCLUDE (received_at)
+  WHERE endpoint IS NOT NULL;
+`, in.Workers(), in.Deliveries(), in.Inbox(), in.Inbox().Name)
+}
 
 // AssignEndpoint records the keysvc endpoint $2 of the new receipt $1 and,
 // when $3 (allowed) is false, finishes it as ignored: its type is outside the
@@ -25,15 +84,76 @@ RETURNING state`, in.Inbox())
 }
 
 // EventForDelivery loads what a delivery sends: body, headers, event_id,
-// account and the current state of row $1.
+// account and the current state of row $1, and the kind of its latest
+// delivery row (empty when none): after DeliveryNoAnswer or DeliveryRescued
+// the next forward is a re-send.
 func (in Inbox) EventForDelivery() string {
-	return fmt.Sprintf(`SELECT body, headers, event_id, account, state FROM %s WHERE id = $1`, in.Inbox())
+	return fmt.Sprintf(`SELECT body, headers, event_id, account, state,
+  coalesce((SELECT kind FROM %[2]s d WHERE d.inbox_id = e.id ORDER BY d.at DESC LIMIT 1), '')
+FROM %[1]s e WHERE id = $1`, in.Inbox(), in.Deliveries())
 }
 
 // RecordDelivery appends attempt $2 of row $1: status $3 (NULL: no answer),
-// error $4, duration $5 in milliseconds.
+// error $4, duration $5 in milliseconds, kind $6 (a Delivery* constant).
 func (in Inbox) RecordDelivery() string {
-	return fmt.Sprintf(`INSERT INTO %s (inbox_id, attempt, status, error, duration_ms) VALUES ($1, $2, $3, left($4, 2000), $5)`, in.Deliveries())
+	return fmt.Sprintf(`INSERT INTO %s (inbox_id, attempt, status, error, duration_ms, kind) VALUES ($1, $2, $3, left($4, 2000), $5, $6)`, in.Deliveries())
+}
+
+// RenewWorker renews the lease of keysvc $1 for $2 milliseconds from the
+// database's now, and forgets leases that expired over an hour ago (a
+// missing lease reads as expired, so forgetting one changes nothing). Only
+// the keysvc named $1 writes its row; it counts its lease from before it
+// sent this statement, so its own reckoning always ends before the
+// database's.
+func (in Inbox) RenewWorker() string {
+	return fmt.Sprintf(`WITH forgotten AS (
+  DELETE FROM %[1]s WHERE alive_until < now() - interval '1 hour' AND id <> $1
+)
+INSERT INTO %[1]s (id, alive_until, renewed_at) VALUES ($1, now() + $2 * interval '1 millisecond', now())
+ON CONFLICT (id) DO UPDATE SET alive_until = EXCLUDED.alive_until, renewed_at = EXCLUDED.renewed_at`, in.Workers())
+}
+
+// ResignWorker deletes keysvc $1's lease once it has stopped cleanly, so
+// that nobody waits for it.
+func (in Inbox) ResignWorker() string {
+	return fmt.Sprintf(`DELETE FROM %s WHERE id = $1`, in.Workers())
+}
+
+// RescueDeliveries makes running jobs of kind $1 whose keysvc (the last
+// client in attempted_by) holds no live lease available again at once, up
+// to 500 per call, and records each as a DeliveryRescued row of its entry
+// (attempt: the job's attempt plus its args' prior). It returns each
+// rescued entry's id, endpoint and the keysvc that stopped.
+//
+// A keysvc stops every call to a target before its lease ends by its own
+// reckoning, which is before the database's (RenewWorker), so a job is
+// never rescued while its first attempt can still be running. FOR UPDATE
+// SKIP LOCKED leaves rows River is fetching or completing to a later call,
+// and gives two keysvcs rescuing at once disjoint sets; a row completed
+// meanwhile is re-read and no longer matches.
+func (in Inbox) RescueDeliveries() string {
+	return fmt.Sprintf(`WITH stuck AS (
+  SELECT j.id FROM %[1]s j
+  WHERE j.kind = $1 AND j.state = 'running'
+    AND NOT EXISTS (SELECT 1 FROM %[2]s w
+      WHERE w.id = j.attempted_by[array_upper(j.attempted_by, 1)] AND w.alive_until > now())
+  ORDER BY j.id
+  LIMIT 500
+  FOR UPDATE OF j SKIP LOCKED
+), rescued AS (
+  UPDATE %[1]s j SET state = 'available', scheduled_at = now(),
+    errors = array_append(j.errors, jsonb_build_object('at', now(), 'attempt', j.attempt, 'trace', '',
+      'error', 'rescued: keysvc ' || coalesce(j.attempted_by[array_upper(j.attempted_by, 1)], '?') || ' stopped during this delivery'))
+  FROM stuck WHERE j.id = stuck.id
+  RETURNING j.args, j.attempt, j.attempted_at, coalesce(j.attempted_by[array_upper(j.attempted_by, 1)], '') AS owner
+), recorded AS (
+  INSERT INTO %[3]s (inbox_id, attempt, status, error, duration_ms, kind)
+  SELECT (r.args->>'inbox_id')::bigint, r.attempt + coalesce((r.args->>'prior')::int, 0), NULL,
+    'keysvc ' || r.owner || ' stopped during this delivery: the target may have it',
+    greatest(0, extract(epoch FROM now() - coalesce(r.attempted_at, now())) * 1000)::int, '%[5]s'
+  FROM rescued r WHERE EXISTS (SELECT 1 FROM %[4]s e WHERE e.id = (r.args->>'inbox_id')::bigint)
+)
+SELECT (args->>'inbox_id')::bigint, args->>'endpoint', owner FROM rescued`, in.Jobs(), in.Workers(), in.Deliveries(), in.Inbox(), DeliveryRescued)
 }
 
 // MarkForwarded finishes row $1 as forwarded after a 2xx, unless the target
@@ -67,9 +187,11 @@ func (in Inbox) Entry() string {
 FROM %s WHERE id = $1 AND endpoint = $2`, in.Inbox())
 }
 
-// DeliveryAttempts lists row $1's delivery attempts, oldest first.
+// DeliveryAttempts lists row $1's delivery attempts and the operators'
+// actions on it, oldest first.
 func (in Inbox) DeliveryAttempts() string {
-	return fmt.Sprintf(`SELECT attempt, at, status, coalesce(error, ''), duration_ms FROM %s WHERE inbox_id = $1 ORDER BY at, attempt`, in.Deliveries())
+	return fmt.Sprintf(`SELECT attempt, at, status, coalesce(error, ''), duration_ms, coalesce(kind, ''), coalesce(actor, '')
+FROM %s WHERE inbox_id = $1 ORDER BY at, attempt`, in.Deliveries())
 }
 
 // StrandedReceipts lists up to 500 rows keysvc received longer ago than

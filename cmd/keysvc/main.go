@@ -100,6 +100,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			logger.Error("cannot start the inbox", "error", err)
 			return 1
 		}
+		logger.Info("inbox started", "worker", in.WorkerID())
 		defer func() {
 			stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -311,6 +312,7 @@ func parseConfig(args []string, stdout, stderr io.Writer) (config, int, bool) {
 		{&cfg.inboxOpts.Backoff, "inbox-backoff", "KEYSVC_INBOX_BACKOFF", "1s", "inbox: first redelivery delay, doubled per attempt with jitter"},
 		{&cfg.inboxOpts.MaxBackoff, "inbox-max-backoff", "KEYSVC_INBOX_MAX_BACKOFF", "5m", "inbox: longest redelivery delay"},
 		{&cfg.inboxOpts.RecoverAfter, "inbox-recover-after", "KEYSVC_INBOX_RECOVER_AFTER", "2m", "inbox: re-enqueue an entry still undelivered after this long"},
+		{&cfg.inboxOpts.RescueAfter, "inbox-rescue-after", "KEYSVC_INBOX_RESCUE_AFTER", "15s", "inbox: this keysvc's lease; a delivery in flight in a keysvc that stopped renewing its lease this long ago is sent again by another (at least 5s)"},
 	}
 	for _, d := range durations {
 		v, err := duration.Parse(env(d.env, d.def))

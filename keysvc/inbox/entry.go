@@ -32,6 +32,11 @@ type Delivery struct {
 	Status     *int      `json:"status"` // null when no answer came
 	Error      string    `json:"error,omitempty"`
 	DurationMS int       `json:"duration_ms"`
+	// Kind is what came of it (pgsql.Delivery*: answered, unreached,
+	// no_answer, rescued) or what an operator asked (replay, retry_now,
+	// with the token's name in Actor); empty for rows older than kinds.
+	Kind  string `json:"kind,omitempty"`
+	Actor string `json:"actor,omitempty"`
 }
 
 // Entry returns entry id of endpoint, or ErrNotFound.
@@ -52,7 +57,7 @@ func (in *Inbox) Entry(ctx context.Context, endpoint string, id int64) (Entry, e
 	defer rows.Close()
 	for rows.Next() {
 		var d Delivery
-		if err := rows.Scan(&d.Attempt, &d.At, &d.Status, &d.Error, &d.DurationMS); err != nil {
+		if err := rows.Scan(&d.Attempt, &d.At, &d.Status, &d.Error, &d.DurationMS, &d.Kind, &d.Actor); err != nil {
 			return Entry{}, err
 		}
 		e.Deliveries = append(e.Deliveries, d)

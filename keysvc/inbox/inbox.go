@@ -33,9 +33,17 @@ import (
 // Inbox is the durable inbox in front of n8n or any HTTP target: a
 // delivery is verified, saved in inbox_events and its forwarding enqueued in
 // the same transaction, and answered 200 only after the commit. River works
-// the queue: retries with backoff, a snooze on Retry-After, rescue of jobs
-// whose keysvc died. The receipt lives in the project's own table, which
-// outlives River's finished jobs.
+// the queue (one per endpoint, with its concurrency), shared by every keysvc
+// on the database: its job locking gives each delivery to one of them. The
+// receipt lives in the project's own table, which outlives River's finished
+// jobs.
+//
+// Delivery to a target is at least once, never exactly once: every attempt
+// carries the same Idempotency-Key and X-Idemhook-Inbox-Id, by which the
+// target drops a repeat. A repeat is rare and bounded: a target's 2xx is
+// recorded even across a database outage (settle), so only the deliveries
+// in flight in a keysvc that died (at most each endpoint's concurrency) and
+// calls that got no answer are sent again.
 type Inbox struct {
 	pool      *pgxpool.Pool
 	tables    pgsql.Inbox
@@ -45,6 +53,11 @@ type Inbox struct {
 	logger    *slog.Logger
 	metrics   *metrics
 	opts      Options
+	lease     *lease
+	// life ends the loops (heartbeat, rescuer, recoverer) at Close; hard
+	// ends the recording of outcomes when Close runs out of time.
+	life, hard        context.Context
+	endLife, stopHard context.CancelFunc
 }
 
 // Options configure Open.
@@ -63,8 +76,17 @@ type Options struct {
 	// RecoverAfter is how long a receipt may stay received before the
 	// recoverer enqueues its delivery again. Default 2m.
 	RecoverAfter time.Duration
-	Logger       *slog.Logger
+	// RescueAfter is this keysvc's lease: renewed every RescueAfter/5, and
+	// when it lapses (keysvc died, or lost the database) another keysvc or
+	// this one restarted delivers its deliveries in flight again, after
+	// ending its own calls first. Default 15s, at least 5s.
+	RescueAfter time.Duration
+	Logger      *slog.Logger
 }
+
+// DefaultRescueAfter is Options.RescueAfter's default: a delivery in flight
+// in a keysvc that died is delivered again within about 20 s.
+const DefaultRescueAfter = 15 * time.Second
 
 // ErrUnknownEndpoint: no endpoint has that name.
 var ErrUnknownEndpoint = errors.New("no such inbox endpoint")
@@ -96,6 +118,12 @@ func Open(ctx context.Context, pool *pgxpool.Pool, endpoints []Endpoint, opts Op
 	if opts.RecoverAfter == 0 {
 		opts.RecoverAfter = 2 * time.Minute
 	}
+	if opts.RescueAfter == 0 {
+		opts.RescueAfter = DefaultRescueAfter
+	}
+	if opts.RescueAfter < 5*time.Second {
+		return nil, fmt.Errorf("inbox rescue-after %s: at least 5s, so that a lease outlives a few missed renewals", opts.RescueAfter)
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -106,6 +134,9 @@ func Open(ctx context.Context, pool *pgxpool.Pool, endpoints []Endpoint, opts Op
 	}
 	in := &Inbox{pool: pool, tables: pgsql.Inbox{Schema: opts.Schema}, endpoints: map[string]*Endpoint{},
 		http: &http.Client{Timeout: opts.DeliveryTimeout}, logger: opts.Logger, metrics: newMetrics(), opts: opts}
+	in.lease = newLease(in, opts.RescueAfter)
+	in.life, in.endLife = context.WithCancel(context.Background())
+	in.hard, in.stopHard = context.WithCancel(context.Background())
 	queues := map[string]river.QueueConfig{}
 	for i := range endpoints {
 		e := &endpoints[i]
@@ -114,7 +145,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, endpoints []Endpoint, opts Op
 	}
 	driver := riverpgxv5.New(pool)
 	if opts.CreateSchema {
-		if _, err := pool.Exec(ctx, in.tables.ReceiptsDDL()); err != nil {
+		if _, err := pool.Exec(ctx, in.tables.KeysvcDDL()); err != nil {
 			return nil, fmt.Errorf("create the inbox tables: %w", err)
 		}
 		migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: opts.Schema, Logger: opts.Logger})
@@ -130,13 +161,15 @@ func Open(ctx context.Context, pool *pgxpool.Pool, endpoints []Endpoint, opts Op
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &deliveryWorker{in: in})
+	// River's own rescuer keeps its default (an hour): the lease rescues a
+	// dead keysvc's deliveries much sooner, and never a live one's.
 	client, err := river.NewClient(driver, &river.Config{
-		Schema:               opts.Schema,
-		Queues:               queues,
-		Workers:              workers,
-		RetryPolicy:          backoffPolicy{base: opts.Backoff, max: opts.MaxBackoff},
-		RescueStuckJobsAfter: opts.DeliveryTimeout + time.Minute,
-		Logger:               opts.Logger,
+		ID:          in.lease.id,
+		Schema:      opts.Schema,
+		Queues:      queues,
+		Workers:     workers,
+		RetryPolicy: backoffPolicy{in: in},
+		Logger:      opts.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("River client: %w", err)
@@ -147,29 +180,58 @@ func Open(ctx context.Context, pool *pgxpool.Pool, endpoints []Endpoint, opts Op
 
 // check fails with a message naming --create-schema when a table is missing.
 func (in *Inbox) check(ctx context.Context) error {
-	var ok bool
-	err := in.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL AND to_regclass($3) IS NOT NULL`,
-		in.tables.Inbox().String(), in.tables.Deliveries().String(), pgsql.Table{Schema: in.opts.Schema, Name: "river_job"}.String()).Scan(&ok)
-	if err != nil {
+	var missing []string
+	tables := []pgsql.Table{in.tables.Inbox(), in.tables.Deliveries(), in.tables.Workers(), in.tables.Jobs()}
+	names := make([]string, len(tables))
+	for i, t := range tables {
+		names[i] = t.String()
+	}
+	if err := in.pool.QueryRow(ctx, pgsql.MissingTables(), names).Scan(&missing); err != nil {
 		return fmt.Errorf("inspect the inbox tables: %w", err)
 	}
-	if !ok {
-		return fmt.Errorf("the inbox tables (%s, %s, River's) are missing: start keysvc once with --create-schema", in.tables.Inbox(), in.tables.Deliveries())
+	if len(missing) > 0 {
+		return fmt.Errorf("the inbox tables %v are missing: start keysvc once with --create-schema", missing)
 	}
 	return nil
 }
 
-// Start starts delivering and the recoverer; both stop with ctx or Close.
+// WorkerID is this keysvc's name in River's attempted_by and in its lease.
+func (in *Inbox) WorkerID() string { return in.lease.id }
+
+// Start takes the lease and starts delivering, the rescuer and the
+// recoverer. River stops when ctx ends; Close stops everything.
 func (in *Inbox) Start(ctx context.Context) error {
+	if err := in.lease.renew(ctx); err != nil {
+		return fmt.Errorf("take the inbox lease: %w", err)
+	}
+	go in.lease.heartbeat(in.life)
 	if err := in.river.Start(ctx); err != nil {
 		return fmt.Errorf("start River: %w", err)
 	}
-	go in.recoverLoop(ctx)
+	go in.rescueLoop(in.life)
+	go in.recoverLoop(in.life)
 	return nil
 }
 
-// Close stops the workers, letting deliveries in flight finish.
-func (in *Inbox) Close(ctx context.Context) error { return in.river.Stop(ctx) }
+// Close stops the workers, letting deliveries in flight finish and record
+// their outcome until ctx ends; then it cancels them. After a clean stop it
+// gives up the lease, so that nobody waits for it to lapse.
+func (in *Inbox) Close(ctx context.Context) error {
+	err := in.river.Stop(ctx)
+	if err != nil {
+		in.stopHard()
+		hardCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = in.river.StopAndCancel(hardCtx)
+	}
+	in.endLife()
+	if err == nil {
+		resignCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		in.lease.resign(resignCtx)
+	}
+	return err
+}
 
 // Receipt is what POST /v1/inbox/{endpoint} answers.
 type Receipt struct {

@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemhook/idemhook/internal/stack"
 	"github.com/idemhook/idemhook/keysvc/inbox"
 	"github.com/idemhook/idemhook/signature"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // pg is a real PostgreSQL 16 for the whole package (nil with -short).
@@ -37,13 +39,19 @@ func openInbox(t *testing.T, schema, endpoints string, opts inbox.Options) *inbo
 	if pg == nil {
 		t.Skip("PostgreSQL tests skipped with -short")
 	}
+	return openInboxOn(t, pg.Business, schema, endpoints, opts)
+}
+
+// openInboxOn is openInbox on pool.
+func openInboxOn(t *testing.T, pool *pgxpool.Pool, schema, endpoints string, opts inbox.Options) *inbox.Inbox {
+	t.Helper()
 	ctx := context.Background()
 	eps, err := inbox.LoadEndpoints(writeEndpoints(t, endpoints), map[signature.Provider][]string{signature.ProviderStripe: {inboxSecret}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts.Schema, opts.CreateSchema = schema, true
-	in, err := inbox.Open(ctx, pg.Business, eps, opts)
+	in, err := inbox.Open(ctx, pool, eps, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,8 +61,10 @@ func openInbox(t *testing.T, schema, endpoints string, opts inbox.Options) *inbo
 	}
 	t.Cleanup(func() {
 		cancel()
-		in.Close(ctx)
-		pg.Business.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+		stopCtx, stop := context.WithTimeout(ctx, 5*time.Second)
+		defer stop()
+		in.Close(stopCtx)
+		pg.Business.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
 	})
 	return in
 }
