@@ -160,6 +160,15 @@ func (s *Server) authenticate(r *http.Request, need Scope) (*http.Request, error
 	return r.WithContext(context.WithValue(r.Context(), tokenKey{}, tok)), nil
 }
 
+// actorOf names who made the request, for an entry's history: the token's
+// name ("" when keysvc runs without tokens).
+func actorOf(r *http.Request) string {
+	if tok := tokenOf(r); tok != nil {
+		return tok.Name
+	}
+	return ""
+}
+
 // ownsKey reports whether the request's token may see key: a tenant token
 // only the keys under its prefix.
 func ownsKey(r *http.Request, key string) bool {

@@ -96,7 +96,7 @@ func (s *Server) inboxReplay(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	switch err := s.cfg.Inbox.Replay(r.Context(), e, id); {
+	switch err := s.cfg.Inbox.Replay(r.Context(), e, id, actorOf(r)); {
 	case errors.Is(err, inbox.ErrNotFound):
 		return noEntry(id)
 	case errors.Is(err, inbox.ErrNotReplayable):

@@ -172,19 +172,107 @@ func (in Inbox) MarkDeliveryFailed() string {
 WHERE id = $1 AND state = 'received'`, in.Inbox())
 }
 
-// Replay puts row $1 of endpoint $2 back to received when it was failed or
-// forwarded, and returns its state; no row when it is not replayable.
-func (in Inbox) Replay() string {
-	return fmt.Sprintf(`UPDATE %s SET state = 'received', outcome = NULL, last_error = NULL, finished_at = NULL, updated_at = now()
-WHERE id = $1 AND endpoint = $2 AND state IN ('failed', 'forwarded')
-RETURNING state`, in.Inbox())
+// Entry returns row $1, received by keysvc endpoint $2 (empty for any
+// endpoint), as keysvc shows it, with its kept headers.
+func (in Inbox) Entry() string {
+	return fmt.Sprintf(`SELECT id, endpoint, account, event_id, event_type, state, coalesce(outcome, ''), coalesce(last_error, ''),
+  received_at, finished_at, headers
+FROM %s WHERE id = $1 AND endpoint IS NOT NULL AND ($2 = '' OR endpoint = $2)`, in.Inbox())
 }
 
-// Entry returns row $1 of endpoint $2 as keysvc shows it.
-func (in Inbox) Entry() string {
-	return fmt.Sprintf(`SELECT id, account, event_id, event_type, state, coalesce(outcome, ''), coalesce(last_error, ''),
-  received_at, finished_at
-FROM %s WHERE id = $1 AND endpoint = $2`, in.Inbox())
+// EntryBody returns the body and kept Content-Type of row $1, received by a
+// keysvc endpoint.
+func (in Inbox) EntryBody() string {
+	return fmt.Sprintf(`SELECT body, coalesce(headers->>'Content-Type', '') FROM %s WHERE id = $1 AND endpoint IS NOT NULL`, in.Inbox())
+}
+
+// entryFilter is the WHERE clause shared by ListEntries and SelectEntries
+// (e is the inbox table): $1 endpoints (text[], NULL for any), $2 states
+// (text[], NULL for any), $3 event type, $4 received at or after, $5
+// received before (each NULL for any).
+const entryFilter = `e.endpoint IS NOT NULL
+  AND ($1::text[] IS NULL OR e.endpoint = ANY($1::text[]))
+  AND ($2::text[] IS NULL OR e.state = ANY($2::text[]))
+  AND ($3::text IS NULL OR e.event_type = $3::text)
+  AND ($4::timestamptz IS NULL OR e.received_at >= $4::timestamptz)
+  AND ($5::timestamptz IS NULL OR e.received_at < $5::timestamptz)`
+
+// activeJob is the LATERAL subquery of an entry's delivery job that is
+// queued, waiting or running (kind $8), if any.
+const activeJob = `SELECT id, state::text AS state, scheduled_at FROM %s
+  WHERE kind = $8 AND args @> jsonb_build_object('inbox_id', e.id)
+    AND state IN ('available', 'pending', 'scheduled', 'retryable', 'running')
+  ORDER BY id DESC LIMIT 1`
+
+// ListEntries lists keysvc's entries that match entryFilter, with id below
+// $6 (NULL for any), newest first, at most $7: each with its count of
+// attempts, its latest attempt (status, error, kind, time) and its active
+// job (when the next attempt is due, whether it runs now; kind $8). Reads
+// only: a page is a snapshot, and the id cursor keeps pages from
+// overlapping while new entries arrive.
+func (in Inbox) ListEntries() string {
+	return fmt.Sprintf(`SELECT e.id, e.endpoint, e.account, e.event_id, e.event_type, e.state, coalesce(e.outcome, ''), coalesce(e.last_error, ''),
+  e.received_at, e.finished_at, coalesce(c.n, 0), d.status, coalesce(d.error, ''), coalesce(d.kind, ''), d.at,
+  j.scheduled_at, coalesce(j.state = 'running', false)
+FROM %[1]s e
+LEFT JOIN LATERAL (SELECT count(*) AS n FROM %[2]s WHERE inbox_id = e.id AND coalesce(kind, '') NOT IN ('%[3]s', '%[4]s')) c ON true
+LEFT JOIN LATERAL (SELECT status, error, kind, at FROM %[2]s
+  WHERE inbox_id = e.id AND coalesce(kind, '') NOT IN ('%[3]s', '%[4]s') ORDER BY at DESC LIMIT 1) d ON true
+LEFT JOIN LATERAL (`+fmt.Sprintf(activeJob, in.Jobs())+`) j ON true
+WHERE `+entryFilter+`
+  AND ($6::bigint IS NULL OR e.id < $6::bigint)
+ORDER BY e.id DESC
+LIMIT $7`, in.Inbox(), in.Deliveries(), DeliveryReplay, DeliveryRetryNow)
+}
+
+// SummarizeEntries counts keysvc's entries by endpoint and state, with the
+// oldest received_at of each and its age in seconds by the database's clock
+// (read from the endpoint-state index).
+func (in Inbox) SummarizeEntries() string {
+	return fmt.Sprintf(`SELECT endpoint, state, count(*), min(received_at), extract(epoch FROM now() - min(received_at))::float8 FROM %s
+WHERE endpoint IS NOT NULL GROUP BY endpoint, state ORDER BY endpoint, state`, in.Inbox())
+}
+
+// SummarizeJobs counts the delivery jobs (kind $1) of each queue that are
+// queued, waiting or running, by state.
+func (in Inbox) SummarizeJobs() string {
+	return fmt.Sprintf(`SELECT queue, state::text, count(*) FROM %s
+WHERE kind = $1 AND state IN ('available', 'pending', 'scheduled', 'retryable', 'running') GROUP BY queue, state`, in.Jobs())
+}
+
+// SelectEntries locks, for an operator's action, the entries that match
+// entryFilter (its $1 the configured endpoints to act on, its $2 the
+// states the action applies to) and are among ids $6 (bigint[], NULL for
+// any), lowest id first, at most $7; each with its active job (kind $8) id
+// and state, NULL when it has none. The row locks (FOR UPDATE OF e) hold
+// until the action commits, so the entries it counted are the ones it
+// changes; a delivery finishing meanwhile waits for them.
+func (in Inbox) SelectEntries() string {
+	return fmt.Sprintf(`SELECT e.id, e.endpoint, j.id, coalesce(j.state, '')
+FROM %[1]s e
+LEFT JOIN LATERAL (`+fmt.Sprintf(activeJob, in.Jobs())+`) j ON true
+WHERE `+entryFilter+`
+  AND ($6::bigint[] IS NULL OR e.id = ANY($6::bigint[]))
+ORDER BY e.id
+LIMIT $7
+FOR UPDATE OF e`, in.Inbox())
+}
+
+// ReplayEntries puts the rows among ids $1 that are failed or forwarded
+// back to received, and returns each one's id and endpoint; the caller
+// queues their deliveries in the same transaction.
+func (in Inbox) ReplayEntries() string {
+	return fmt.Sprintf(`UPDATE %s SET state = 'received', outcome = NULL, last_error = NULL, finished_at = NULL, updated_at = now()
+WHERE id = ANY($1::bigint[]) AND state IN ('failed', 'forwarded')
+RETURNING id, endpoint`, in.Inbox())
+}
+
+// RecordAction appends to the history of each row among ids $1 that an
+// operator (token name $3) asked for $2 (DeliveryReplay or
+// DeliveryRetryNow): attempt 0, no status.
+func (in Inbox) RecordAction() string {
+	return fmt.Sprintf(`INSERT INTO %s (inbox_id, attempt, status, error, duration_ms, kind, actor)
+SELECT id, 0, NULL, NULL, 0, $2, $3 FROM unnest($1::bigint[]) id`, in.Deliveries())
 }
 
 // DeliveryAttempts lists row $1's delivery attempts and the operators'

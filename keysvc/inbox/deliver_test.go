@@ -51,7 +51,7 @@ func TestInboxReplayRightAfterFailure(t *testing.T) {
 		waitEntry(t, in, "stripe", id, "failed", 10*time.Second)
 		healthy.Store(true)
 		e, _ := in.Endpoint("stripe")
-		if err := in.Replay(context.Background(), e, id); err != nil {
+		if err := in.Replay(context.Background(), e, id, "test"); err != nil {
 			t.Fatal(err)
 		}
 		waitEntry(t, in, "stripe", id, "forwarded", 10*time.Second)

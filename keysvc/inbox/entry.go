@@ -22,7 +22,10 @@ type Entry struct {
 	LastError  string     `json:"last_error,omitempty"`
 	ReceivedAt time.Time  `json:"received_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	Deliveries []Delivery `json:"deliveries"`
+	// Headers are the request headers kept with the receipt (the content
+	// type, the provider's signature and id headers), sent on with it.
+	Headers    map[string]string `json:"headers"`
+	Deliveries []Delivery        `json:"deliveries"`
 }
 
 // Delivery is one attempt to forward an entry.
@@ -39,11 +42,11 @@ type Delivery struct {
 	Actor string `json:"actor,omitempty"`
 }
 
-// Entry returns entry id of endpoint, or ErrNotFound.
+// Entry returns entry id of endpoint ("" for any endpoint), or ErrNotFound.
 func (in *Inbox) Entry(ctx context.Context, endpoint string, id int64) (Entry, error) {
-	e := Entry{Endpoint: endpoint, Deliveries: []Delivery{}}
+	e := Entry{Deliveries: []Delivery{}}
 	err := in.pool.QueryRow(ctx, in.tables.Entry(), id, endpoint).
-		Scan(&e.ID, &e.Account, &e.Key, &e.EventType, &e.State, &e.Outcome, &e.LastError, &e.ReceivedAt, &e.FinishedAt)
+		Scan(&e.ID, &e.Endpoint, &e.Account, &e.Key, &e.EventType, &e.State, &e.Outcome, &e.LastError, &e.ReceivedAt, &e.FinishedAt, &e.Headers)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Entry{}, ErrNotFound
 	}
@@ -65,28 +68,15 @@ func (in *Inbox) Entry(ctx context.Context, endpoint string, id int64) (Entry, e
 	return e, rows.Err()
 }
 
-// Replay sends a failed or forwarded entry again: ErrNotFound, or
-// ErrNotReplayable with its state.
-func (in *Inbox) Replay(ctx context.Context, e *Endpoint, id int64) error {
-	tx, err := in.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("replay %d: %w", id, err)
-	}
-	defer tx.Rollback(ctx)
-	var state string
-	err = tx.QueryRow(ctx, in.tables.Replay(), id, e.Name).Scan(&state)
+// Body returns entry id's body as received, and its Content-Type (empty
+// when none was kept), or ErrNotFound.
+func (in *Inbox) Body(ctx context.Context, id int64) (body []byte, contentType string, err error) {
+	err = in.pool.QueryRow(ctx, in.tables.EntryBody(), id).Scan(&body, &contentType)
 	if errors.Is(err, pgx.ErrNoRows) {
-		if _, err := in.Entry(ctx, e.Name, id); err != nil {
-			return err
-		}
-		return ErrNotReplayable
+		return nil, "", ErrNotFound
 	}
 	if err != nil {
-		return fmt.Errorf("replay %d: %w", id, err)
+		return nil, "", fmt.Errorf("inbox entry %d: %w", id, err)
 	}
-	if _, err := in.river.InsertTx(ctx, tx, deliveryArgs{InboxID: id, Endpoint: e.Name},
-		e.deliveryOpts()); err != nil {
-		return fmt.Errorf("replay %d: enqueue: %w", id, err)
-	}
-	return tx.Commit(ctx)
+	return body, contentType, nil
 }
