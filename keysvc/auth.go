@@ -15,14 +15,18 @@ import (
 	"github.com/idemhook/idemhook/eventkey"
 )
 
-// Scope is what a token may do. ScopeAdmin includes ScopeReserve.
+// Scope is what a token may do. ScopeAdmin includes the others.
 type Scope string
 
 const (
 	// ScopeReserve derives, reserves and looks up keys, and verifies.
 	ScopeReserve Scope = "reserve"
-	// ScopeAdmin also releases keys, marks them done, and reads and replays
-	// the inbox: what turns a processed event into one that runs again.
+	// ScopeRead views the console: the inbox's counts and entries with
+	// their history and headers, never a body, and changes nothing.
+	ScopeRead Scope = "read"
+	// ScopeAdmin also releases keys, marks them done, reads bodies and
+	// replays or retries the inbox: what turns a processed event into one
+	// that runs again.
 	ScopeAdmin Scope = "admin"
 )
 
@@ -69,8 +73,8 @@ func ParseTokens(r io.Reader) (*Tokens, error) {
 			return nil, fmt.Errorf("tokens file line %d: want \"name scope sha256 [key-prefix]\"", n)
 		}
 		tok := Token{Name: f[0], Scope: Scope(f[1])}
-		if tok.Scope != ScopeReserve && tok.Scope != ScopeAdmin {
-			return nil, fmt.Errorf("tokens file line %d: scope %q: use reserve or admin", n, f[1])
+		if tok.Scope != ScopeReserve && tok.Scope != ScopeRead && tok.Scope != ScopeAdmin {
+			return nil, fmt.Errorf("tokens file line %d: scope %q: use reserve, read or admin", n, f[1])
 		}
 		raw, err := hex.DecodeString(f[2])
 		if err != nil || len(raw) != sha256.Size {

@@ -36,8 +36,9 @@ func TestParseTokensRefusesMistakes(t *testing.T) {
 			t.Errorf("the error repeats the line's secret: %v", err)
 		}
 	}
-	tokens, err := keysvc.ParseTokens(strings.NewReader("# comment\n\n" + tokenLine("ci", "reserve", "x", "") + tokenLine("ops", "admin", "y", "gh:teamA:")))
-	if err != nil || tokens.Len() != 2 {
+	tokens, err := keysvc.ParseTokens(strings.NewReader("# comment\n\n" + tokenLine("ci", "reserve", "x", "") + tokenLine("ops", "admin", "y", "gh:teamA:") +
+		tokenLine("viewer", "read", "z", "")))
+	if err != nil || tokens.Len() != 3 {
 		t.Fatalf("%v %d", err, tokens.Len())
 	}
 }

@@ -44,7 +44,7 @@ func TestInboxWithoutPostgres(t *testing.T) {
 
 // openInbox opens and starts an inbox on the test PostgreSQL in a schema of
 // its own (dropped at the end) with the endpoints file's endpoints.
-func openInbox(t *testing.T, schema, endpoints string, opts inbox.Options) *inbox.Inbox {
+func openInbox(t testing.TB, schema, endpoints string, opts inbox.Options) *inbox.Inbox {
 	t.Helper()
 	if pg == nil {
 		t.Skip("PostgreSQL tests skipped with -short")

@@ -38,7 +38,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	}
 	// Every documented operation is routed to its own path.
 	s := New(Config{Store: nil})
-	fill := strings.NewReplacer("{key}", "k", "{endpoint}", "e", "{id}", "1")
+	fill := strings.NewReplacer("{key}", "k", "{endpoint}", "e", "{id}", "1", "{file}", "console.js")
 	for _, rt := range routes {
 		if p, _, ok := s.match(fill.Replace(rt.Path)); !ok || p.pattern != rt.Path {
 			t.Errorf("%s %s is not routed", rt.Method, rt.Path)

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemhook/idemhook/keysvc/console"
 	"github.com/idemhook/idemhook/keysvc/inbox"
 	"github.com/idemhook/idemhook/planner"
 	"github.com/idemhook/idemhook/signature"
@@ -48,8 +49,15 @@ type Config struct {
 	// Now is the clock for signature timestamps; time.Now when nil.
 	Now    func() time.Time
 	Logger *slog.Logger
-	// Inbox serves /v1/inbox (nil: those routes answer 501).
+	// Inbox serves /v1/inbox and the console's inbox views (nil: those
+	// routes answer 501).
 	Inbox *inbox.Inbox
+	// Pattern serves the console's views of the n8n inbox pattern's
+	// tables (nil: those routes answer 501).
+	Pattern *console.Pattern
+	// HideBodies hides the inbox's bodies from every token, admin too
+	// (--console-bodies=false); otherwise admin tokens may read them.
+	HideBodies bool
 	// LogSample logs one request line in LogSample (default 1: every
 	// request); a request answered 5xx is always logged, and so is every
 	// error keysvc meets.
@@ -91,6 +99,20 @@ var routes = []route{
 	{http.MethodPost, "/v1/inbox/{endpoint}", ScopeReserve, true, (*Server).inboxReceive},
 	{http.MethodGet, "/v1/inbox/{endpoint}/{id}", ScopeAdmin, false, (*Server).inboxEntry},
 	{http.MethodPost, "/v1/inbox/{endpoint}/{id}/replay", ScopeAdmin, false, (*Server).inboxReplay},
+	{http.MethodGet, "/v1/console", ScopeRead, false, (*Server).consoleSession},
+	{http.MethodGet, "/v1/console/inbox", ScopeRead, false, (*Server).consoleInboxSummary},
+	{http.MethodGet, "/v1/console/inbox/entries", ScopeRead, false, (*Server).consoleInboxEntries},
+	{http.MethodGet, "/v1/console/inbox/entries/{id}", ScopeRead, false, (*Server).consoleInboxEntry},
+	{http.MethodGet, "/v1/console/inbox/entries/{id}/body", ScopeAdmin, false, (*Server).consoleInboxBody},
+	{http.MethodPost, "/v1/console/inbox/replay", ScopeAdmin, false, consoleInboxAction(inbox.ActionReplay)},
+	{http.MethodPost, "/v1/console/inbox/retry", ScopeAdmin, false, consoleInboxAction(inbox.ActionRetryNow)},
+	{http.MethodGet, "/v1/console/pattern", ScopeRead, false, (*Server).consolePatternSummary},
+	{http.MethodGet, "/v1/console/pattern/events", ScopeRead, false, consolePatternList(console.ListEvents, (*console.Pattern).Events)},
+	{http.MethodGet, "/v1/console/pattern/tasks", ScopeRead, false, consolePatternList(console.ListTasks, (*console.Pattern).Tasks)},
+	{http.MethodPost, "/v1/console/pattern/events/retry", ScopeAdmin, false, consolePatternRetry(console.ListEvents)},
+	{http.MethodPost, "/v1/console/pattern/tasks/retry", ScopeAdmin, false, consolePatternRetry(console.ListTasks)},
+	{http.MethodGet, "/console/", "", false, (*Server).consolePage},
+	{http.MethodGet, "/console/{file}", "", false, (*Server).consoleFile},
 	{http.MethodGet, "/openapi.json", "", false, (*Server).openAPI},
 	{http.MethodGet, "/healthz", "", false, (*Server).healthz},
 	{http.MethodGet, "/readyz", "", false, (*Server).readyz},
@@ -120,6 +142,9 @@ func New(cfg Config) *Server {
 	if cfg.Inbox != nil {
 		s.metrics.registry.MustRegister(cfg.Inbox.Collectors()...)
 	}
+	if cfg.Pattern != nil {
+		s.metrics.registry.MustRegister(cfg.Pattern.Collectors()...)
+	}
 	// Methods are dispatched here rather than in mux patterns so that a
 	// wrong method gets a JSON 405 like every other error.
 	byPath := map[string][]route{}
@@ -137,6 +162,7 @@ func New(cfg Config) *Server {
 	// where its relative file names resolve; / sends browsers there.
 	s.mux.Handle("GET /{$}", http.RedirectHandler("/planner/", http.StatusFound))
 	s.mux.Handle("GET /planner/", planner.Handler("/planner/"))
+	s.mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusFound))
 	s.mux.HandleFunc("/", noRoute)
 	return s
 }
@@ -157,8 +183,8 @@ type apiPath struct {
 // slashes of the escaped path, each segment percent-decoded (so a %2F stays
 // in its segment, and a key "." or ".." or "" is a key). ServeMux would
 // clean the path first, into a redirect (HTML) to another route; here an
-// unclean path is no route, a JSON 404. Only / and the planner page go to
-// the mux.
+// unclean path is no route, a JSON 404. Only /, /console (a redirect to
+// the console's page) and the planner page go to the mux.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	if p, values, ok := s.match(r.URL.EscapedPath()); ok {
 		r.Pattern = p.pattern
@@ -168,7 +194,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		p.handler.ServeHTTP(w, r)
 		return
 	}
-	if r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, "/planner") {
+	if r.URL.Path == "/" || r.URL.Path == "/console" || strings.HasPrefix(r.URL.Path, "/planner") {
 		s.mux.ServeHTTP(w, r)
 		return
 	}
@@ -354,6 +380,7 @@ type apiError struct {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

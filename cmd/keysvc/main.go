@@ -28,6 +28,7 @@ import (
 	"github.com/idemhook/idemhook/internal/buildinfo"
 	"github.com/idemhook/idemhook/internal/duration"
 	"github.com/idemhook/idemhook/keysvc"
+	"github.com/idemhook/idemhook/keysvc/console"
 	"github.com/idemhook/idemhook/keysvc/inbox"
 	"github.com/idemhook/idemhook/signature"
 )
@@ -50,6 +51,10 @@ type config struct {
 
 	endpoints []inbox.Endpoint
 	inboxOpts inbox.Options
+	// patternSchema shows the n8n inbox pattern's tables in the console;
+	// consoleBodies lets admin tokens read the inbox's bodies there.
+	patternSchema string
+	consoleBodies bool
 
 	tokensFile        string
 	tokens            *keysvc.Tokens // from tokensFile
@@ -108,8 +113,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}()
 	}
 
+	var pattern *console.Pattern
+	if cfg.patternSchema != "" {
+		if pattern, err = console.OpenPattern(ctx, store.(*keysvc.PGStore).Pool(), cfg.patternSchema, logger); err != nil {
+			logger.Error("cannot show the inbox pattern", "error", err)
+			return 1
+		}
+	}
+
 	handler := keysvc.New(keysvc.Config{Store: store, MaxBodyBytes: cfg.maxBody, Token: cfg.token, Tokens: cfg.tokens, Logger: logger,
-		Secrets: cfg.secrets, SignatureTolerance: cfg.tolerance, Inbox: in, LogSample: cfg.logSample,
+		Secrets: cfg.secrets, SignatureTolerance: cfg.tolerance, Inbox: in, Pattern: pattern, HideBodies: !cfg.consoleBodies, LogSample: cfg.logSample,
 		SignatureAuth: cfg.signatureAuth, ProtectMetrics: cfg.protectMetrics, RateLimit: cfg.rateLimit})
 	srv := &http.Server{
 		Addr:              cfg.addr,
@@ -331,7 +344,14 @@ func parseConfig(args []string, stdout, stderr io.Writer) (config, int, bool) {
 	fs.IntVar(&cfg.logSample, "log-sample", sample, "log one request line in `N`; 5xx answers and errors are always logged (KEYSVC_LOG_SAMPLE)")
 	endpointsFile := fs.String("endpoints", env("KEYSVC_ENDPOINTS", ""), "inbox: JSON `file` of the endpoints served at /v1/inbox/{name} (KEYSVC_ENDPOINTS); needs DATABASE_URL")
 	fs.StringVar(&cfg.inboxOpts.Schema, "inbox-schema", env("KEYSVC_INBOX_SCHEMA", ""), "inbox: PostgreSQL `schema` of inbox_events and River's tables; the n8n inbox pattern's --db-schema (KEYSVC_INBOX_SCHEMA)")
-	fs.StringVar(&cfg.tokensFile, "tokens-file", env("KEYSVC_TOKENS_FILE", ""), "`file` of scoped tokens, one \"name scope sha256 [key-prefix]\" a line; re-read on SIGHUP (KEYSVC_TOKENS_FILE)")
+	fs.StringVar(&cfg.patternSchema, "pattern-schema", env("KEYSVC_PATTERN_SCHEMA", ""), "console: PostgreSQL `schema` of the n8n inbox pattern (its --db-schema) whose events and outbox tasks the console shows and retries; needs DATABASE_URL (KEYSVC_PATTERN_SCHEMA)")
+	bodiesDefault, err := strconv.ParseBool(env("KEYSVC_CONSOLE_BODIES", "true"))
+	if err != nil {
+		fmt.Fprintf(stderr, "keysvc: KEYSVC_CONSOLE_BODIES=%q: use true or false\n", os.Getenv("KEYSVC_CONSOLE_BODIES"))
+		return config{}, 2, false
+	}
+	fs.BoolVar(&cfg.consoleBodies, "console-bodies", bodiesDefault, "console: let admin tokens read the inbox's bodies (they may hold personal data); false hides them from everyone (KEYSVC_CONSOLE_BODIES)")
+	fs.StringVar(&cfg.tokensFile, "tokens-file", env("KEYSVC_TOKENS_FILE", ""), "`file` of scoped tokens (reserve, read or admin), one \"name scope sha256 [key-prefix]\" a line; re-read on SIGHUP (KEYSVC_TOKENS_FILE)")
 	fs.BoolVar(&cfg.insecureNoAuth, "insecure-no-auth", false, "serve a non-loopback address without any token (warned at start and hourly)")
 	fs.BoolVar(&cfg.signatureAuth, "signature-auth", false, "accept /v1/keys and /v1/reservations without a token when ?provider= names a provider whose signature verifies")
 	fs.BoolVar(&cfg.protectMetrics, "protect-metrics", false, "put /metrics behind the admin scope")
@@ -401,6 +421,10 @@ func parseConfig(args []string, stdout, stderr io.Writer) (config, int, bool) {
 			return config{}, 2, false
 		}
 		cfg.inboxOpts.CreateSchema = cfg.createSchema
+	}
+	if cfg.patternSchema != "" && cfg.databaseURL == "" {
+		fmt.Fprintln(stderr, "keysvc: --pattern-schema shows the n8n inbox pattern's tables: it needs PostgreSQL (DATABASE_URL)")
+		return config{}, 2, false
 	}
 	if cfg.tokensFile != "" {
 		if cfg.tokens, err = readTokens(cfg.tokensFile); err != nil {

@@ -161,3 +161,40 @@ func TestOneCommandLineGrammar(t *testing.T) {
 		}
 	}
 }
+
+// The console's flags and the inbox's rescue delay: each read as given,
+// and a mistake stops keysvc with the reason.
+func TestParseConfigConsole(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		ok    bool
+		want  string // in stderr when !ok
+		check func(config) bool
+	}{
+		{"defaults", nil, nil, true, "", func(c config) bool {
+			return c.consoleBodies && c.patternSchema == "" && c.inboxOpts.RescueAfter == 15*time.Second
+		}},
+		{"bodies hidden", []string{"--console-bodies=false"}, nil, true, "", func(c config) bool { return !c.consoleBodies }},
+		{"bodies hidden by the environment", nil, map[string]string{"KEYSVC_CONSOLE_BODIES": "false"}, true, "", func(c config) bool { return !c.consoleBodies }},
+		{"bodies: not a boolean", nil, map[string]string{"KEYSVC_CONSOLE_BODIES": "maybe"}, false, "KEYSVC_CONSOLE_BODIES", nil},
+		{"a pattern schema", []string{"--pattern-schema", "payments"}, map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1/db"}, true, "",
+			func(c config) bool { return c.patternSchema == "payments" }},
+		{"a pattern schema without PostgreSQL", []string{"--pattern-schema", "payments"}, nil, false, "DATABASE_URL", nil},
+		{"a rescue delay", []string{"--inbox-rescue-after", "30s"}, nil, true, "", func(c config) bool { return c.inboxOpts.RescueAfter == 30*time.Second }},
+		{"a rescue delay that is no duration", nil, map[string]string{"KEYSVC_INBOX_RESCUE_AFTER": "soon"}, false, "KEYSVC_INBOX_RESCUE_AFTER", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("DATABASE_URL", "")
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			var stderr bytes.Buffer
+			cfg, code, ok := parseConfig(tc.args, io.Discard, &stderr)
+			if ok != tc.ok || (!ok && (code != 2 || !strings.Contains(stderr.String(), tc.want))) || (ok && !tc.check(cfg)) {
+				t.Errorf("ok=%v code=%d %s %+v", ok, code, stderr.String(), cfg)
+			}
+		})
+	}
+}

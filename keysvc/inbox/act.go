@@ -73,6 +73,19 @@ type ActionResult struct {
 	IDs     []int64 `json:"ids"`
 }
 
+// Check says whether an action may go on with matched entries: not more
+// than MaxSelection (ErrSelectionTooLarge), and the number the caller
+// confirmed, if any (ErrSelectionChanged).
+func (a Action) Check(matched int) error {
+	if matched > MaxSelection {
+		return ErrSelectionTooLarge
+	}
+	if a.Expect != nil && *a.Expect != matched {
+		return ErrSelectionChanged
+	}
+	return nil
+}
+
 // selected is an entry an action locked, with its active job (0 if none).
 type selected struct {
 	id       int64
@@ -142,7 +155,7 @@ func (in *Inbox) Act(ctx context.Context, a Action) (ActionResult, error) {
 		return res, fmt.Errorf("%s: %w", a.Kind, err)
 	}
 	if len(sel) > MaxSelection {
-		return res, ErrSelectionTooLarge
+		return res, ErrSelectionTooLarge // before any is left out: there may be more
 	}
 	if a.Kind == ActionRetryNow {
 		sel = slices.DeleteFunc(sel, func(s selected) bool { return s.jobState == "running" })
@@ -151,8 +164,8 @@ func (in *Inbox) Act(ctx context.Context, a Action) (ActionResult, error) {
 	for _, s := range sel {
 		res.IDs = append(res.IDs, s.id)
 	}
-	if a.Expect != nil && *a.Expect != res.Matched {
-		return res, ErrSelectionChanged
+	if err := a.Check(res.Matched); err != nil {
+		return res, err
 	}
 	if a.DryRun || len(sel) == 0 {
 		return res, nil
