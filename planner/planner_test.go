@@ -23,12 +23,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/chromedp/cdproto/browser"
-	"github.com/chromedp/cdproto/network"
-	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/idemhook/idemhook/conformance"
 	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/headless"
 	"github.com/idemhook/idemhook/keysvc"
 	"github.com/idemhook/idemhook/planner"
 	"github.com/idemhook/idemhook/planner/internal/wasmbuild"
@@ -62,58 +61,13 @@ func TestCommittedModuleMatchesSources(t *testing.T) {
 	t.Errorf("planner/web/%s is stale (%d bytes committed, %d built from the sources): run `go generate ./planner`", planner.WasmFile, len(committed), len(built))
 }
 
-// chromium starts headless Chromium (Debian's package) for a test, which
-// -short skips. It fails, never skips, when Chromium is missing: the page is
-// only proven in a browser.
+// chromium starts headless Chromium for a test, which -short skips.
 func chromium(t *testing.T) context.Context {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("drives Chromium; not run with -short")
 	}
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatal("chromium is not installed: apt-get install chromium (.ci/run installs it)")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true), chromedp.WindowSize(1280, 900))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 5*time.Minute)
-	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
-	return ctx
-}
-
-// requestLog records every request the page makes.
-type requestLog struct {
-	mu   sync.Mutex
-	urls []string
-}
-
-func (l *requestLog) watch(ctx context.Context) {
-	events := chromedp.Events(ctx, network.RequestWillBeSent)
-	go func() {
-		for ev, err := range events {
-			if err != nil {
-				return
-			}
-			l.mu.Lock()
-			l.urls = append(l.urls, ev.Request.URL)
-			l.mu.Unlock()
-		}
-	}()
-}
-
-func (l *requestLog) since(n int) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.urls[n:])
-}
-
-func (l *requestLog) count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.urls)
+	return headless.Start(t)
 }
 
 // openWatched opens the page keysvc serves in a new browser, watching every
@@ -122,16 +76,15 @@ func (l *requestLog) count() int {
 func openWatched(t *testing.T) (ctx context.Context, noRequestSinceLoad func()) {
 	t.Helper()
 	ctx = chromium(t)
-	log := &requestLog{}
-	log.watch(ctx)
+	log := headless.Watch(ctx)
 	openPage(t, ctx, serve(t)+"/")
-	loaded := log.count()
+	loaded := log.Count()
 	if loaded == 0 {
 		t.Fatal("no request seen while loading the page: the network log is not working")
 	}
 	return ctx, func() {
 		t.Helper()
-		if after := log.since(loaded); len(after) > 0 {
+		if after := log.Since(loaded); len(after) > 0 {
 			t.Errorf("the page made %d requests after it loaded: %v", len(after), after)
 		}
 	}
@@ -139,19 +92,7 @@ func openWatched(t *testing.T) (ctx context.Context, noRequestSinceLoad func()) 
 
 func openPage(t *testing.T, ctx context.Context, url string) {
 	t.Helper()
-	var mu sync.Mutex
-	var problems []string
-	exceptions := chromedp.Events(ctx, cdpruntime.ExceptionThrown)
-	go func() {
-		for ev, err := range exceptions {
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			problems = append(problems, ev.ExceptionDetails.Text+" "+fmt.Sprint(ev.ExceptionDetails.Exception.Description))
-			mu.Unlock()
-		}
-	}()
+	exceptions := headless.WatchExceptions(ctx)
 	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
 		t.Fatal(err)
 	}
@@ -168,9 +109,7 @@ func openPage(t *testing.T, ctx context.Context, url string) {
 	}
 	if !ready {
 		status, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('status').textContent`))
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("the planner page did not start within a minute; its status: %q; exceptions: %q", status, problems)
+		t.Fatalf("the planner page did not start within a minute; its status: %q; exceptions: %q", status, exceptions.List())
 	}
 }
 
@@ -514,15 +453,14 @@ func TestPageFromKeysvcAndFromDisk(t *testing.T) {
 		}
 	}
 
-	ctx := chromium(t)
-	var log requestLog
-	log.watch(ctx)
+	ctx := headless.Start(t)
+	log := headless.Watch(ctx)
 	openPage(t, ctx, "file://"+filepath.Join(dir, "index.html"))
 	got := enter(t, ctx, []byte(`{"id":"evt_from_disk","type":"t"}`), nil, "", "")
 	if got.Key != "evt:evt_from_disk" {
 		t.Errorf("the page opened from disk shows %q (%s)", got.Key, got.Rule)
 	}
-	for _, u := range log.since(0) {
+	for _, u := range log.Since(0) {
 		if !strings.HasPrefix(u, "file://") {
 			t.Errorf("the page opened from disk requested %s", u)
 		}

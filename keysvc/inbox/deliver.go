@@ -115,7 +115,11 @@ func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[deliveryArgs])
 	case res.acknowledged():
 		o.final = []any{in.tables.MarkForwarded(), job.Args.InboxID}
 	case attempt >= e.MaxAttempts:
-		reason := fmt.Sprintf("gave up after %d deliveries: %v", attempt, res.failure())
+		deliveries := "deliveries"
+		if attempt == 1 {
+			deliveries = "delivery"
+		}
+		reason := fmt.Sprintf("gave up after %d %s: %v", attempt, deliveries, res.failure())
 		o.final = []any{in.tables.MarkDeliveryFailed(), job.Args.InboxID, reason}
 		o.failed = true
 	default:

@@ -158,18 +158,18 @@
       open.addEventListener('click', () => showEntry(e.id));
       return el('tr', { 'data-id': e.id, 'data-state': e.state }, selectBox('inbox', e.id), el('td', {}, open), el('td', {}, e.endpoint),
         el('td', {}, e.event_type), el('td', {}, stateBadge(e.state)), el('td', { class: 'num' }, e.attempts),
-        el('td', { class: 'reason' }, e.state === 'failed' && e.last_error ? e.last_error : last), el('td', {}, next), el('td', {}, fmtTime(e.received_at)));
+        el('td', { class: 'reason' }, e.state === 'failed' && e.last_error ? e.last_error : last), el('td', { class: 'time' }, next), el('td', { class: 'time' }, fmtTime(e.received_at)));
     },
     events(e) {
       const due = e.due_at ? fmtDue(e.due_at) : e.claimed_until ? 'claimed until ' + fmtTime(e.claimed_until) : '';
       return el('tr', { 'data-id': e.id, 'data-state': e.state }, selectBox('events', e.id), el('td', {}, e.id), el('td', {}, e.event_type),
         el('td', {}, stateBadge(e.state)), el('td', {}, e.outcome || ''), el('td', { class: 'reason' }, e.reason || ''),
-        el('td', { class: 'num' }, e.attempts), el('td', {}, due), el('td', {}, fmtTime(e.received_at)));
+        el('td', { class: 'num' }, e.attempts), el('td', { class: 'time' }, due), el('td', { class: 'time' }, fmtTime(e.received_at)));
     },
     tasks(t) {
       return el('tr', { 'data-id': t.id, 'data-state': t.state }, selectBox('tasks', t.id), el('td', {}, t.id), el('td', { class: 'key' }, t.operation_key),
         el('td', {}, t.kind), el('td', {}, stateBadge(t.state)), el('td', { class: 'num' }, t.attempts), el('td', {}, t.last_status || ''),
-        el('td', { class: 'reason' }, t.last_error || ''), el('td', {}, t.state === 'sent' ? '' : fmtDue(t.next_attempt_at)));
+        el('td', { class: 'reason' }, t.last_error || ''), el('td', { class: 'time' }, ['pending', 'ambiguous'].includes(t.state) ? fmtDue(t.next_attempt_at) : ''));
     },
   };
 
@@ -208,7 +208,7 @@
     $('entry-fields').replaceChildren(...fields.filter(([, v]) => v).flatMap(([k, v]) => [el('dt', {}, k), el('dd', { 'data-field': k }, v)]));
     $('entry-headers').tBodies[0].replaceChildren(...Object.entries(e.headers || {}).map(([k, v]) => el('tr', {}, el('th', {}, k), el('td', { class: 'key' }, v))));
     $('entry-history').tBodies[0].replaceChildren(...e.deliveries.map((d) => el('tr', { 'data-kind': d.kind || '' },
-      el('td', { class: 'num' }, d.attempt || ''), el('td', {}, fmtTime(d.at)), el('td', {}, d.kind || ''), el('td', {}, d.status || ''),
+      el('td', { class: 'num' }, d.attempt || ''), el('td', { class: 'time' }, fmtTime(d.at)), el('td', {}, d.kind || ''), el('td', {}, d.status || ''),
       el('td', { class: 'reason' }, d.error || ''), el('td', { class: 'num' }, d.kind === 'replay' || d.kind === 'retry_now' ? '' : d.duration_ms), el('td', {}, d.actor || ''))));
     const bodyButton = $('entry-show-body');
     const note = $('entry-body-note');
@@ -380,6 +380,7 @@
     setInterval(() => {
       if (!document.hidden && !$('confirm').open) refresh();
     }, 5000);
+    document.body.dataset.wired = 'true';
   }
 
   wire();
