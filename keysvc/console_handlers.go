@@ -124,36 +124,35 @@ func (s *Server) consoleSession(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// consoleInboxSummary is GET /v1/console/inbox.
-func (s *Server) consoleInboxSummary(w http.ResponseWriter, r *http.Request) error {
-	in, err := s.consoleInbox(r)
-	if err != nil {
-		return err
+// consoleRead serves a console route that reads: parse reads the request's
+// input first (bad input is a 400 whatever keysvc serves), source returns
+// the inbox or the pattern (or the 501 saying how to have it), read the
+// answer.
+func consoleRead[In, S, T any](parse func(*http.Request) (In, error), source func(*Server, *http.Request) (S, error),
+	read func(S, context.Context, In) (T, error)) handler {
+	return func(s *Server, w http.ResponseWriter, r *http.Request) error {
+		in, err := parse(r)
+		if err != nil {
+			return consoleAnswer(err)
+		}
+		src, err := source(s, r)
+		if err != nil {
+			return err
+		}
+		v, err := read(src, r.Context(), in)
+		if err != nil {
+			return consoleAnswer(err)
+		}
+		writeJSON(w, http.StatusOK, v)
+		return nil
 	}
-	sum, err := in.Summary(r.Context())
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, sum)
-	return nil
 }
 
-// consoleInboxEntries is GET /v1/console/inbox/entries.
-func (s *Server) consoleInboxEntries(w http.ResponseWriter, r *http.Request) error {
-	page, err := console.ParsePage(r.URL.Query(), console.ListInbox)
-	if err != nil {
-		return consoleAnswer(err)
-	}
-	in, err := s.consoleInbox(r)
-	if err != nil {
-		return err
-	}
-	p, err := in.List(r.Context(), page.Query())
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, p)
-	return nil
+func noInput(*http.Request) (struct{}, error) { return struct{}{}, nil }
+
+// pageOf parses a list's query string.
+func pageOf(list string) func(*http.Request) (console.Page, error) {
+	return func(r *http.Request) (console.Page, error) { return console.ParsePage(r.URL.Query(), list) }
 }
 
 // consoleEntryID returns the {id} of the path.
@@ -165,24 +164,29 @@ func consoleEntryID(r *http.Request) (int64, error) {
 	return id, nil
 }
 
-// consoleInboxEntry is GET /v1/console/inbox/entries/{id}: the entry, its
-// headers and its history, never its body.
-func (s *Server) consoleInboxEntry(w http.ResponseWriter, r *http.Request) error {
-	id, err := consoleEntryID(r)
-	if err != nil {
-		return err
-	}
-	in, err := s.consoleInbox(r)
-	if err != nil {
-		return err
-	}
-	e, err := in.Entry(r.Context(), "", id)
-	if err != nil {
-		return consoleAnswer(err)
-	}
-	writeJSON(w, http.StatusOK, e)
-	return nil
-}
+// The console's views, by route (GET):
+var (
+	// /v1/console/inbox: by endpoint and state.
+	consoleInboxSummary = consoleRead(noInput, (*Server).consoleInbox, func(in *inbox.Inbox, ctx context.Context, _ struct{}) (inbox.Summary, error) {
+		return in.Summary(ctx)
+	})
+	// /v1/console/inbox/entries: a page of entries.
+	consoleInboxEntries = consoleRead(pageOf(console.ListInbox), (*Server).consoleInbox, func(in *inbox.Inbox, ctx context.Context, p console.Page) (inbox.Page, error) {
+		return in.List(ctx, p.Query())
+	})
+	// /v1/console/inbox/entries/{id}: the entry, its headers and its
+	// history, never its body.
+	consoleInboxEntry = consoleRead(consoleEntryID, (*Server).consoleInbox, func(in *inbox.Inbox, ctx context.Context, id int64) (inbox.Entry, error) {
+		return in.Entry(ctx, "", id)
+	})
+	// /v1/console/pattern: the pattern's tables by state.
+	consolePatternSummary = consoleRead(noInput, (*Server).consolePattern, func(p *console.Pattern, ctx context.Context, _ struct{}) (console.PatternSummary, error) {
+		return p.Summary(ctx)
+	})
+	// /v1/console/pattern/events and /tasks: a page of each.
+	consolePatternEvents = consoleRead(pageOf(console.ListEvents), (*Server).consolePattern, (*console.Pattern).Events)
+	consolePatternTasks  = consoleRead(pageOf(console.ListTasks), (*Server).consolePattern, (*console.Pattern).Tasks)
+)
 
 // consoleInboxBody is GET /v1/console/inbox/entries/{id}/body (admin): the
 // body as received, in JSON (a string when it is UTF-8, else base64), never
@@ -240,41 +244,6 @@ func consoleInboxAction(kind string) handler {
 			}
 			return in.Act(r.Context(), sel.Action(kind, actorOf(r)))
 		})
-	}
-}
-
-// consolePatternSummary is GET /v1/console/pattern.
-func (s *Server) consolePatternSummary(w http.ResponseWriter, r *http.Request) error {
-	p, err := s.consolePattern(r)
-	if err != nil {
-		return err
-	}
-	sum, err := p.Summary(r.Context())
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, sum)
-	return nil
-}
-
-// consolePatternList serves GET /v1/console/pattern/events and /tasks with
-// read, (*console.Pattern).Events or Tasks.
-func consolePatternList[T any](list string, read func(*console.Pattern, context.Context, console.Page) (console.List[T], error)) handler {
-	return func(s *Server, w http.ResponseWriter, r *http.Request) error {
-		page, err := console.ParsePage(r.URL.Query(), list)
-		if err != nil {
-			return consoleAnswer(err)
-		}
-		p, err := s.consolePattern(r)
-		if err != nil {
-			return err
-		}
-		l, err := read(p, r.Context(), page)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, l)
-		return nil
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/idemhook/idemhook/keysvc"
 	"github.com/idemhook/idemhook/keysvc/console"
 	"github.com/idemhook/idemhook/keysvc/inbox"
-	"github.com/idemhook/idemhook/pgsql"
+	"github.com/idemhook/idemhook/keysvc/inbox/inboxtest"
 )
 
 const (
@@ -50,10 +50,7 @@ func newConsoleFixture(t *testing.T, schema string, cfg keysvc.Config) consoleFi
 		t.Skip("PostgreSQL tests skipped with -short")
 	}
 	ctx := context.Background()
-	tables := pgsql.Inbox{Schema: schema}
-	if _, err := pg.Business.Exec(ctx, tables.DDL()); err != nil {
-		t.Fatal(err)
-	}
+	tables := inboxtest.Pattern(t, pg.Business, schema)
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.Contains(r.Header.Get("Idempotency-Key"), "fail") {
 			http.Error(w, "down", http.StatusInternalServerError)

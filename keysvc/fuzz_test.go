@@ -13,7 +13,7 @@ import (
 	"github.com/idemhook/idemhook/keysvc"
 	"github.com/idemhook/idemhook/keysvc/console"
 	"github.com/idemhook/idemhook/keysvc/inbox"
-	"github.com/idemhook/idemhook/pgsql"
+	"github.com/idemhook/idemhook/keysvc/inbox/inboxtest"
 )
 
 // FuzzHandlers throws arbitrary methods, paths, queries, headers and bodies
@@ -101,10 +101,7 @@ func FuzzHandlers(f *testing.F) {
 func fuzzConsoleHandler(f *testing.F) http.Handler {
 	ctx := context.Background()
 	const schema = "ks_console_fuzz"
-	tables := pgsql.Inbox{Schema: schema}
-	if _, err := pg.Business.Exec(ctx, tables.DDL()); err != nil {
-		f.Fatal(err)
-	}
+	inboxtest.Pattern(f, pg.Business, schema)
 	in := openInbox(f, schema, `{"endpoints":[{"name":"plain","target":"http://127.0.0.1:1/","max_attempts":1}]}`, inbox.Options{RecoverAfter: time.Hour})
 	e, _ := in.Endpoint("plain")
 	for _, body := range []string{`{"id":"evt_fuzz_1","type":"t"}`, `{"id":"evt_fuzz_2","type":"t"}`} {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemhook/idemhook/keysvc"
 	"github.com/idemhook/idemhook/keysvc/inbox"
+	"github.com/idemhook/idemhook/keysvc/inbox/inboxtest"
 	"github.com/idemhook/idemhook/signature"
 	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
 )
@@ -49,26 +50,7 @@ func openInbox(t testing.TB, schema, endpoints string, opts inbox.Options) *inbo
 	if pg == nil {
 		t.Skip("PostgreSQL tests skipped with -short")
 	}
-	ctx := context.Background()
-	eps, err := inbox.LoadEndpoints(writeEndpoints(t, endpoints), map[signature.Provider][]string{signature.ProviderStripe: {inboxSecret}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Schema, opts.CreateSchema = schema, true
-	in, err := inbox.Open(ctx, pg.Business, eps, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	if err := in.Start(runCtx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		in.Close(ctx)
-		pg.Business.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-	})
-	return in
+	return inboxtest.Open(t, pg.Business, schema, endpoints, map[signature.Provider][]string{signature.ProviderStripe: {inboxSecret}}, opts)
 }
 
 // recordingTarget answers 200 and counts the deliveries per inbox id.

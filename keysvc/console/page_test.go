@@ -19,8 +19,7 @@ import (
 	"github.com/idemhook/idemhook/keysvc"
 	"github.com/idemhook/idemhook/keysvc/console"
 	"github.com/idemhook/idemhook/keysvc/inbox"
-	"github.com/idemhook/idemhook/pgsql"
-	"github.com/idemhook/idemhook/signature"
+	"github.com/idemhook/idemhook/keysvc/inbox/inboxtest"
 )
 
 const (
@@ -35,11 +34,7 @@ const (
 func consoleServer(t *testing.T, schema string) (srv *httptest.Server, in *inbox.Inbox, failed, waiting int64, healthy *atomic.Bool) {
 	t.Helper()
 	ctx := context.Background()
-	tables := pgsql.Inbox{Schema: schema}
-	if _, err := pg.Business.Exec(ctx, tables.DDL()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Business.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	tables := inboxtest.Pattern(t, pg.Business, schema)
 	healthy = &atomic.Bool{}
 	healthy.Store(true)
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -53,22 +48,8 @@ func consoleServer(t *testing.T, schema string) (srv *httptest.Server, in *inbox
 		}
 	}))
 	t.Cleanup(target.Close)
-	file := filepath.Join(t.TempDir(), "endpoints.json")
-	os.WriteFile(file, []byte(fmt.Sprintf(`{"endpoints":[{"name":"stripe","target":%q,"max_attempts":1},{"name":"shop","target":%q},{"name":"crm","target":%q}]}`,
-		target.URL+"/webhook/stripe", target.URL+"/webhook/shop", target.URL+"/webhook/crm")), 0o600)
-	eps, err := inbox.LoadEndpoints(file, map[signature.Provider][]string{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err = inbox.Open(ctx, pg.Business, eps, inbox.Options{Schema: schema, CreateSchema: true, RecoverAfter: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	if err := in.Start(runCtx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); in.Close(context.Background()) })
+	in = inboxtest.Open(t, pg.Business, schema, fmt.Sprintf(`{"endpoints":[{"name":"stripe","target":%q,"max_attempts":1},{"name":"shop","target":%q},{"name":"crm","target":%q}]}`,
+		target.URL+"/webhook/stripe", target.URL+"/webhook/shop", target.URL+"/webhook/crm"), nil, inbox.Options{RecoverAfter: time.Hour})
 	receive := func(endpoint, body string) int64 {
 		e, _ := in.Endpoint(endpoint)
 		r, err := in.Receive(ctx, e, http.Header{"Content-Type": {"application/json"}, "Stripe-Signature": {"t=1764633600,v1=5257a869e7ec…"}}, []byte(body))
@@ -175,6 +156,17 @@ func (p page) until(what, js string, timeout time.Duration) {
 	}
 }
 
+// confirm waits for the page's confirmation, checks that it says want, and
+// confirms.
+func (p page) confirm(want string) {
+	p.t.Helper()
+	p.until("the confirmation asks", `document.getElementById('confirm').open`, 10*time.Second)
+	if text := eval[string](p, `document.getElementById('confirm-text').textContent`); text != want {
+		p.t.Errorf("the confirmation says %q, want %q", text, want)
+	}
+	p.click("#confirm-ok")
+}
+
 func (p page) click(selector string) {
 	p.t.Helper()
 	if err := chromedp.Do(p.ctx, chromedp.Click(chromedp.CSS(selector))); err != nil {
@@ -246,11 +238,7 @@ func TestConsoleInChromium(t *testing.T) {
 	// Retry now the entry that waits two minutes for its next attempt.
 	p.click(fmt.Sprintf(`#inbox-entries tr[data-id="%d"] input[type="checkbox"]`, waiting))
 	p.click("#inbox-retry-selected")
-	p.until("the confirmation asks", `document.getElementById('confirm').open`, 10*time.Second)
-	if text := eval[string](p, `document.getElementById('confirm-text').textContent`); text != "Retry now 1 entry?" {
-		t.Errorf("the confirmation says %q", text)
-	}
-	p.click("#confirm-ok")
+	p.confirm("Retry now 1 entry?")
 	p.until("the retry is done", `document.getElementById('status').textContent.startsWith('Retry now: 1 entry done')`, 10*time.Second)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		e, _ := in.Entry(context.Background(), "", waiting)
@@ -274,11 +262,7 @@ func TestConsoleInChromium(t *testing.T) {
 
 	healthy.Store(true)
 	p.click("#entry-replay")
-	p.until("the confirmation asks", `document.getElementById('confirm').open`, 10*time.Second)
-	if text := eval[string](p, `document.getElementById('confirm-text').textContent`); text != "Replay 1 entry?" {
-		t.Errorf("the confirmation says %q", text)
-	}
-	p.click("#confirm-ok")
+	p.confirm("Replay 1 entry?")
 	p.until("the replayed entry reads forwarded", row+`.dataset.state === 'forwarded'`, 30*time.Second)
 	e, err := in.Entry(context.Background(), "", failed)
 	if err != nil || e.State != "forwarded" || e.Deliveries[len(e.Deliveries)-2].Kind != "replay" || e.Deliveries[len(e.Deliveries)-2].Actor != "ops" {
@@ -294,11 +278,7 @@ func TestConsoleInChromium(t *testing.T) {
 	p.shot("console-pattern.png", 1280, 1000)
 	p.click(`#pattern-tasks tr[data-state="failed"] input[type="checkbox"]`)
 	p.click("#tasks-retry-selected")
-	p.until("the confirmation asks", `document.getElementById('confirm').open`, 10*time.Second)
-	if text := eval[string](p, `document.getElementById('confirm-text').textContent`); text != "Retry 1 task?" {
-		t.Errorf("the confirmation says %q", text)
-	}
-	p.click("#confirm-ok")
+	p.confirm("Retry 1 task?")
 	p.until("the task leaves the failed view", `document.getElementById('status').textContent.startsWith('Retry: 1 task done')`, 10*time.Second)
 	var state string
 	pg.Business.QueryRow(context.Background(), "SELECT state FROM cs_page.outbox_tasks WHERE operation_key = 'order_confirmation:o-1'").Scan(&state)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemhook/idemhook/keysvc/console"
 	"github.com/idemhook/idemhook/keysvc/inbox"
+	"github.com/idemhook/idemhook/keysvc/inbox/inboxtest"
 	"github.com/idemhook/idemhook/pgsql"
 )
 
@@ -23,11 +24,7 @@ func newPattern(t *testing.T, schema string) (*console.Pattern, map[string]int64
 		t.Skip("PostgreSQL tests skipped with -short")
 	}
 	ctx := context.Background()
-	tables := pgsql.Inbox{Schema: schema}
-	if _, err := pg.Business.Exec(ctx, tables.DDL()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Business.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	tables := inboxtest.Pattern(t, pg.Business, schema)
 	ids := map[string]int64{}
 	for _, r := range []struct{ name, state, typ, reason, due string }{
 		{"failed", "failed", "payment_intent.succeeded", "order o-1 is confirmed by another payment; gave up: deferred for longer than 24h", ""},

@@ -51,16 +51,7 @@ func nilIfEmpty(s []string) any {
 // Listed is one entry of a list: its receipt, its latest attempt and its
 // next one.
 type Listed struct {
-	ID         int64      `json:"id"`
-	Endpoint   string     `json:"endpoint"`
-	Account    string     `json:"account"`
-	Key        string     `json:"key"`
-	EventType  string     `json:"event_type"`
-	State      string     `json:"state"`
-	Outcome    string     `json:"outcome,omitempty"`
-	LastError  string     `json:"last_error,omitempty"`
-	ReceivedAt time.Time  `json:"received_at"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Head
 	// Attempts counts the attempts to forward it (operators' actions
 	// aside); Last is the latest of them, nil before the first.
 	Attempts int       `json:"attempts"`

@@ -1,6 +1,8 @@
 package inbox_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -28,14 +30,24 @@ func TestLoadEndpointsRefusesBadConfig(t *testing.T) {
 		{"max attempts out of range", `{"endpoints":[{"name":"a","target":"http://x","max_attempts":-1}]}`, "max_attempts"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := inbox.LoadEndpoints(writeEndpoints(t, tc.json), secrets)
+			_, err := loadEndpoints(t, tc.json, secrets)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want it to mention %q", err, tc.want)
 			}
 		})
 	}
-	eps, err := inbox.LoadEndpoints(writeEndpoints(t, `{"endpoints":[{"name":"stripe","provider":"stripe","target":"https://n8n/webhook/x","target_token_env":"TARGET_TOKEN"}]}`), secrets)
+	eps, err := loadEndpoints(t, `{"endpoints":[{"name":"stripe","provider":"stripe","target":"https://n8n/webhook/x","target_token_env":"TARGET_TOKEN"}]}`, secrets)
 	if err != nil || len(eps) != 1 || eps[0].Account != "default" || eps[0].MaxAttempts != inbox.DefaultMaxDeliveries {
 		t.Errorf("a valid file: %+v, %v", eps, err)
 	}
+}
+
+// loadEndpoints writes json as an endpoints file and loads it.
+func loadEndpoints(t *testing.T, json string, secrets map[signature.Provider][]string) ([]inbox.Endpoint, error) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "endpoints.json")
+	if err := os.WriteFile(file, []byte(json), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return inbox.LoadEndpoints(file, secrets)
 }

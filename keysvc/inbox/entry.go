@@ -9,9 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Entry is GET /v1/inbox/{endpoint}/{id}: the receipt and every delivery
-// attempt.
-type Entry struct {
+// Head is what an entry's receipt says, in an Entry and in a list.
+type Head struct {
 	ID         int64      `json:"id"`
 	Endpoint   string     `json:"endpoint"`
 	Account    string     `json:"account"`
@@ -22,6 +21,12 @@ type Entry struct {
 	LastError  string     `json:"last_error,omitempty"`
 	ReceivedAt time.Time  `json:"received_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+// Entry is GET /v1/inbox/{endpoint}/{id}: the receipt, its kept headers and
+// its history.
+type Entry struct {
+	Head
 	// Headers are the request headers kept with the receipt (the content
 	// type, the provider's signature and id headers), sent on with it.
 	Headers    map[string]string `json:"headers"`

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/keysvc/inbox"
-	"github.com/idemhook/idemhook/signature"
+	"github.com/idemhook/idemhook/keysvc/inbox/inboxtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -113,11 +113,7 @@ func ownJob(t *testing.T, schema string, id int64, owner string) {
 // queued, for a test to arrange.
 func openStopped(t *testing.T, schema, endpoints string) *inbox.Inbox {
 	t.Helper()
-	eps, err := inbox.LoadEndpoints(writeEndpoints(t, endpoints), map[signature.Provider][]string{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := inbox.Open(context.Background(), pg.Business, eps, inbox.Options{Schema: schema, CreateSchema: true})
+	in, err := inbox.Open(context.Background(), pg.Business, inboxtest.Endpoints(t, endpoints, nil), inbox.Options{Schema: schema, CreateSchema: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/idemhook/idemhook/internal/stack"
 	"github.com/idemhook/idemhook/keysvc/inbox"
+	"github.com/idemhook/idemhook/keysvc/inbox/inboxtest"
 	"github.com/idemhook/idemhook/signature"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -22,15 +20,6 @@ var pg *stack.Stack
 func TestMain(m *testing.M) { stack.RunWithPostgres(m, "keysvc/inbox", &pg) }
 
 const inboxSecret = "whsec_inboxTestSecret"
-
-func writeEndpoints(t testing.TB, json string) string {
-	t.Helper()
-	file := filepath.Join(t.TempDir(), "endpoints.json")
-	if err := os.WriteFile(file, []byte(json), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return file
-}
 
 // openInbox opens and starts an inbox on the test PostgreSQL in a schema of
 // its own (dropped at the end) with the endpoints file's endpoints.
@@ -45,28 +34,7 @@ func openInbox(t *testing.T, schema, endpoints string, opts inbox.Options) *inbo
 // openInboxOn is openInbox on pool.
 func openInboxOn(t *testing.T, pool *pgxpool.Pool, schema, endpoints string, opts inbox.Options) *inbox.Inbox {
 	t.Helper()
-	ctx := context.Background()
-	eps, err := inbox.LoadEndpoints(writeEndpoints(t, endpoints), map[signature.Provider][]string{signature.ProviderStripe: {inboxSecret}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Schema, opts.CreateSchema = schema, true
-	in, err := inbox.Open(ctx, pool, eps, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	if err := in.Start(runCtx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		stopCtx, stop := context.WithTimeout(ctx, 5*time.Second)
-		defer stop()
-		in.Close(stopCtx)
-		pg.Business.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-	})
-	return in
+	return inboxtest.Open(t, pool, schema, endpoints, map[signature.Provider][]string{signature.ProviderStripe: {inboxSecret}}, opts)
 }
 
 // receive saves body as a delivery to endpoint (whose signature keysvc
