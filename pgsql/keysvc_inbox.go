@@ -121,7 +121,9 @@ func (in Inbox) ResignWorker() string {
 
 // RescueDeliveries makes running jobs of kind $1 whose keysvc (the last
 // client in attempted_by) holds no live lease available again at once, up
-// to 500 per call, and records each as a DeliveryRescued row of its entry
+// to 500 per call, ahead of their queue's waiting jobs (they keep the
+// scheduled time they were fetched at, which is before any job queued
+// while they ran), and records each as a DeliveryRescued row of its entry
 // (attempt: the job's attempt plus its args' prior). It returns each
 // rescued entry's id, endpoint and the keysvc that stopped.
 //
@@ -141,7 +143,7 @@ func (in Inbox) RescueDeliveries() string {
   LIMIT 500
   FOR UPDATE OF j SKIP LOCKED
 ), rescued AS (
-  UPDATE %[1]s j SET state = 'available', scheduled_at = now(),
+  UPDATE %[1]s j SET state = 'available',
     errors = array_append(j.errors, jsonb_build_object('at', now(), 'attempt', j.attempt, 'trace', '',
       'error', 'rescued: keysvc ' || coalesce(j.attempted_by[array_upper(j.attempted_by, 1)], '?') || ' stopped during this delivery'))
   FROM stuck WHERE j.id = stuck.id

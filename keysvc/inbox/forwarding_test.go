@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -368,5 +369,42 @@ func TestInboxReplicasShareTheWork(t *testing.T) {
 	t.Logf("%d events: forwarded by %s %d, by %s %d; not exactly once: %d", events, a.WorkerID(), byWorker[a.WorkerID()], b.WorkerID(), byWorker[b.WorkerID()], twice)
 	if twice != 0 || byWorker[a.WorkerID()] == 0 || byWorker[b.WorkerID()] == 0 || byWorker[a.WorkerID()]+byWorker[b.WorkerID()] != events {
 		t.Errorf("want every event forwarded once, by both keysvcs")
+	}
+}
+
+// A rescued delivery goes ahead of its queue's backlog: it keeps the time
+// it was due, earlier than any job queued while it ran, instead of waiting
+// behind them all (behind 2 minutes of a slow target's backlog, in an e2e
+// run before this).
+func TestInboxRescuedDeliveryGoesFirst(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL tests skipped with -short")
+	}
+	var mu sync.Mutex
+	var order []string
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		order = append(order, r.Header.Get("X-Idemhook-Inbox-Id"))
+		mu.Unlock()
+		time.Sleep(300 * time.Millisecond)
+	}))
+	defer target.Close()
+	const schema = "ks_inbox_rescue_first"
+	endpoints := fmt.Sprintf(`{"endpoints":[{"name":"slow","target":%q,"concurrency":1}]}`, target.URL)
+	queued := openStopped(t, schema, endpoints)
+	var ids []int64
+	for i := range 6 {
+		ids = append(ids, receive(t, queued, "slow", fmt.Sprintf(`{"id":"evt_first_%d","type":"t"}`, i)))
+	}
+	ownJob(t, schema, ids[0], "keysvc_dead_for_good")
+	in := openInbox(t, schema, endpoints, inbox.Options{RescueAfter: 5 * time.Second, RecoverAfter: time.Hour})
+	for _, id := range ids {
+		waitEntry(t, in, "slow", id, "forwarded", 20*time.Second)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("delivered in the order %v; rescued: %d", order, ids[0])
+	if pos := slices.Index(order, fmt.Sprint(ids[0])); pos < 0 || pos > 1 {
+		t.Errorf("the rescued delivery went %d of %d, want first (or second, after the one fetched before the first rescue)", pos+1, len(order))
 	}
 }
