@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,56 +19,128 @@ import (
 	"github.com/idemhook/idemhook/generator"
 )
 
-// targetProxy sits between keysvc and n8n's target workflow and records the
-// Idempotency-Key of every delivery per inbox id; n8n down is a 502.
-type targetProxy struct {
-	srv  *httptest.Server
-	path string // the n8n webhook path
-
-	mu   sync.Mutex
-	keys map[string][]string // X-Idemhook-Inbox-Id → Idempotency-Key of each delivery
+// reception is one forward the target got from keysvc.
+type reception struct {
+	id, key    string // X-Idemhook-Inbox-Id, Idempotency-Key
+	start, end time.Time
+	status     int  // n8n's answer (502: n8n unreachable; 0: none yet)
+	answered   bool // keysvc was still there to hear it
+	header     http.Header
+	body       []byte
 }
 
-func newTargetProxy(t *testing.T, webhookPath string) *targetProxy {
-	p := &targetProxy{path: webhookPath, keys: map[string][]string{}}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		p.mu.Lock()
-		id := r.Header.Get("X-Idemhook-Inbox-Id")
-		p.keys[id] = append(p.keys[id], r.Header.Get("Idempotency-Key"))
-		p.mu.Unlock()
-		req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, st.WebhookURL+"/webhook/"+p.path, strings.NewReader(string(body)))
-		req.Header = r.Header.Clone()
+// mayBeDone says whether keysvc may take this forward as done, or
+// cannot know: a 2xx it heard, or any answer it never heard (it died, or
+// gave up waiting). A forward after such a one is a re-send.
+func (r reception) mayBeDone() bool { return !r.answered || r.status/100 == 2 }
+
+// targetProxy is a target keysvc forwards to: it records every forward it
+// gets (a target with no unique constraint), passes it to a backend (n8n's
+// target workflow) and relays the backend's answer. The backend runs a
+// forward to its end even when keysvc hangs up, as n8n does.
+type targetProxy struct {
+	srv *httptest.Server
+
+	mu  sync.Mutex
+	got []reception
+	// onAnswer, when set, runs once, after n8n answered a forward 2xx and
+	// before keysvc hears it.
+	onAnswer func(id string)
+}
+
+// toN8N is a targetProxy's backend: n8n's webhook at path.
+func toN8N(path string) func(ctx context.Context, header http.Header, body []byte) (int, []byte) {
+	return func(ctx context.Context, header http.Header, body []byte) (int, []byte) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, st.WebhookURL+"/webhook/"+path, bytes.NewReader(body))
+		req.Header = header
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
+			return http.StatusBadGateway, []byte(err.Error())
 		}
 		defer resp.Body.Close()
-		w.WriteHeader(resp.StatusCode)
-		io.Copy(w, resp.Body)
+		answer, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, answer
+	}
+}
+
+// slowOK is a targetProxy's backend that takes 3 s and answers 200: a
+// target that keeps no state of keysvc's, so that every forward keysvc
+// sends again reaches it, and slow enough that its endpoint always has
+// deliveries in flight during a load.
+func slowOK(context.Context, http.Header, []byte) (int, []byte) {
+	time.Sleep(3 * time.Second)
+	return http.StatusOK, []byte(`{"status":"accepted"}`)
+}
+
+func newTargetProxy(t *testing.T, backend func(ctx context.Context, header http.Header, body []byte) (int, []byte)) *targetProxy {
+	p := &targetProxy{}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		// Recorded as it arrives: the backend may act on it long before it
+		// answers (n8n saving its execution after a database restart).
+		p.mu.Lock()
+		n := len(p.got)
+		p.got = append(p.got, reception{id: r.Header.Get("X-Idemhook-Inbox-Id"), key: r.Header.Get("Idempotency-Key"), start: time.Now(), header: r.Header.Clone(), body: body})
+		p.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*time.Minute)
+		defer cancel()
+		status, answer := backend(ctx, r.Header.Clone(), body)
+		if status/100 == 2 {
+			p.mu.Lock()
+			hook := p.onAnswer
+			p.onAnswer = nil
+			p.mu.Unlock()
+			if hook != nil {
+				hook(r.Header.Get("X-Idemhook-Inbox-Id"))
+			}
+		}
+		p.mu.Lock()
+		p.got[n].status, p.got[n].answered, p.got[n].end = status, r.Context().Err() == nil, time.Now()
+		p.mu.Unlock()
+		w.WriteHeader(status)
+		w.Write(answer)
 	}))
 	t.Cleanup(p.srv.Close)
 	return p
 }
 
-func (p *targetProxy) deliveries(id int64) []string {
+// receptions returns the forwards of entry id, oldest first (every entry's
+// when id is 0).
+func (p *targetProxy) receptions(id int64) []reception {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]string{}, p.keys[fmt.Sprint(id)]...)
+	var out []reception
+	for _, r := range p.got {
+		if id == 0 || r.id == fmt.Sprint(id) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// deliveries returns the Idempotency-Key of every forward of entry id.
+func (p *targetProxy) deliveries(id int64) []string {
+	var keys []string
+	for _, r := range p.receptions(id) {
+		keys = append(keys, r.key)
+	}
+	return keys
 }
 
 type keysvcInbox struct {
 	inboxDeployment
-	keysvc *keysvcProc
-	proxy  *targetProxy
-	dead   *opsAPI // the target of the "dead" endpoint, down until a test starts it
+	keysvc    *keysvcProc
+	proxy     *targetProxy // in front of n8n's target workflow (endpoint stripe)
+	plain     *targetProxy // a target that keeps no state (endpoint plain)
+	dead      *opsAPI      // the target of the "dead" endpoint, down until a test starts it
+	args, env []string
 }
 
 // startKeysvcInbox deploys the inbox pattern with keysvc as its receiver:
 // keysvc saves and forwards to the generated target workflow (through the
-// recording proxy), n8n's worker decides the effects.
-func startKeysvcInbox(t *testing.T) keysvcInbox {
+// recording proxy), n8n's worker decides the effects. flags are added to
+// keysvc's (a later flag wins).
+func startKeysvcInbox(t *testing.T, flags ...string) keysvcInbox {
 	t.Helper()
 	needStack(t)
 	api := newOpsAPI(t, true)
@@ -77,10 +150,12 @@ func startKeysvcInbox(t *testing.T) keysvcInbox {
 	// each keysvc and each assertion uses event ids of its own.
 	shareName(opts.WorkflowName)
 	d := deployInbox(t, opts, api)
-	proxy := newTargetProxy(t, opts.WebhookPath)
+	proxy := newTargetProxy(t, toN8N(opts.WebhookPath))
+	plain := newTargetProxy(t, slowOK)
 	dead := newOpsAPI(t, false)
 	endpoints := map[string]any{"endpoints": []map[string]any{
 		{"name": "stripe", "provider": "stripe", "target": proxy.srv.URL, "events": generator.DefaultEvents, "max_attempts": 200},
+		{"name": "plain", "provider": "stripe", "target": plain.srv.URL, "max_attempts": 200},
 		{"name": "dead", "provider": "stripe", "target": dead.url, "max_attempts": 2},
 	}}
 	raw, _ := json.Marshal(endpoints)
@@ -88,10 +163,16 @@ func startKeysvcInbox(t *testing.T) keysvcInbox {
 	if err := os.WriteFile(file, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	k := launchKeysvc(t, "ki", []string{"--table", "ki_processed_events", "--create-schema", "--endpoints", file, "--inbox-schema", "ki",
-		"--inbox-backoff", "200ms", "--inbox-max-backoff", "3s", "--inbox-recover-after", "20s", "--inbox-delivery-timeout", "10s"},
-		[]string{"KEYSVC_SECRET_STRIPE=" + stripeSecret})
-	return keysvcInbox{inboxDeployment: d, keysvc: k, proxy: proxy, dead: dead}
+	args := append([]string{"--table", "ki_processed_events", "--create-schema", "--endpoints", file, "--inbox-schema", "ki",
+		"--inbox-backoff", "200ms", "--inbox-max-backoff", "3s", "--inbox-recover-after", "20s", "--inbox-delivery-timeout", "10s"}, flags...)
+	env := []string{"KEYSVC_SECRET_STRIPE=" + stripeSecret}
+	k := launchKeysvc(t, "ki", args, env)
+	return keysvcInbox{inboxDeployment: d, keysvc: k, proxy: proxy, plain: plain, dead: dead, args: args, env: env}
+}
+
+// replica starts another keysvc on the same database, schema and endpoints.
+func (k keysvcInbox) replica(t *testing.T, name string) *keysvcProc {
+	return launchKeysvc(t, name, k.args, k.env)
 }
 
 // sendToInbox posts a Stripe-signed event to keysvc's endpoint once.
@@ -194,6 +275,59 @@ func TestKeysvcInbox(t *testing.T) {
 		}
 	})
 
+	// Forwarding is at least once: the target may get a forward again (keysvc
+	// killed after the target acted, a timeout). The generated target
+	// workflow drops it by the entry it names: the worker claims a row only
+	// while it is received.
+	t.Run("a re-sent forward produces no second effect", func(t *testing.T) {
+		k.newOrder(t, "kio-r", 100)
+		r := k.sendToInbox("stripe", paymentSucceeded("evt_ki_resend", "pi_ki_r", "kio-r", 100))
+		_, id := receiptOf(t, r)
+		first := k.waitRow(t, "evt_ki_resend", "processed")
+		var got []reception
+		waitFor(t, 10*time.Second, "the forward to be recorded", func() bool { got = k.proxy.receptions(id); return len(got) == 1 })
+		// Sent again exactly as keysvc sent it, twice in a row and twice at once.
+		resend := func() int {
+			req, _ := http.NewRequest(http.MethodPost, st.WebhookURL+"/webhook/"+k.opts.WebhookPath, bytes.NewReader(got[0].body))
+			req.Header = got[0].header.Clone()
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return 0
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		statuses := []int{resend(), resend()}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s := resend()
+				mu.Lock()
+				statuses = append(statuses, s)
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		var tasks int
+		st.Business.QueryRow(ctx, "SELECT count(*) FROM "+k.db.Outbox().String()+" WHERE operation_key = 'order_confirmation:kio-r'").Scan(&tasks)
+		after, _ := k.row(t, "evt_ki_resend")
+		effects := k.effects(t, "kio-r")
+		t.Logf("forward of entry %d sent again 4 times (answers %v): effects %d, outbox tasks %d, row %s after %d attempts (was %d)",
+			id, statuses, len(effects), tasks, after.State, after.Attempts, first.Attempts)
+		for _, s := range statuses {
+			if s != 200 {
+				t.Errorf("a re-sent forward was answered %d, want 200: the target acknowledges what it already has", s)
+			}
+		}
+		if len(effects) != 1 || tasks != 1 || after.State != "processed" || after.Attempts != first.Attempts {
+			t.Errorf("after re-sent forwards: effects %v, %d outbox tasks, row %+v; want one effect, one task, the row as it was", effects, tasks, after)
+		}
+	})
+
 	t.Run("a target down longer than the retries: failed, visible, replayed", func(t *testing.T) {
 		body := paymentSucceeded("evt_ki_dead", "pi_ki_d", "kio-d", 100)
 		r := k.sendToInbox("dead", body)
@@ -275,22 +409,146 @@ func TestKeysvcInbox(t *testing.T) {
 	})
 }
 
-// 1,000 distinct events, each delivered twice, while keysvc is killed with
-// SIGKILL twice and PostgreSQL is restarted once: every acknowledged event
-// reaches the target with one stable Idempotency-Key, and its business
-// effect happens once.
+// fault is one fault a load test injected, and when.
+type fault struct {
+	at   time.Time
+	what string
+	kill bool // a keysvc killed, else PostgreSQL stopped
+}
+
+// resendCause says which fault made keysvc send r again after prev (a
+// forward keysvc took for done or never heard answered): the first fault
+// between the two, or "no answer" when none was (a call that timed out).
+func resendCause(prev, r reception, faults []fault) (fault, bool) {
+	for _, f := range faults {
+		if !f.at.Before(prev.start) && f.at.Before(r.start) {
+			return f, true
+		}
+	}
+	return fault{}, false
+}
+
+// forwardReport is what a target got of one endpoint's entries during a
+// load: every forward, and which of them were re-sends.
+type forwardReport struct {
+	keys    map[string]string // inbox id → event key
+	byEntry map[string][]reception
+	answers map[string]int // by status, or "not heard by keysvc"
+	resent  map[string]int // by cause
+	resends []string
+	// resentAfter is how long after each kill its re-sends reached the
+	// target.
+	resentAfter map[string][]time.Duration
+
+	received, receptions, retried, overlapping, unstable int
+}
+
+// reportForwards reads the entries whose event ids are like eventLike and
+// what proxy got of them. A re-send is a forward after one that keysvc
+// heard answered 2xx, or never heard answered; a forward after refusals
+// only is a retry; two forwards of one entry at once would be two keysvcs
+// delivering one job.
+func reportForwards(t *testing.T, k keysvcInbox, proxy *targetProxy, eventLike string, faults []fault) forwardReport {
+	t.Helper()
+	r := forwardReport{keys: map[string]string{}, byEntry: map[string][]reception{}, answers: map[string]int{}, resent: map[string]int{},
+		resentAfter: map[string][]time.Duration{}}
+	rows, err := st.Business.Query(context.Background(), "SELECT id::text, event_id FROM "+k.db.Inbox().String()+" WHERE event_id LIKE $1", eventLike)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id, key string
+		rows.Scan(&id, &key)
+		r.keys[id] = key
+	}
+	rows.Close()
+	for _, rec := range proxy.receptions(0) {
+		if _, ours := r.keys[rec.id]; !ours {
+			continue
+		}
+		r.byEntry[rec.id] = append(r.byEntry[rec.id], rec)
+		if rec.answered {
+			r.answers[fmt.Sprint(rec.status)]++
+		} else {
+			r.answers["not heard by keysvc"]++
+		}
+	}
+	r.received = len(r.byEntry)
+	for id, got := range r.byEntry {
+		r.receptions += len(got)
+		for i, rec := range got {
+			if rec.key != r.keys[id] {
+				r.unstable++
+			}
+			if i == 0 {
+				continue
+			}
+			if prev := got[i-1]; prev.end.IsZero() || rec.start.Before(prev.end) {
+				r.overlapping++
+			}
+			var prev *reception
+			for j := i - 1; j >= 0; j-- {
+				if got[j].mayBeDone() {
+					prev = &got[j]
+					break
+				}
+			}
+			if prev == nil {
+				r.retried++
+				continue
+			}
+			cause := "no answer (a timeout)"
+			if f, ok := resendCause(*prev, rec, faults); ok {
+				cause = f.what
+				if f.kill {
+					r.resentAfter[f.what] = append(r.resentAfter[f.what], rec.start.Sub(f.at).Round(100*time.Millisecond))
+				}
+			}
+			r.resent[cause]++
+			r.resends = append(r.resends, fmt.Sprintf("entry %s: answered %d (heard: %v) %s to %s, sent again at %s: %s", id, prev.status, prev.answered,
+				prev.start.Format("15:04:05.000"), prev.end.Format("15:04:05.000"), rec.start.Format("15:04:05.000"), cause))
+		}
+	}
+	return r
+}
+
+// 1,000 distinct events to n8n's target workflow and 500 to a target that
+// keeps no state, each delivered twice, to two keysvc replicas on one
+// database (a delivery's retries alternate between them, as behind a load
+// balancer), while replica a, then b, then a again is killed with SIGKILL
+// (and started a second later), and PostgreSQL is stopped immediately
+// between n8n's 2xx and keysvc's bookkeeping and started again three
+// seconds later. Each target records every forward, as one with no unique
+// constraint would. Counted and printed: deliveries sent and acknowledged,
+// entries forwarded, forwards received, re-sends by cause, the deliveries
+// in flight at each kill and how soon they were taken over, each replica's
+// share, and events lost; and every effect in n8n happens once.
 func TestKeysvcInboxUnderFaults(t *testing.T) {
-	k := startKeysvcInbox(t)
+	k := startKeysvcInbox(t, "--inbox-delivery-timeout", "30s") // the default; rescue after the default 15 s
+	a := k.keysvc
+	b := k.replica(t, "ki-b")
+	replicas := []*keysvcProc{a, b}
 	ctx := context.Background()
-	const events = 1000
+	const events, plainEvents = 1000, 500
+	const concurrency = 4 // each endpoint's, per keysvc
 	execSQL(t, "INSERT INTO "+k.db.Orders().String()+" (id, amount, currency) SELECT 'kf-' || i, 100, 'eur' FROM generate_series(0, $1 - 1) i", events)
 
-	var acked, failed atomic.Int64
-	ackedEvents := make([]atomic.Bool, events)
-	jobs := make(chan int, 2*events)
+	type delivery struct {
+		endpoint string
+		i        int
+	}
+	var sent, acked, unacked atomic.Int64
+	ackedEvents := map[string][]atomic.Bool{"stripe": make([]atomic.Bool, events), "plain": make([]atomic.Bool, plainEvents)}
+	jobs := make(chan delivery, 2*(events+plainEvents))
 	for i := range events {
-		jobs <- i
-		jobs <- i
+		jobs <- delivery{"stripe", i}
+		if i < plainEvents {
+			jobs <- delivery{"plain", i}
+		}
+		jobs <- delivery{"stripe", i}
+		if i < plainEvents {
+			jobs <- delivery{"plain", i}
+		}
 	}
 	close(jobs)
 	var wg sync.WaitGroup
@@ -298,43 +556,82 @@ func TestKeysvcInboxUnderFaults(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range jobs {
-				body := paymentSucceeded(fmt.Sprintf("evt_kf_%d", i), fmt.Sprintf("pi_kf_%d", i), fmt.Sprintf("kf-%d", i), 100)
-				if _, ok := k.deliverLikeStripe("stripe", body); ok {
-					ackedEvents[i].Store(true)
+			for d := range jobs {
+				body := paymentSucceeded(fmt.Sprintf("evt_kf_%d", d.i), fmt.Sprintf("pi_kf_%d", d.i), fmt.Sprintf("kf-%d", d.i), 100)
+				if d.endpoint == "plain" {
+					body = stripeEvent(fmt.Sprintf("evt_kp_%d", d.i), "customer.created", map[string]any{"id": fmt.Sprintf("cus_%d", d.i)})
+				}
+				if _, ok := deliverLikeProvider(func() response {
+					n := sent.Add(1)
+					r, err := send(replicas[n%2].url+"/v1/inbox/"+d.endpoint, "application/json", body, stripeSigned(stripeSecret, body))
+					if err != nil {
+						return response{body: err.Error()}
+					}
+					return r
+				}); ok {
+					ackedEvents[d.endpoint][d.i].Store(true)
 					acked.Add(1)
 				} else {
-					failed.Add(1)
+					unacked.Add(1)
 				}
+				time.Sleep(time.Second) // the deliveries keep coming while the faults happen
 			}
 		}()
 	}
-	faults := []struct {
-		at   int64
-		what string
-		do   func()
-	}{
-		{300, "keysvc killed", func() { k.keysvc.kill(); time.Sleep(time.Second); k.keysvc.start() }},
-		{900, "PostgreSQL restarted (immediate)", func() {
-			if err := st.RestartPostgres(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{1500, "keysvc killed", func() { k.keysvc.kill(); time.Sleep(time.Second); k.keysvc.start() }},
-	}
-	for _, f := range faults {
-		for acked.Load() < f.at {
-			time.Sleep(20 * time.Millisecond)
+	kill := func(p *keysvcProc, name string) func() fault {
+		return func() fault {
+			f := fault{at: time.Now(), what: "keysvc " + name + " killed", kill: true}
+			p.kill()
+			time.Sleep(time.Second)
+			p.start()
+			return f
 		}
-		t.Logf("after %d acknowledgements: %s", acked.Load(), f.what)
-		f.do()
+	}
+	var outage struct {
+		id         string
+		start, end time.Time
+	}
+	stopPostgres := func() fault {
+		restarted := make(chan error, 1)
+		k.proxy.mu.Lock()
+		k.proxy.onAnswer = func(id string) {
+			outage.id, outage.start = id, time.Now()
+			if err := st.StopPostgres(ctx); err != nil {
+				restarted <- err
+				return
+			}
+			go func() {
+				time.Sleep(3 * time.Second)
+				err := st.StartPostgres(ctx)
+				outage.end = time.Now()
+				restarted <- err
+			}()
+		}
+		k.proxy.mu.Unlock()
+		if err := <-restarted; err != nil {
+			t.Fatal(err)
+		}
+		return fault{at: outage.start, what: "PostgreSQL stopped between a target's 2xx and keysvc's bookkeeping"}
+	}
+	var faults []fault
+	for _, f := range []struct {
+		after int // forwards n8n's target received
+		do    func() fault
+	}{{150, kill(a, "a")}, {350, stopPostgres}, {550, kill(b, "b")}, {750, kill(a, "a again")}} {
+		for len(k.proxy.receptions(0)) < f.after {
+			time.Sleep(50 * time.Millisecond)
+		}
+		done := f.do()
+		t.Logf("after %d forwards and %d acknowledgements: %s", f.after, acked.Load(), done.what)
+		faults = append(faults, done)
 	}
 	wg.Wait()
-	t.Logf("sent %d deliveries of %d events: %d acknowledged, %d never acknowledged", 2*events, events, acked.Load(), failed.Load())
+	total := 2 * (events + plainEvents)
+	t.Logf("the provider sent %d deliveries of %d events (%d attempts): %d acknowledged, %d never acknowledged", total, events+plainEvents, sent.Load(), acked.Load(), unacked.Load())
 
 	count := func(state string) int {
 		var n int
-		st.Business.QueryRow(ctx, "SELECT count(*) FROM "+k.db.Inbox().String()+" WHERE event_id LIKE 'evt:evt_kf_%' AND state = $1", state).Scan(&n)
+		st.Business.QueryRow(ctx, "SELECT count(*) FROM "+k.db.Inbox().String()+" WHERE (event_id LIKE 'evt:evt_kf_%' OR event_id LIKE 'evt:evt_kp_%') AND state = $1", state).Scan(&n)
 		return n
 	}
 	processed := func() int { return count("processed") }
@@ -347,54 +644,129 @@ func TestKeysvcInboxUnderFaults(t *testing.T) {
 		time.Sleep(5 * time.Second)
 		runWorkflowNoFatal(k.ids[generator.FileRecoverer])
 	}
-	var rows, effects, confirmed int
-	st.Business.QueryRow(ctx, "SELECT count(*) FROM "+k.db.Inbox().String()+" WHERE event_id LIKE 'evt:evt_kf_%'").Scan(&rows)
+	var effects, confirmed int
 	st.Business.QueryRow(ctx, "SELECT count(*) FROM "+k.db.Effects().String()+" WHERE effect_key LIKE 'confirm_order:kf-%'").Scan(&effects)
 	st.Business.QueryRow(ctx, "SELECT count(*) FROM "+k.db.Orders().String()+" WHERE id LIKE 'kf-%' AND state = 'confirmed'").Scan(&confirmed)
-	t.Logf("inbox rows %d, processed %d, effects %d, orders confirmed %d", rows, processed(), effects, confirmed)
-	lost := 0
-	for i := range events {
-		if ackedEvents[i].Load() {
-			if _, found := k.row(t, fmt.Sprintf("evt_kf_%d", i)); !found {
-				lost++
-			}
-		}
+	forwarded := func(eventLike string) int {
+		var n int
+		st.Business.QueryRow(ctx, "SELECT count(DISTINCT d.inbox_id) FROM "+k.db.Deliveries().String()+" d JOIN "+k.db.Inbox().String()+
+			" e ON e.id = d.inbox_id WHERE e.event_id LIKE $1 AND d.status BETWEEN 200 AND 299 AND d.kind = 'answered'", eventLike).Scan(&n)
+		return n
 	}
-	if lost != 0 || failed.Load() != 0 {
-		t.Errorf("%d acknowledged events have no inbox row; %d deliveries were never acknowledged", lost, failed.Load())
-	}
-	if rows != events || processed() != events || effects != events || confirmed != events {
-		t.Errorf("want %d of each", events)
-	}
-	// Every event reached the target at least once, always with its key.
-	rowsByID, err := st.Business.Query(ctx, "SELECT id, event_id FROM "+k.db.Inbox().String()+" WHERE event_id LIKE 'evt:evt_kf_%'")
+	// The deliveries in flight at each kill, rescued: how many, how soon.
+	rescuedAt := map[string][]time.Duration{}
+	rescues, err := st.Business.Query(ctx, "SELECT e.endpoint, d.at FROM "+k.db.Deliveries().String()+" d JOIN "+k.db.Inbox().String()+
+		" e ON e.id = d.inbox_id WHERE (e.event_id LIKE 'evt:evt_kf_%' OR e.event_id LIKE 'evt:evt_kp_%') AND d.kind = 'rescued'")
 	if err != nil {
 		t.Fatal(err)
 	}
-	unstable, neverDelivered, redelivered := 0, 0, 0
-	for rowsByID.Next() {
-		var id int64
-		var key string
-		rowsByID.Scan(&id, &key)
-		keys := k.proxy.deliveries(id)
-		if len(keys) == 0 {
-			neverDelivered++
+	for rescues.Next() {
+		var endpoint string
+		var at time.Time
+		rescues.Scan(&endpoint, &at)
+		var last *fault
+		for i := range faults {
+			if faults[i].kill && faults[i].at.Before(at) {
+				last = &faults[i]
+			}
 		}
-		if len(keys) > 1 {
-			redelivered++
+		if last == nil {
+			t.Errorf("a delivery was rescued at %s, before any kill", at.Format("15:04:05.000"))
+			continue
 		}
-		for _, got := range keys {
-			if got != key {
-				unstable++
+		rescuedAt[endpoint+": "+last.what] = append(rescuedAt[endpoint+": "+last.what], at.Sub(last.at).Round(100*time.Millisecond))
+	}
+	rescues.Close()
+	// Which replica completed each delivery job (River's attempted_by
+	// names the keysvc, whose name holds its pid).
+	replicaOf := map[string]string{}
+	for name, p := range map[string]*keysvcProc{"a": a, "b": b} {
+		for _, pid := range p.pids {
+			replicaOf[fmt.Sprintf("_%d_", pid)] = name
+		}
+	}
+	jobsBy := map[string]int{}
+	done, err := st.Business.Query(ctx, `SELECT attempted_by[array_upper(attempted_by, 1)] FROM ki.river_job
+WHERE kind = 'idemhook_inbox_delivery' AND state = 'completed' AND args->>'endpoint' IN ('stripe', 'plain')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for done.Next() {
+		var w string
+		done.Scan(&w)
+		for pid, name := range replicaOf {
+			if strings.Contains(w, pid) {
+				jobsBy[name]++
 			}
 		}
 	}
-	rowsByID.Close()
-	t.Logf("forwarded once: %d, more than once: %d, never: %d", events-redelivered-neverDelivered, redelivered, neverDelivered)
-	if unstable != 0 {
-		t.Errorf("%d deliveries carried another Idempotency-Key than their event's", unstable)
+	done.Close()
+
+	reports := map[string]forwardReport{
+		"stripe": reportForwards(t, k, k.proxy, "evt:evt_kf_%", faults),
+		"plain":  reportForwards(t, k, k.plain, "evt:evt_kp_%", faults),
 	}
-	if neverDelivered != 0 {
-		t.Errorf("%d acknowledged events never reached the target", neverDelivered)
+	t.Logf("sent %d deliveries (%d attempts), acknowledged %d, never acknowledged %d", total, sent.Load(), acked.Load(), unacked.Load())
+	for _, endpoint := range []string{"stripe", "plain"} {
+		r := reports[endpoint]
+		lost := 0
+		for i := range ackedEvents[endpoint] {
+			prefix := map[string]string{"stripe": "evt:evt_kf_", "plain": "evt:evt_kp_"}[endpoint]
+			found := false
+			for id, key := range r.keys {
+				if key == fmt.Sprint(prefix, i) && len(r.byEntry[id]) > 0 {
+					found = true
+				}
+			}
+			if ackedEvents[endpoint][i].Load() && !found {
+				lost++
+			}
+		}
+		like := map[string]string{"stripe": "evt:evt_kf_%", "plain": "evt:evt_kp_%"}[endpoint]
+		t.Logf("%s: %d events; a 2xx recorded for %d; received by the target %d (%d forwards, answers %v); re-sent %v; retried after a refusal %d; two forwards of one entry at once %d; lost %d",
+			endpoint, len(ackedEvents[endpoint]), forwarded(like), r.received, r.receptions, r.answers, r.resent, r.retried, r.overlapping, lost)
+		for _, line := range r.resends {
+			t.Logf("  %s re-send: %s", endpoint, line)
+		}
+		if lost != 0 || r.unstable != 0 || r.overlapping != 0 {
+			t.Errorf("%s: %d acknowledged events never reached the target, %d forwards carried another key, %d overlapped another of their entry", endpoint, lost, r.unstable, r.overlapping)
+		}
+		for _, f := range faults {
+			n, rescued := r.resent[f.what], rescuedAt[endpoint+": "+f.what]
+			if f.kill {
+				t.Logf("%s: %s: %d deliveries in flight rescued, after %v; %d re-sent, received again after %v", endpoint, f.what, len(rescued), rescued, n, r.resentAfter[f.what])
+			}
+			switch {
+			case f.kill && (n > concurrency || len(rescued) > concurrency):
+				t.Errorf("%s: %s: %d re-sends, %d rescues, want at most the endpoint's concurrency, %d", endpoint, f.what, n, len(rescued), concurrency)
+			case !f.kill && n != 0:
+				t.Errorf("%s: %s: %d re-sends, want none", endpoint, f.what, n)
+			}
+			for _, d := range append(rescued, r.resentAfter[f.what]...) {
+				if d > 30*time.Second {
+					t.Errorf("%s: %s: a delivery in flight was taken over or sent again %s after, want within 30 s", endpoint, f.what, d)
+				}
+			}
+		}
+	}
+	t.Logf("delivery jobs completed by keysvc a: %d, by b: %d", jobsBy["a"], jobsBy["b"])
+	t.Logf("n8n: processed %d, effects %d, orders confirmed %d", processed(), effects, confirmed)
+	if unacked.Load() != 0 {
+		t.Errorf("%d deliveries were never acknowledged", unacked.Load())
+	}
+	if processed() != events || effects != events || confirmed != events || count("forwarded") != plainEvents {
+		t.Errorf("want %d events processed, effects, orders confirmed; %d forwarded to the plain target (%d)", events, plainEvents, count("forwarded"))
+	}
+	if jobsBy["a"] == 0 || jobsBy["b"] == 0 {
+		t.Errorf("the replicas did not share the work: a %d, b %d", jobsBy["a"], jobsBy["b"])
+	}
+	// The forward answered while PostgreSQL was down was recorded once it
+	// was back, and not sent again.
+	var status, attemptsRecorded int
+	st.Business.QueryRow(ctx, "SELECT count(*), max(status) FROM "+k.db.Deliveries().String()+" WHERE inbox_id = $1::bigint AND kind = 'answered'", outage.id).Scan(&attemptsRecorded, &status)
+	t.Logf("entry %s, answered 200 while PostgreSQL was down (%s), was received by the target %d time(s); %d attempt recorded, status %d",
+		outage.id, outage.end.Sub(outage.start).Round(100*time.Millisecond), len(reports["stripe"].byEntry[outage.id]), attemptsRecorded, status)
+	if len(reports["stripe"].byEntry[outage.id]) != 1 || attemptsRecorded != 1 || status/100 != 2 {
+		t.Errorf("the 2xx answered during the outage: want it received once and recorded once")
 	}
 }

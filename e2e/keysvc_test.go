@@ -40,6 +40,7 @@ type keysvcProc struct {
 	env     []string
 	logFile *os.File
 	cmd     *exec.Cmd
+	pids    []int // of every process it ran, in order
 }
 
 // launchKeysvc builds cmd/keysvc once and starts it with args (plus --addr
@@ -99,6 +100,7 @@ func (k *keysvcProc) start() {
 		k.t.Fatal(err)
 	}
 	k.cmd = cmd
+	k.pids = append(k.pids, cmd.Process.Pid)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		resp, err := http.Get(k.url + "/readyz")
