@@ -53,25 +53,12 @@ func openInbox(t testing.TB, schema, endpoints string, opts inbox.Options) *inbo
 	return inboxtest.Open(t, pg.Business, schema, endpoints, map[signature.Provider][]string{signature.ProviderStripe: {inboxSecret}}, opts)
 }
 
-// recordingTarget answers 200 and counts the deliveries per inbox id.
-type recordingTarget struct {
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-func (rt *recordingTarget) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rt.mu.Lock()
-	rt.calls[r.Header.Get("X-Idemhook-Inbox-Id")]++
-	rt.mu.Unlock()
-	w.WriteHeader(http.StatusOK)
-}
-
 // Receive is one transaction: the receipt and its queued delivery commit
 // together; 50 concurrent deliveries of one event save one row and deliver
 // it once; an ignored type is saved and never delivered.
 func TestInboxReceiveAndDeliver(t *testing.T) {
 	ctx := context.Background()
-	target := &recordingTarget{calls: map[string]int{}}
+	target := inboxtest.NewRecorder()
 	srv := httptest.NewServer(target)
 	defer srv.Close()
 	in := openInbox(t, "ks_inbox_rd", fmt.Sprintf(`{"endpoints":[{"name":"stripe","provider":"stripe","target":%q,"events":["payment_intent.succeeded"]}]}`, srv.URL),
@@ -118,14 +105,13 @@ func TestInboxReceiveAndDeliver(t *testing.T) {
 		t.Errorf("type outside the allowlist: %s, want ignored", r.body)
 	}
 	time.Sleep(time.Second)
-	target.mu.Lock()
-	defer target.mu.Unlock()
+	calls := target.Calls()
 	var ids []string
-	for k, n := range target.calls {
+	for k, n := range calls {
 		ids = append(ids, fmt.Sprintf("%s×%d", k, n))
 	}
 	sort.Strings(ids)
-	if len(target.calls) != 1 || target.calls[fmt.Sprint(id)] != 1 {
+	if len(calls) != 1 || calls[fmt.Sprint(id)] != 1 {
 		t.Errorf("the target saw %v, want entry %d once", ids, id)
 	}
 }

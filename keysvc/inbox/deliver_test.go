@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/keysvc/inbox"
+	"github.com/idemhook/idemhook/keysvc/inbox/inboxtest"
 )
 
 // waitEntry polls entry id of endpoint every few milliseconds until it is in
@@ -104,7 +105,7 @@ func TestInboxConcurrencyPerEndpoint(t *testing.T) {
 		}
 	}))
 	defer slow.Close()
-	fast := &recordingTarget{calls: map[string]int{}}
+	fast := inboxtest.NewRecorder()
 	fastSrv := httptest.NewServer(fast)
 	defer fastSrv.Close()
 	in := openInbox(t, "ks_inbox_conc", fmt.Sprintf(`{"endpoints":[{"name":"slow","provider":"stripe","target":%q,"concurrency":2},{"name":"fast","provider":"stripe","target":%q}]}`, slow.URL, fastSrv.URL),

@@ -129,7 +129,7 @@ func TestInboxRescuesOnlyWhenTheLeaseLapsed(t *testing.T) {
 	if pg == nil {
 		t.Skip("PostgreSQL tests skipped with -short")
 	}
-	target := &recordingTarget{calls: map[string]int{}}
+	target := inboxtest.NewRecorder()
 	srv := httptest.NewServer(target)
 	defer srv.Close()
 	const schema = "ks_inbox_rescue"
@@ -165,7 +165,7 @@ func TestInboxRescuesOnlyWhenTheLeaseLapsed(t *testing.T) {
 	time.Sleep(2 * time.Second) // two rescue ticks
 	for i, c := range cases {
 		kinds := deliveryKinds(t, in, "stripe", ids[i])
-		calls := target.count(ids[i])
+		calls := target.Count(ids[i])
 		t.Logf("%s: target calls %d, history %v", c.name, calls, kinds)
 		if c.wantRescued && (calls != 1 || fmt.Sprint(kinds) != "[rescued answered]") {
 			t.Errorf("%s: want rescued and forwarded once", c.name)
@@ -333,7 +333,7 @@ func TestInboxNeverRescuesACallStillRunning(t *testing.T) {
 // Two keysvcs on one database share the work: every event is forwarded
 // once, and each keysvc forwarded some.
 func TestInboxReplicasShareTheWork(t *testing.T) {
-	target := &recordingTarget{calls: map[string]int{}}
+	target := inboxtest.NewRecorder()
 	srv := httptest.NewServer(target)
 	defer srv.Close()
 	const schema = "ks_inbox_replicas"
@@ -362,7 +362,7 @@ func TestInboxReplicasShareTheWork(t *testing.T) {
 	rows.Close()
 	twice := 0
 	for _, id := range ids {
-		if target.count(id) != 1 {
+		if target.Count(id) != 1 {
 			twice++
 		}
 	}

@@ -2,9 +2,7 @@ package inbox_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"sync"
 	"testing"
 
 	"github.com/idemhook/idemhook/internal/stack"
@@ -53,23 +51,4 @@ func receive(t *testing.T, in *inbox.Inbox, endpoint string, body string) int64 
 		t.Fatalf("receive %s: %+v, want a new entry", body, r)
 	}
 	return r.InboxID
-}
-
-// recordingTarget answers 200 and counts the deliveries per inbox id.
-type recordingTarget struct {
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-func (rt *recordingTarget) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rt.mu.Lock()
-	rt.calls[r.Header.Get("X-Idemhook-Inbox-Id")]++
-	rt.mu.Unlock()
-	w.WriteHeader(http.StatusOK)
-}
-
-func (rt *recordingTarget) count(id int64) int {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.calls[fmt.Sprint(id)]
 }

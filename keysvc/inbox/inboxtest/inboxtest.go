@@ -5,8 +5,12 @@ package inboxtest
 
 import (
 	"context"
+	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,4 +70,35 @@ func Pattern(t testing.TB, pool *pgxpool.Pool, schema string) pgsql.Inbox {
 	}
 	t.Cleanup(func() { pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
 	return tables
+}
+
+// Recorder is a target that answers 200 and counts the deliveries it gets
+// per inbox id.
+type Recorder struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+// NewRecorder returns a Recorder that has seen nothing.
+func NewRecorder() *Recorder { return &Recorder{calls: map[string]int{}} }
+
+func (rec *Recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec.mu.Lock()
+	rec.calls[r.Header.Get("X-Idemhook-Inbox-Id")]++
+	rec.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+// Count is how many deliveries of entry id it got.
+func (rec *Recorder) Count(id int64) int {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return rec.calls[strconv.FormatInt(id, 10)]
+}
+
+// Calls returns the count per inbox id.
+func (rec *Recorder) Calls() map[string]int {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return maps.Clone(rec.calls)
 }
