@@ -152,13 +152,13 @@ func TestPatternRetries(t *testing.T) {
 	}
 }
 
-// The README's manual retry of an event is the statement the console runs.
-func TestREADMEShowsTheEventRetry(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// The docs' manual retry of an event is the statement the console runs.
+func TestDocsShowTheEventRetry(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/inbox.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), pgsql.Inbox{}.RetryEvents()) {
-		t.Errorf("README.md does not show the manual retry of an event as it is:\n%s", pgsql.Inbox{}.RetryEvents())
+	if !strings.Contains(string(doc), pgsql.Inbox{}.RetryEvents()) {
+		t.Errorf("docs/inbox.md does not show the manual retry of an event as it is:\n%s", pgsql.Inbox{}.RetryEvents())
 	}
 }

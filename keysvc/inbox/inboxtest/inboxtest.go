@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemhook/idemhook/keysvc/inbox"
 	"github.com/idemhook/idemhook/pgsql"
+	"github.com/idemhook/idemhook/rules"
 	"github.com/idemhook/idemhook/signature"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -60,12 +61,20 @@ func Open(t testing.TB, pool *pgxpool.Pool, schema, json string, secrets map[sig
 	return in
 }
 
-// Pattern creates the n8n inbox pattern's tables and functions in schema,
-// dropped when the test ends.
+// Pattern creates the n8n inbox pattern's tables and functions (the default
+// rules preset's) in schema, dropped when the test ends.
 func Pattern(t testing.TB, pool *pgxpool.Pool, schema string) pgsql.Inbox {
 	t.Helper()
 	tables := pgsql.Inbox{Schema: schema}
-	if _, err := pool.Exec(context.Background(), tables.DDL()); err != nil {
+	rs, err := rules.Preset(rules.DefaultPreset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddl, err := tables.DDL(rs.Decision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(context.Background(), ddl); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
