@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Markdown renders the report as the README shows it: a table per part, the
+// Markdown renders the report as docs/speed.md shows it: a table per part, the
 // ratios in bold.
 func (r *Report) Markdown() string {
 	var b strings.Builder

@@ -261,7 +261,7 @@ func endpointsExample(r resolved) ([]byte, error) {
 // endpointName is the keysvc endpoint named after a webhook path: its
 // letters lower-cased, each run of other characters one '-' ("Hooks/Stripe"
 // is hooks-stripe), cut to keysvc's 58 characters. The generator's tests
-// load the result with keysvc.LoadEndpoints, whose rule this meets.
+// load the result with keysvc/inbox.LoadEndpoints, whose rule this meets.
 func endpointName(webhookPath string) string {
 	var b strings.Builder
 	for _, c := range strings.ToLower(webhookPath) {

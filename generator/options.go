@@ -33,7 +33,7 @@ const (
 	HashingCodeNode Hashing = "code-node"
 	// HashingCryptoNode hashes with n8n's Crypto node and reads the id from
 	// n8n's parsed body in a Set node, for instances where the Code node may
-	// not require crypto. See the README for the clauses it cannot honour.
+	// not require crypto. See docs/modes.md#crypto-node for the clauses it cannot honour.
 	HashingCryptoNode Hashing = "crypto-node"
 	// HashingKeysvc sends the raw body to keysvc, which derives and
 	// reserves the key (and holds the lease in GuardLease mode): no Code

@@ -9,7 +9,7 @@ import (
 	"github.com/idemhook/idemhook/templates"
 )
 
-// Node names. Tests, the README and users' own nodes refer to them.
+// Node names. Tests, the docs and users' own nodes refer to them.
 const (
 	NodeWebhook         = "Webhook"
 	NodeKeyBuilt        = "Key Built?"

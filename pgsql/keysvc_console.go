@@ -4,7 +4,7 @@ import "fmt"
 
 // The statements keysvc's console runs on the n8n inbox pattern's tables
 // (--pattern-schema): it reads inbox_events and outbox_tasks, and retries
-// failed and rejected events and failed tasks as the README's "Stuck work"
+// failed and rejected events and failed tasks as docs/inbox.md's "Stuck work"
 // does by hand. The pattern's workflows own every other transition.
 
 // PatternEventCounts counts the pattern's inbox rows by state, with the

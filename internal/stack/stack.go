@@ -32,7 +32,7 @@ func postgresSettings(durable bool) []string {
 		"max_connections=300",
 		// A statement whose client died (n8n killed mid-execution) is
 		// cancelled within a second instead of running on and committing:
-		// the crash tests rely on it, and the README recommends it for the
+		// the crash tests rely on it, and docs/inbox.md recommends it for the
 		// inbox pattern.
 		"client_connection_check_interval=1s",
 	}

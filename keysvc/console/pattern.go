@@ -14,7 +14,7 @@ import (
 )
 
 // Pattern shows the n8n inbox pattern's tables (inbox_events and
-// outbox_tasks in one schema, its --db-schema) and retries what its README
+// outbox_tasks in one schema, its --db-schema) and retries what its docs
 // retries by hand: failed or rejected events, failed tasks. The pattern's
 // workflows make every other change.
 type Pattern struct {
@@ -231,7 +231,7 @@ func (p *Pattern) RetryEvents(ctx context.Context, s Selection, actor string) (i
 		})
 }
 
-// RetryTasks retries the failed outbox tasks s selects with the README's
+// RetryTasks retries the failed outbox tasks s selects with docs/inbox.md's
 // statement (pgsql.Inbox.RetryTask, one per task, sent as one batch in one
 // transaction): the dispatcher sends each again with its same operation key.
 func (p *Pattern) RetryTasks(ctx context.Context, s Selection, actor string) (inbox.ActionResult, error) {
