@@ -183,9 +183,10 @@ FROM %s WHERE id = $1 AND endpoint IS NOT NULL AND ($2 = '' OR endpoint = $2)`, 
 }
 
 // EntryBody returns the body and kept Content-Type of row $1, received by a
-// keysvc endpoint.
+// keysvc endpoint. Headers are kept under lower-case names; rows saved by a
+// keysvc before that keep the canonical one.
 func (in Inbox) EntryBody() string {
-	return fmt.Sprintf(`SELECT body, coalesce(headers->>'Content-Type', '') FROM %s WHERE id = $1 AND endpoint IS NOT NULL`, in.Inbox())
+	return fmt.Sprintf(`SELECT body, coalesce(headers->>'content-type', headers->>'Content-Type', '') FROM %s WHERE id = $1 AND endpoint IS NOT NULL`, in.Inbox())
 }
 
 // entryFilter is the WHERE clause shared by ListEntries and SelectEntries
