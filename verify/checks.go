@@ -36,7 +36,10 @@ func (r *runner) expect(runs []n8napi.Run, answers []answer, want []bool) (Statu
 func (r *runner) replay(ctx context.Context) (Status, string, error) {
 	a := event("evt_verify_"+r.nonce+"_A", r.nonce)
 	b := event("evt_verify_"+r.nonce+"_B", r.nonce)
-	answers := []answer{r.send(ctx, a), r.send(ctx, a), r.send(ctx, b)}
+	answers, err := r.inTurn(ctx, a, a, b)
+	if err != nil {
+		return Fail, err.Error(), nil
+	}
 	runs, err := r.runs(ctx, len(answers))
 	if err != nil {
 		return Fail, err.Error(), nil
@@ -52,7 +55,10 @@ func (r *runner) replay(ctx context.Context) (Status, string, error) {
 // twice are a duplicate.
 func (r *runner) withoutID(ctx context.Context) (Status, string, error) {
 	body := fmt.Appendf(nil, `{"object":"event","type":"ping","nonce":%q}`, r.nonce)
-	answers := []answer{r.send(ctx, body), r.send(ctx, body)}
+	answers, err := r.inTurn(ctx, body, body)
+	if err != nil {
+		return Fail, err.Error(), nil
+	}
 	runs, err := r.runs(ctx, len(answers))
 	if err != nil {
 		return Fail, err.Error(), nil
@@ -159,8 +165,11 @@ func (r *runner) failure(ctx context.Context) (Status, string, error) {
 		return Fail, "", err
 	}
 	var answers []answer
-	for range 2 {
+	for i := range 2 {
 		answers = append(answers, r.send(ctx, body))
+		if _, err := r.finished(ctx, i+1); err != nil {
+			return Fail, err.Error(), nil
+		}
 		if r.releaser != "" {
 			released++
 			if err := r.waitReleased(ctx, released); err != nil {
@@ -176,7 +185,11 @@ func (r *runner) failure(ctx context.Context) (Status, string, error) {
 	if runsErr != nil {
 		return Fail, runsErr.Error(), nil
 	}
-	answers = append(answers, r.send(ctx, body), r.send(ctx, body))
+	retries, err := r.inTurn(ctx, body, body)
+	if err != nil {
+		return Fail, err.Error(), nil
+	}
+	answers = append(answers, retries...)
 	more, err := r.runs(ctx, 2)
 	if err != nil {
 		return Fail, err.Error(), nil

@@ -343,9 +343,48 @@ func (r *runner) sendAll(ctx context.Context, bodies [][]byte, limit int) []answ
 	return out
 }
 
+// inTurn delivers the bodies one after the other, as a provider's retries
+// come: each once the execution of the one before has finished. A workflow
+// that answers on receipt (responseMode onReceived) answers before its
+// execution runs, so without the wait two deliveries sent in a row can run
+// side by side, and which one takes the key is a race, not a replay.
+func (r *runner) inTurn(ctx context.Context, bodies ...[]byte) ([]answer, error) {
+	out := make([]answer, len(bodies))
+	for i, b := range bodies {
+		if i > 0 {
+			if _, err := r.finished(ctx, i); err != nil {
+				return nil, err
+			}
+		}
+		out[i] = r.send(ctx, b)
+	}
+	return out, nil
+}
+
 // runs waits for n more finished executions than already accounted for
 // and returns them, oldest first, with their data.
 func (r *runner) runs(ctx context.Context, n int) ([]n8napi.Run, error) {
+	finished, err := r.finished(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	fresh := finished[r.seen : r.seen+n]
+	r.seen += n
+	out := make([]n8napi.Run, 0, n)
+	for _, e := range fresh {
+		run, err := r.t.API.ExecutionRun(ctx, e.ID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, run)
+	}
+	return out, nil
+}
+
+// finished waits until n8n has finished n more executions of the workflow
+// than already accounted for, and returns all its finished ones, oldest
+// first.
+func (r *runner) finished(ctx context.Context, n int) ([]n8napi.Execution, error) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		execs, err := r.t.API.Executions(ctx, r.id)
@@ -357,17 +396,7 @@ func (r *runner) runs(ctx context.Context, n int) ([]n8napi.Run, error) {
 		})
 		if len(finished) >= r.seen+n {
 			slices.SortFunc(finished, func(a, b n8napi.Execution) int { return executionOrder(a.ID) - executionOrder(b.ID) })
-			fresh := finished[r.seen : r.seen+n]
-			r.seen += n
-			out := make([]n8napi.Run, 0, n)
-			for _, e := range fresh {
-				run, err := r.t.API.ExecutionRun(ctx, e.ID)
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, run)
-			}
-			return out, nil
+			return finished, nil
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("n8n recorded %d finished executions after 60 s, want %d", len(finished)-r.seen, n)
