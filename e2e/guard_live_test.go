@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 	idemdeploy "github.com/idemhook/idemhook/deploy"
 	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/headless"
 	"github.com/idemhook/idemhook/verify"
 )
 
@@ -106,10 +106,6 @@ func TestGuardApplyLive(t *testing.T) {
 // want.
 func shot(t *testing.T, id, name string, want ...string) {
 	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatal("chromium is not installed: apt-get install chromium (.ci/run installs it)")
-	}
 	body, _ := json.Marshal(map[string]string{"emailOrLdapLoginId": "e2e@idemhook.local", "password": "E2e-password-1"})
 	resp, err := http.Post(st.N8NURL+"/rest/login", "application/json", bytes.NewReader(body))
 	if err != nil {
@@ -125,15 +121,7 @@ func shot(t *testing.T, id, name string, want ...string) {
 	if auth == nil {
 		t.Fatalf("n8n's login answered %d without a session cookie", resp.StatusCode)
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true), chromedp.WindowSize(1600, 900))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelTimeout()
+	ctx := headless.StartWindow(t, 1600, 900)
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatal(err)
 	}
@@ -194,14 +182,7 @@ func jsQuote(s string) string {
 
 func saveArtifact(t *testing.T, name string, b []byte) {
 	t.Helper()
-	dir := os.Getenv("IDEMHOOK_ARTIFACTS_DIR")
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "idemhook-artifacts")
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, name)
+	path := filepath.Join(headless.Artifacts(t), name)
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -24,13 +24,20 @@ import (
 // missing: a page is only proven in a browser.
 func Start(t testing.TB) context.Context {
 	t.Helper()
+	return StartWindow(t, 1280, 900)
+}
+
+// StartWindow is Start with a window of width × height pixels, for pages
+// that need more room than a laptop's (n8n's editor, for its screenshots).
+func StartWindow(t testing.TB, width, height int) context.Context {
+	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Fatal("chromium is not installed: apt-get install chromium (.ci/run installs it)")
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true), chromedp.WindowSize(1280, 900))
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true), chromedp.WindowSize(width, height))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 5*time.Minute)
