@@ -29,10 +29,12 @@ type reception struct {
 	body       []byte
 }
 
-// mayBeDone says whether keysvc may take this forward as done, or
-// cannot know: a 2xx it heard, or any answer it never heard (it died, or
-// gave up waiting). A forward after such a one is a re-send.
-func (r reception) mayBeDone() bool { return !r.answered || r.status/100 == 2 }
+// mayBeDone says whether the target may have taken this forward: it
+// answered 2xx (whether keysvc heard it or not), or had not answered when
+// keysvc hung up. A forward after such a one is a re-send; one after a
+// refusal (a 5xx, even one keysvc gave up waiting for) is a retry the
+// target asked for.
+func (r reception) mayBeDone() bool { return r.status == 0 || r.status/100 == 2 }
 
 // targetProxy is a target keysvc forwards to: it records every forward it
 // gets (a target with no unique constraint), passes it to a backend (n8n's
@@ -653,28 +655,47 @@ func TestKeysvcInboxUnderFaults(t *testing.T) {
 			" e ON e.id = d.inbox_id WHERE e.event_id LIKE $1 AND d.status BETWEEN 200 AND 299 AND d.kind = 'answered'", eventLike).Scan(&n)
 		return n
 	}
+	reports := map[string]forwardReport{
+		"stripe": reportForwards(t, k, k.proxy, "evt:evt_kf_%", faults),
+		"plain":  reportForwards(t, k, k.plain, "evt:evt_kp_%", faults),
+	}
 	// The deliveries in flight at each kill, rescued: how many, how soon.
+	// A rescue belongs to the kill that ended the attempt it took over (the
+	// first kill after the target got that attempt), which is not always
+	// the last kill before the rescue: a replica killed soon after another
+	// is killed before the first one's deliveries are rescued.
 	rescuedAt := map[string][]time.Duration{}
-	rescues, err := st.Business.Query(ctx, "SELECT e.endpoint, d.at FROM "+k.db.Deliveries().String()+" d JOIN "+k.db.Inbox().String()+
+	rescues, err := st.Business.Query(ctx, "SELECT e.endpoint, e.id::text, d.at FROM "+k.db.Deliveries().String()+" d JOIN "+k.db.Inbox().String()+
 		" e ON e.id = d.inbox_id WHERE (e.event_id LIKE 'evt:evt_kf_%' OR e.event_id LIKE 'evt:evt_kp_%') AND d.kind = 'rescued'")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for rescues.Next() {
-		var endpoint string
+		var endpoint, id string
 		var at time.Time
-		rescues.Scan(&endpoint, &at)
-		var last *fault
-		for i := range faults {
-			if faults[i].kill && faults[i].at.Before(at) {
-				last = &faults[i]
+		rescues.Scan(&endpoint, &id, &at)
+		var inFlight time.Time // when the target got the attempt taken over, if it did
+		for _, rec := range reports[endpoint].byEntry[id] {
+			if rec.start.Before(at) {
+				inFlight = rec.start
 			}
 		}
-		if last == nil {
-			t.Errorf("a delivery was rescued at %s, before any kill", at.Format("15:04:05.000"))
+		var by *fault
+		for i := range faults {
+			f := &faults[i]
+			if !f.kill || !f.at.Before(at) {
+				continue
+			}
+			by = f
+			if !inFlight.IsZero() && !f.at.Before(inFlight) {
+				break
+			}
+		}
+		if by == nil || (!inFlight.IsZero() && by.at.Before(inFlight)) {
+			t.Errorf("entry %s was rescued at %s, not in flight at any kill", id, at.Format("15:04:05.000"))
 			continue
 		}
-		rescuedAt[endpoint+": "+last.what] = append(rescuedAt[endpoint+": "+last.what], at.Sub(last.at).Round(100*time.Millisecond))
+		rescuedAt[endpoint+": "+by.what] = append(rescuedAt[endpoint+": "+by.what], at.Sub(by.at).Round(100*time.Millisecond))
 	}
 	rescues.Close()
 	// Which replica completed each delivery job (River's attempted_by
@@ -702,10 +723,6 @@ WHERE kind = 'idemhook_inbox_delivery' AND state = 'completed' AND args->>'endpo
 	}
 	done.Close()
 
-	reports := map[string]forwardReport{
-		"stripe": reportForwards(t, k, k.proxy, "evt:evt_kf_%", faults),
-		"plain":  reportForwards(t, k, k.plain, "evt:evt_kp_%", faults),
-	}
 	t.Logf("sent %d deliveries (%d attempts), acknowledged %d, never acknowledged %d", total, sent.Load(), acked.Load(), unacked.Load())
 	for _, endpoint := range []string{"stripe", "plain"} {
 		r := reports[endpoint]
