@@ -333,7 +333,7 @@ func parseConfig(args []string, stdout, stderr io.Writer) (config, int, bool) {
 			fmt.Fprintf(stderr, "keysvc: %s=%q: %v\n", d.env, os.Getenv(d.env), err)
 			return config{}, 2, false
 		}
-		duration.Var(fs, d.p, d.name, v, "`DURATION`: "+d.usage+" ("+d.env+")")
+		duration.Var(fs, d.p, d.name, v, d.usage+", a `DURATION` ("+d.env+")")
 	}
 	fs.StringVar(&cfg.logLevel, "log-level", env("KEYSVC_LOG_LEVEL", "info"), "debug, info, warn or error (KEYSVC_LOG_LEVEL); warn keeps errors and drops the request lines")
 	sample, err := strconv.Atoi(env("KEYSVC_LOG_SAMPLE", "1"))
@@ -359,7 +359,7 @@ func parseConfig(args []string, stdout, stderr io.Writer) (config, int, bool) {
 	fs.IntVar(&cfg.rateLimit.Burst, "rate-burst", 0, "burst of the rate limit (default: twice the rate)")
 	fs.BoolVar(&cfg.rateLimit.TrustProxy, "trust-proxy", false, "take the client from X-Forwarded-For (behind a reverse proxy)")
 	fs.IntVar(&cfg.maxConnsPerClient, "max-conns-per-client", 256, "open connections per client address")
-	duration.Var(fs, &cfg.readHeaderTimeout, "read-header-timeout", 5*time.Second, "`DURATION`: time to read a request's headers (slow clients are cut)")
+	duration.Var(fs, &cfg.readHeaderTimeout, "read-header-timeout", 5*time.Second, "time to read a request's headers (slow clients are cut), a `DURATION`")
 	fs.IntVar(&cfg.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block in `bytes`")
 	fs.StringVar(&cfg.tlsCert, "tls-cert", env("KEYSVC_TLS_CERT", ""), "certificate `file` to serve HTTPS (and HTTP/2) directly (KEYSVC_TLS_CERT)")
 	fs.StringVar(&cfg.tlsKey, "tls-key", env("KEYSVC_TLS_KEY", ""), "private key `file` of --tls-cert (KEYSVC_TLS_KEY)")

@@ -160,6 +160,11 @@ func TestOneCommandLineGrammar(t *testing.T) {
 			t.Errorf("keysvc --help does not mention %s", want)
 		}
 	}
+	// The placeholder names the value after the flag; in the text it reads
+	// as a word, not as a label.
+	if strings.Contains(stdout.String(), "DURATION:") {
+		t.Errorf("keysvc --help labels a description with its placeholder:\n%s", stdout.String())
+	}
 }
 
 // The console's flags and the inbox's rescue delay: each read as given,
