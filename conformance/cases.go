@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"sort"
 	"strings"
 	"unicode/utf8"
 )
@@ -253,6 +255,26 @@ func Generate() ([]byte, error) {
 	for _, c := range cases {
 		f.Vectors = append(f.Vectors, vector(c.name, c.clause, c.body, "evt:"+c.want, "event_id"))
 	}
+	for _, c := range formCases {
+		want := c.want
+		if want == "" {
+			want = formKey(c.fields, c.files)
+		}
+		v := vector(c.name, "form", c.body, want, "form")
+		if c.preset != "" {
+			v.Clause = "preset:" + c.preset
+		}
+		if strings.HasPrefix(want, "gh:") {
+			v.Source = "provider_id"
+		}
+		v.Preset = c.preset
+		v.Headers = map[string]string{"content-type": c.contentType}
+		for k, h := range c.headers {
+			v.Headers[k] = h
+		}
+		v.Form = n8nForm(c.fields, c.files)
+		f.Vectors = append(f.Vectors, v)
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -289,4 +311,152 @@ func vector(name, clause, body, want, source string) Vector {
 func isJSONText(body string) bool {
 	body = strings.TrimPrefix(body, bom)
 	return body != "" && utf8.ValidString(body) && json.Valid([]byte(body))
+}
+
+// formCase is a multipart/form-data delivery ("Multipart forms" in
+// docs/key-spec.md): body is sent as is under contentType; fields (in the
+// order sent) and files are the form n8n reads from it, written by hand, and
+// the expected key is computed from them here, apart from the code under
+// test. want overrides that key (a preset's provider id, or emptyBody).
+type formCase struct {
+	name, contentType, body string
+	fields                  [][2]string
+	files                   []string
+	preset                  string
+	headers                 map[string]string
+	want                    string
+}
+
+const formBoundary = "----idemhookFormBoundary7MA4YWxkTrZu0gW"
+
+// part renders one part of a form under formBoundary.
+func part(disposition, contentType, data string) string {
+	p := "--" + formBoundary + "\r\nContent-Disposition: form-data; " + disposition + "\r\n"
+	if contentType != "" {
+		p += "Content-Type: " + contentType + "\r\n"
+	}
+	return p + "\r\n" + data + "\r\n"
+}
+
+func form(parts ...string) string { return strings.Join(parts, "") + "--" + formBoundary + "--\r\n" }
+
+const (
+	pngBytes = "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"
+	pdfBytes = "%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
+	formType = "multipart/form-data; boundary=" + formBoundary
+)
+
+var formCases = []formCase{
+	{name: "form with a text field and a file", contentType: formType,
+		body:   form(part(`name="order"`, "", "o_1001"), part(`name="scan"; filename="scan.png"`, "image/png", pngBytes)),
+		fields: [][2]string{{"order", "o_1001"}}, files: []string{pngBytes}},
+	{name: "form with two files and text fields", contentType: formType,
+		body: form(part(`name="customer"`, "", "Ann Example"), part(`name="note"`, "", "two files\r\nand a CRLF"),
+			part(`name="scan"; filename="scan.png"`, "image/png", pngBytes), part(`name="invoice"; filename="invoice.pdf"`, "application/pdf", pdfBytes)),
+		fields: [][2]string{{"customer", "Ann Example"}, {"note", "two files\r\nand a CRLF"}}, files: []string{pngBytes, pdfBytes}},
+	{name: "the same form under another boundary", contentType: "multipart/form-data; boundary=XyZ",
+		body: "--XyZ\r\nContent-Disposition: form-data; name=\"order\"\r\n\r\no_1001\r\n" +
+			"--XyZ\r\nContent-Disposition: form-data; name=\"scan\"; filename=\"scan.png\"\r\nContent-Type: image/png\r\n\r\n" + pngBytes + "\r\n--XyZ--\r\n",
+		fields: [][2]string{{"order", "o_1001"}}, files: []string{pngBytes}},
+	{name: "the same files in the other order", contentType: formType,
+		body: form(part(`name="invoice"; filename="invoice.pdf"`, "application/pdf", pdfBytes), part(`name="scan"; filename="scan.png"`, "image/png", pngBytes),
+			part(`name="note"`, "", "two files\r\nand a CRLF"), part(`name="customer"`, "", "Ann Example")),
+		fields: [][2]string{{"customer", "Ann Example"}, {"note", "two files\r\nand a CRLF"}}, files: []string{pngBytes, pdfBytes}},
+	{name: "a field sent twice keeps both values in order", contentType: formType,
+		body:   form(part(`name="tag"`, "", "b"), part(`name="tag"`, "", "a"), part(`name="id"`, "", "x")),
+		fields: [][2]string{{"tag", "b"}, {"tag", "a"}, {"id", "x"}}},
+	{name: "a field's values in the other order is another form", contentType: formType,
+		body:   form(part(`name="tag"`, "", "a"), part(`name="tag"`, "", "b"), part(`name="id"`, "", "x")),
+		fields: [][2]string{{"tag", "a"}, {"tag", "b"}, {"id", "x"}}},
+	{name: "a part with a filename and no Content-Type is a field", contentType: formType,
+		body:   form(part(`name="upload"; filename="notes.txt"`, "", "plain notes")),
+		fields: [][2]string{{"upload", "plain notes"}}},
+	{name: "a part with a Content-Type and no filename is a file", contentType: formType,
+		body:  form(part(`name="payload"`, "application/json", `{"id":"evt_in_a_part"}`)),
+		files: []string{`{"id":"evt_in_a_part"}`}},
+	{name: "an empty file input is left out", contentType: formType,
+		body:   form(part(`name="email"`, "", "ann@example.com"), part(`name="attachment"; filename=""`, "application/octet-stream", "")),
+		fields: [][2]string{{"email", "ann@example.com"}}},
+	{name: "an empty file with a name is kept", contentType: formType,
+		body:   form(part(`name="email"`, "", "ann@example.com"), part(`name="attachment"; filename="empty.txt"`, "text/plain", "")),
+		fields: [][2]string{{"email", "ann@example.com"}}, files: []string{""}},
+	{name: "only an empty file input has no key", contentType: formType,
+		body: form(part(`name="attachment"; filename=""`, "application/octet-stream", "")), want: emptyBody},
+	{name: "field names sort by their UTF-8 bytes", contentType: formType,
+		body: form(part(`name="😀"`, "", "emoji"), part(`name="ｚ"`, "", "fullwidth z"), part(`name="Z"`, "", "upper"),
+			part(`name="z"`, "", "lower"), part(`name="é"`, "", "e acute")),
+		fields: [][2]string{{"😀", "emoji"}, {"ｚ", "fullwidth z"}, {"Z", "upper"}, {"z", "lower"}, {"é", "e acute"}}},
+	{name: "an empty field value counts", contentType: formType,
+		body: form(part(`name="a"`, "", "")), fields: [][2]string{{"a", ""}}},
+	{name: "a quoted boundary, a preamble and an epilogue", contentType: `multipart/form-data; boundary="` + formBoundary + `"`,
+		body:   "This is the preamble.\r\n" + form(part(`name="order"`, "", "o_1001"), part(`name="scan"; filename="scan.png"`, "image/png", pngBytes)) + "epilogue\r\n",
+		fields: [][2]string{{"order", "o_1001"}}, files: []string{pngBytes}},
+	{name: "the media type in upper case", contentType: "Multipart/Form-Data; boundary=" + formBoundary,
+		body:   form(part(`name="order"`, "", "o_1001"), part(`name="scan"; filename="scan.png"`, "image/png", pngBytes)),
+		fields: [][2]string{{"order", "o_1001"}}, files: []string{pngBytes}},
+	{name: "a base64 transfer-encoded file is its decoded bytes", contentType: formType,
+		body: form(part(`name="order"`, "", "o_1001"),
+			"--"+formBoundary+"\r\nContent-Disposition: form-data; name=\"scan\"; filename=\"scan.png\"\r\nContent-Type: image/png\r\nContent-Transfer-Encoding: base64\r\n\r\n"+
+				base64.StdEncoding.EncodeToString([]byte(pngBytes))+"\r\n"),
+		fields: [][2]string{{"order", "o_1001"}}, files: []string{pngBytes}},
+	{name: "a JSON id in a form field is not an event id", contentType: formType,
+		body: form(part(`name="id"`, "", "evt_form_field")), fields: [][2]string{{"id", "evt_form_field"}}},
+	{name: "slack preset on a form falls back to the form", contentType: formType, preset: "slack",
+		body: form(part(`name="payload"`, "", `{"type":"block_actions"}`)), fields: [][2]string{{"payload", `{"type":"block_actions"}`}}},
+	{name: "github preset on a form takes the delivery header", contentType: formType, preset: "github",
+		headers: map[string]string{"x-github-delivery": ghDelivery},
+		body:    form(part(`name="payload"`, "", `{"action":"opened"}`)), want: "gh::" + ghDelivery},
+}
+
+// formKey is the key of a form by the spec's digest text, written here
+// apart from package eventkey.
+func formKey(fields [][2]string, files []string) string {
+	byName := map[string][]string{}
+	var names []string
+	for _, f := range fields {
+		if _, seen := byName[f[0]]; !seen {
+			names = append(names, f[0])
+		}
+		byName[f[0]] = append(byName[f[0]], f[1])
+	}
+	sort.Strings(names)
+	text := "idemhook form v1\n"
+	for _, n := range names {
+		text += fmt.Sprintf("field %d %s\n", len(n), n)
+		for _, v := range byName[n] {
+			text += fmt.Sprintf("value %d %s\n", len(v), v)
+		}
+	}
+	var sums []string
+	for _, f := range files {
+		s := sha256.Sum256([]byte(f))
+		sums = append(sums, hex.EncodeToString(s[:]))
+	}
+	sort.Strings(sums)
+	for _, s := range sums {
+		text += "file " + s + "\n"
+	}
+	s := sha256.Sum256([]byte(text))
+	return "form:" + hex.EncodeToString(s[:])
+}
+
+// n8nForm is the form as n8n hands it to the Code node: a field sent once
+// is a string, one sent more than once the list of its values; each file's
+// bytes in base64.
+func n8nForm(fields [][2]string, files []string) *Form {
+	f := &Form{Fields: map[string]any{}}
+	for _, kv := range fields {
+		switch v := f.Fields[kv[0]].(type) {
+		case nil:
+			f.Fields[kv[0]] = kv[1]
+		case string:
+			f.Fields[kv[0]] = []string{v, kv[1]}
+		case []string:
+			f.Fields[kv[0]] = append(v, kv[1])
+		}
+	}
+	for _, b := range files {
+		f.Files = append(f.Files, base64.StdEncoding.EncodeToString([]byte(b)))
+	}
+	return f
 }

@@ -52,6 +52,19 @@ type Vector struct {
 	// JSON is true when the body is one RFC 8259 JSON text (after an
 	// optional BOM), so a sender may label it application/json.
 	JSON bool `json:"json"`
+	// Form is, for a multipart/form-data body (its content-type header),
+	// the form as n8n hands it to a workflow, for implementations that get
+	// the form rather than the bytes (the Code node). Its key is the form's
+	// (source "form") unless a preset's header id comes first.
+	Form *Form `json:"form,omitempty"`
+}
+
+// Form is a multipart form as n8n 2.41 parses it: Fields maps each field
+// name to its value, or to the list of its values when it was sent more
+// than once; Files holds each file's bytes, standard base64.
+type Form struct {
+	Fields map[string]any `json:"fields"`
+	Files  []string       `json:"files,omitempty"`
 }
 
 // Body decodes the vector's body.

@@ -12,8 +12,9 @@ import (
 
 // Every vector of the shared conformance file, delivered to the real n8n
 // workflow: the key n8n stored (and answered) equals the spec's key. JSON
-// texts go as application/json; everything else as application/octet-stream,
-// because n8n answers 422 to invalid JSON labelled as JSON.
+// texts go as application/json, forms under their multipart content type;
+// everything else as application/octet-stream, because n8n answers 422 to
+// invalid JSON labelled as JSON.
 func TestConformanceVectorsInN8N(t *testing.T) {
 	needStack(t)
 	testVectors(t, seedOptions("s4", generator.HashingCodeNode), func(conformance.Vector) bool { return true })
@@ -69,6 +70,9 @@ func testVectors(t *testing.T, opts generator.Options, deliverable func(conforma
 		contentType := "application/octet-stream"
 		if v.JSON {
 			contentType = "application/json"
+		}
+		if ct, ok := v.Headers["content-type"]; ok {
+			contentType = ct // a multipart form
 		}
 		r := post(t, d.url, contentType, body, v.Headers)
 		if v.Error != "" {

@@ -52,7 +52,9 @@ type Key struct {
 func (k Key) String() string { return k.Value }
 
 // Derive returns the key of a webhook body, given exactly as received (after
-// transport decoding such as gzip). It fails only with ErrEmptyBody.
+// transport decoding such as gzip), by the spec's id and hash clauses: it
+// knows no Content-Type, so a multipart form is hashed like any other body
+// (DeriveFor keys it by its form). It fails only with ErrEmptyBody.
 func Derive(body []byte) (Key, error) { return derive(body, Summed{}) }
 
 func derive(body []byte, sum Summed) (Key, error) {
@@ -73,9 +75,10 @@ func derive(body []byte, sum Summed) (Key, error) {
 // deriving its key costs no second pass. The zero value means "not computed".
 //
 // With a Summed, DeriveForSummed needs no more of the body than its first
-// bytes when CannotBeObject holds for them: such a body has no id, so its
-// key is the hash (or a preset's header id), and the caller need not keep a
-// body it only hashed.
+// bytes when CannotBeObject holds for them and the delivery is not a
+// multipart form (IsMultipart of its Content-Type, whose key needs the whole
+// form): such a body has no id, so its key is the hash (or a preset's header
+// id), and the caller need not keep a body it only hashed.
 type Summed struct {
 	Sum [sha256.Size]byte
 	OK  bool

@@ -27,8 +27,9 @@ func TestDeriveConformance(t *testing.T) {
 				header.Set(k, val)
 			}
 			got, err := eventkey.DeriveFor(eventkey.Preset(v.Preset), header, body, v.Scope)
-			if v.Preset == "" {
-				// The default preset is Derive itself.
+			if v.Preset == "" && v.Form == nil && v.Clause != "form" {
+				// The default preset is Derive itself, but for a form, which
+				// Derive (it takes no header) hashes.
 				plain, perr := eventkey.Derive(body)
 				if plain != got || !errors.Is(perr, err) {
 					t.Fatalf("Derive = %v, %v but DeriveFor = %v, %v", plain, perr, got, err)
@@ -129,6 +130,9 @@ func TestCannotBeObjectAgreesWithTheVectors(t *testing.T) {
 		header := http.Header{}
 		for k, val := range v.Headers {
 			header.Set(k, val)
+		}
+		if eventkey.IsMultipart(header.Get("Content-Type")) {
+			continue // a form's key needs the whole body (see Summed)
 		}
 		sum := eventkey.Summed{Sum: sha256.Sum256(body), OK: true}
 		for n := 0; n <= len(body) && n <= 8; n++ {

@@ -1,6 +1,9 @@
 package eventkey
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Rule names the clause of the spec that produced a key, or why a body was
 // hashed instead of keyed by its id. The planner page shows it; the codes are
@@ -11,6 +14,7 @@ const (
 	RuleEventID    Rule = "event_id"    // the body's top-level id
 	RuleProviderID Rule = "provider_id" // a preset's provider id (header or body member)
 	RuleEmptyBody  Rule = "empty_body"  // no key at all
+	RuleForm       Rule = "form"        // a multipart form, by its fields and files
 
 	// The body was hashed because…
 	RuleInvalidUTF8   Rule = "invalid_utf8"          // it is not UTF-8
@@ -105,10 +109,14 @@ func hashSentence(r Rule, member string) string {
 func ExplainFor(p Preset, header Header, body []byte, scope string) (Explanation, error) {
 	k, err := DeriveFor(p, header, body, scope)
 	if err != nil {
-		if err == ErrEmptyBody {
+		if errors.Is(err, ErrEmptyBody) {
 			return Explanation{Rule: RuleEmptyBody, Sentence: err.Error()}, nil
 		}
 		return Explanation{}, err
+	}
+	if k.Source == SourceForm {
+		return Explanation{Key: k, Rule: RuleForm, Sentence: "The body is a multipart/form-data form, which n8n parses before any node runs and whose boundary changes with every request: " +
+			"the key is form: followed by the SHA-256 of its fields and of its files' bytes."}, nil
 	}
 	if k.Source == SourceProviderID {
 		rule := presetRules[p]

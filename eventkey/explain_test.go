@@ -60,6 +60,10 @@ func TestExplainAgreesWithTheVectors(t *testing.T) {
 			if e.Rule != eventkey.RuleProviderID {
 				t.Errorf("%s: rule %s for a provider id", v.Name, e.Rule)
 			}
+		case "form":
+			if e.Rule != eventkey.RuleForm {
+				t.Errorf("%s: rule %s for a form's key", v.Name, e.Rule)
+			}
 		default:
 			if v.Preset == "" && !hashRules[e.Rule] {
 				t.Errorf("%s: rule %s is not a reason to hash", v.Name, e.Rule)

@@ -105,8 +105,11 @@ func (p Preset) CheckScope(scope string) error {
 // gives "<prefix>:<scope>:<id>", where scope is the given one, else the
 // preset's scope header, else empty; slack reads the body's event_id the
 // same way. When the provider's id is absent or unusable (not 1-255 bytes of
-// UTF-8 without control characters), the key falls back to Derive(body).
-// The stripe and default presets are Derive(body) and take no scope.
+// UTF-8 without control characters), the key falls back to the spec's own
+// clauses: the form's key for a multipart/form-data body (its Content-Type
+// header says so; see ParseForm), else Derive(body). The stripe and default
+// presets are those clauses and take no scope. The errors are
+// ErrUnknownPreset, ErrInvalidScope, ErrEmptyBody and ErrEmptyForm.
 func DeriveFor(p Preset, header Header, body []byte, scope string) (Key, error) {
 	return DeriveForSummed(p, header, body, Summed{}, scope)
 }
@@ -119,7 +122,7 @@ func DeriveForSummed(p Preset, header Header, body []byte, sum Summed, scope str
 	}
 	rule, ok := presetRules[p]
 	if !ok {
-		return derive(body, sum)
+		return deriveBody(header, body, sum)
 	}
 	var id string
 	for _, h := range rule.header {
@@ -132,7 +135,7 @@ func DeriveForSummed(p Preset, header Header, body []byte, sum Summed, scope str
 		id, usable = scanMember(body, rule.bodyMember)
 	}
 	if !usable {
-		return derive(body, sum)
+		return deriveBody(header, body, sum)
 	}
 	if scope == "" && rule.scopeHeader != "" {
 		if s := header.Get(rule.scopeHeader); ValidScope(s) {
@@ -140,6 +143,17 @@ func DeriveForSummed(p Preset, header Header, body []byte, sum Summed, scope str
 		}
 	}
 	return Key{Value: strings.Join([]string{rule.prefix, scope, id}, ":"), Source: SourceProviderID}, nil
+}
+
+// deriveBody is the spec's own clauses: a multipart form by its form, any
+// other body by Derive.
+func deriveBody(header Header, body []byte, sum Summed) (Key, error) {
+	if header != nil {
+		if f, ok := ParseForm(header.Get("Content-Type"), body); ok {
+			return f.Key()
+		}
+	}
+	return derive(body, sum)
 }
 
 // ValidHeaderID reports whether a header's value may serve as an id (or an

@@ -59,9 +59,9 @@ func (s *Server) requestKey(r *http.Request, allowExplicit bool) (key, source st
 	if err := preset.CheckScope(scope); err != nil {
 		return "", "", httpError(http.StatusBadRequest, "invalid_scope", "%v", err)
 	}
-	// The bytes are needed to verify a signature; a body that is only
-	// hashed is otherwise not kept.
-	body, sum, err := s.readBodySummed(r, provider != "")
+	// The bytes are needed to verify a signature, and a form's key needs
+	// the whole form; a body that is only hashed is otherwise not kept.
+	body, sum, err := s.readBodySummed(r, provider != "" || eventkey.IsMultipart(r.Header.Get("Content-Type")))
 	if err != nil {
 		return "", "", err
 	}

@@ -22,6 +22,8 @@ type harnessCase struct {
 	Script  string            `json:"script"`
 	Body    string            `json:"body"`
 	Headers map[string]string `json:"headers,omitempty"`
+	// Form is a multipart body as n8n parses it (see conformance.Form).
+	Form *conformance.Form `json:"form,omitempty"`
 }
 
 type harnessResult struct {
@@ -59,7 +61,7 @@ func TestCodeNodeScriptConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		cases[i] = harnessCase{Script: scripts[id], Body: v.BodyBase64, Headers: v.Headers}
+		cases[i] = harnessCase{Script: scripts[id], Body: v.BodyBase64, Headers: v.Headers, Form: v.Form}
 	}
 	results := runHarness(t, dir, cases)
 	agree := 0

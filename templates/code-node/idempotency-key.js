@@ -335,6 +335,40 @@ function isObject(buf) {
 
 const EMPTY_BODY = 'empty body: there is nothing to derive an idempotency key from';
 
+const EMPTY_FORM = EMPTY_BODY + ' (a multipart form with no field and no file)';
+
+// n8n compares the media type before any ';', in lower case.
+function isMultipart(contentType) {
+  return String(contentType).split(';')[0].toLowerCase() === 'multipart/form-data';
+}
+
+// A multipart form, as n8n gives it ({fields: $json.body, files: [Buffer]}),
+// is keyed by its fields and files: n8n keeps none of its bytes, and a
+// sender's boundary changes with every request. Mirrors eventkey.Form.Key:
+// field names in the order of their UTF-8 bytes, each with its values as
+// sent; the files' SHA-256 in order.
+function formKey(form) {
+  const fields = form.fields && typeof form.fields === 'object' ? form.fields : {};
+  const names = Object.keys(fields);
+  if (names.length === 0 && form.files.length === 0) return { key: '', source: '', error: EMPTY_FORM };
+  names.sort((a, b) => Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8')));
+  const line = (label, s) => label + ' ' + Buffer.byteLength(s, 'utf8') + ' ' + s + '\n';
+  let text = 'idemhook form v1\n';
+  for (const name of names) {
+    text += line('field', name);
+    const v = fields[name];
+    for (const value of Array.isArray(v) ? v : [v]) text += line('value', String(value));
+  }
+  const sums = form.files.map((b) => crypto.createHash('sha256').update(b).digest('hex')).sort();
+  for (const s of sums) text += 'file ' + s + '\n';
+  return { key: 'form:' + crypto.createHash('sha256').update(text, 'utf8').digest('hex'), source: 'form' };
+}
+
+// The spec's own clauses: a form by its form, any other body by its bytes.
+function specKey(buf, form) {
+  return form ? formKey(form) : deriveKey(buf);
+}
+
 // Returns {key, source}; key is '' for an empty body, which has none.
 function deriveKey(buf) {
   if (!buf || buf.length === 0) return { key: '', source: '', error: EMPTY_BODY };
@@ -366,8 +400,9 @@ function headerValue(headers, name) {
   return typeof v === 'string' ? v : '';
 }
 
-// Mirrors eventkey.DeriveFor.
-function deriveFor(preset, headers, buf, scope) {
+// Mirrors eventkey.DeriveFor; form is null unless the body is a multipart
+// form.
+function deriveFor(preset, headers, buf, scope, form) {
   if (preset !== '' && preset !== 'stripe' && !PRESET_RULES[preset]) {
     return { key: '', source: '', error: 'unknown key preset ' + JSON.stringify(preset) };
   }
@@ -375,7 +410,7 @@ function deriveFor(preset, headers, buf, scope) {
   const rule = PRESET_RULES[preset];
   if (!rule) {
     if (scope !== '') return { key: '', source: '', error: 'invalid key scope: this preset takes no scope' };
-    return deriveKey(buf);
+    return specKey(buf, form);
   }
   let id = '';
   for (const h of rule.headers || []) {
@@ -387,7 +422,7 @@ function deriveFor(preset, headers, buf, scope) {
     id = buf && buf.length > 0 ? bodyMember(buf, rule.bodyMember) : null;
     usable = id !== null;
   }
-  if (!usable) return deriveKey(buf);
+  if (!usable) return specKey(buf, form);
   if (scope === '' && rule.scopeHeader) {
     const s = headerValue(headers, rule.scopeHeader);
     if (validScope(s)) scope = s;
@@ -407,14 +442,21 @@ function eventType(buf, source) {
   }
 }
 
-// An empty body gets key '' (the workflow answers 400 and reserves nothing);
-// so does a multipart body, for which n8n keeps no raw bytes.
+// An empty body gets key '' (the workflow answers 400 and reserves nothing).
+// A multipart body has no raw bytes in n8n: its files are the item's binary
+// properties, one of which may be called data.
 const out = [];
 const items = $input.all();
 for (let i = 0; i < items.length; i++) {
-  const hasBytes = items[i].binary && items[i].binary.data;
+  let form = null;
+  if (isMultipart(headerValue(items[i].json.headers, 'content-type'))) {
+    const files = [];
+    for (const name of Object.keys(items[i].binary || {})) files.push(await this.helpers.getBinaryDataBuffer(i, name));
+    form = { fields: items[i].json.body, files: files };
+  }
+  const hasBytes = !form && items[i].binary && items[i].binary.data;
   const buf = hasBytes ? await this.helpers.getBinaryDataBuffer(i, 'data') : Buffer.alloc(0);
-  const k = deriveFor(PRESET, items[i].json.headers, buf, SCOPE);
+  const k = deriveFor(PRESET, items[i].json.headers, buf, SCOPE, form);
   const json = { key: k.key, source: k.source, eventType: eventType(buf, k.source) };
   if (k.error) json.error = k.error;
   if (RECEIPT) {

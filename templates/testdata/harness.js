@@ -20,15 +20,21 @@ async function main() {
       compiled.set(c.script, new AsyncFunction('$input', 'require', fs.readFileSync(c.script, 'utf8')));
     }
     const run = compiled.get(c.script);
-    const buf = Buffer.from(c.body, 'base64');
     // With rawBody on, n8n gives every non-multipart body a binary, an empty
-    // one included, and header names in lower case.
+    // one included, and header names in lower case. A multipart body it
+    // parses: its fields are $json.body, its files binary properties named
+    // after their fields, and no bytes of the body are kept.
     const item = { json: { headers: c.headers || {} }, binary: { data: { data: c.body, mimeType: 'application/octet-stream' } } };
+    if (c.form) {
+      item.json.body = c.form.fields;
+      item.binary = {};
+      (c.form.files || []).forEach((f, i) => { item.binary['file' + i] = { data: f, mimeType: 'application/octet-stream' }; });
+    }
     const $input = { all: () => [item], first: () => item };
     const helpers = {
       getBinaryDataBuffer: async (index, name) => {
-        if (index !== 0 || name !== 'data') throw new Error(`unexpected binary ${index}/${name}`);
-        return Buffer.from(buf);
+        if (index !== 0 || !item.binary[name]) throw new Error(`unexpected binary ${index}/${name}`);
+        return Buffer.from(item.binary[name].data, 'base64');
       },
     };
     try {
