@@ -17,4 +17,15 @@ func TestCryptoNodeVariant(t *testing.T) {
 	t.Run("conformance vectors", func(t *testing.T) {
 		testVectors(t, seedOptions("c4", generator.HashingCryptoNode), conformance.Vector.ParsedIDAgrees)
 	})
+	// docs/key-spec.md: this mode builds no form key, so a form fails in the
+	// Crypto node and reserves nothing.
+	t.Run("a multipart form", func(t *testing.T) {
+		opts := seedOptions("c5", generator.HashingCryptoNode)
+		d := deploy(t, opts)
+		body := "--b\r\nContent-Disposition: form-data; name=\"order\"\r\n\r\no_1\r\n--b--\r\n"
+		r := post(t, d.url, "multipart/form-data; boundary=b", []byte(body), nil)
+		if r.status != 500 || countRows(t, opts.EventsTable) != 0 {
+			t.Errorf("a form: %d %s and %d keys reserved, want 500 and none", r.status, r.body, countRows(t, opts.EventsTable))
+		}
+	})
 }

@@ -172,8 +172,8 @@ func (c *guardCase) check(t *testing.T, ctx context.Context, target verify.Targe
 	if !reflect.DeepEqual(wantItem, gotItem) {
 		t.Errorf("the item the first node gets differs:\noriginal %v\nguarded  %v", wantItem, gotItem)
 	}
-	if !reflect.DeepEqual(origRun.FirstBinary[c.hook], newRun.FirstBinary[c.hook]) {
-		t.Errorf("the binary the first node gets differs: original %v, guarded %v", origRun.FirstBinary[c.hook], newRun.FirstBinary[c.hook])
+	for _, d := range binaryDiff(origRun.FirstBinary[c.hook], newRun.FirstBinary[c.hook]) {
+		t.Errorf("the first node's input: %s", d)
 	}
 	if origAnswer.status != newAnswer.status || normaliseAnswer(origAnswer.body, c.path+"-original", c.path) != normaliseAnswer(newAnswer.body, c.path, c.path) {
 		t.Errorf("the answer to a new event differs: original %d %s, guarded %d %s", origAnswer.status, origAnswer.body, newAnswer.status, newAnswer.body)

@@ -230,7 +230,7 @@ func Guard(w *Workflow, opts Options) (*Result, error) {
 		"typeVersion": generator.TypeVersions["n8n-nodes-base.code"],
 		"position":    []any{origin[0] + shift, origin[1]},
 		"parameters": map[string]any{"mode": "runOnceForAllItems", "language": "javaScript",
-			"jsCode": restoreScript(res.Webhook, hadRawBody, webhookVersion(hook) >= 2, stringOr(hookOptions["binaryPropertyName"], "data"))},
+			"jsCode": restoreScript(res.Webhook, hadRawBody, webhookVersion(hook), stringOr(hookOptions["binaryPropertyName"], "data"))},
 	}
 	w.nodes = append(w.nodes, restore)
 	res.Inserted = append(res.Inserted, res.Restore)
@@ -259,7 +259,7 @@ func Guard(w *Workflow, opts Options) (*Result, error) {
 	if _, ok := settings["executionOrder"]; !ok {
 		res.Notes = append(res.Notes, "the workflow has no executionOrder setting (n8n's legacy v0 order); it is kept: the guard runs in either order")
 	}
-	res.Notes = append(res.Notes, modeNote(mode))
+	res.Notes = append(res.Notes, modeNote(mode), bodiesNote(g.Hashing, hadRawBody))
 
 	nodes := make([]any, len(w.nodes))
 	for i, n := range w.nodes {
@@ -454,6 +454,23 @@ func modeNote(mode generator.ResponseMode) string {
 		return "response mode lastNode: a duplicate is answered with the output of the guard's Answer duplicate node ({\"status\":\"duplicate\"}, with the Webhook's status); where the provider must retry (the database down, an attempt in progress) a Stop node fails the execution, which n8n answers with a 500"
 	}
 	return "response mode onReceived: n8n acknowledges every delivery before any node runs, so the provider has its 200 before the guard decides: a duplicate simply ends, and a delivery that arrives while the database is down is acknowledged and not processed (the failed execution stays in n8n's list). A response mode that answers after the guard (responseNode) lets the provider retry"
+}
+
+// bodiesNote says what differs for a body: the guard gives the user's nodes
+// the item the Webhook gave, for every body (e2e TestGuardBodies), but for
+// the bodies it has no key for, and the Webhook's own output now holds the
+// bytes.
+func bodiesNote(hashing generator.Hashing, hadRawBody bool) string {
+	note := "bodies: your nodes get the item the Webhook gave them for every body (JSON, forms, text, XML, files, multipart forms with their files), " +
+		"but an empty body, and a multipart form with no field and no file, have nothing to key: the guard answers them 400 and runs none of your nodes"
+	if !hadRawBody {
+		note += "; and the Webhook (raw body) node's own output holds each body's bytes inline in the execution data, a file's included, " +
+			"where n8n's binary data service held only a reference to it (with large files, keep successful executions' data short: --save-success none)"
+	}
+	if hashing == generator.HashingCryptoNode {
+		note += "; with --hashing crypto-node a multipart form has no key either: the Crypto node fails its execution (n8n answers 500)"
+	}
+	return note
 }
 
 // marshal writes v as JSON, laid out like n8n's exports.

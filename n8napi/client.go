@@ -331,13 +331,28 @@ type Run struct {
 	// Errors has each node that failed and its error message.
 	Errors map[string]string
 	// First has, for each node that sent items on its first output, the
-	// first item's JSON; FirstBinary its binary properties, each with its
-	// MIME type (the bytes are not part of the execution data).
+	// first item's JSON; FirstBinary its binary properties.
 	First       map[string]map[string]any
-	FirstBinary map[string]map[string]string
+	FirstBinary map[string]map[string]Binary
 	// Took has, for each node that ran, the time n8n recorded for it
 	// (summed over the node's runs).
 	Took map[string]time.Duration
+}
+
+// Binary is a binary property of an item as n8n records it in execution
+// data. A file n8n's binary data service keeps (filesystem, database or S3
+// mode) has an ID ("filesystem-v2:…") and Data names the mode; one kept in
+// memory (mode "default", or inline bytes a node returned) has its bytes in
+// Data, base64, and no ID.
+type Binary struct {
+	MimeType      string `json:"mimeType"`
+	FileName      string `json:"fileName,omitempty"`
+	FileExtension string `json:"fileExtension,omitempty"`
+	FileSize      string `json:"fileSize,omitempty"`
+	FileType      string `json:"fileType,omitempty"`
+	Bytes         int    `json:"bytes,omitempty"`
+	ID            string `json:"id,omitempty"`
+	Data          string `json:"data,omitempty"`
 }
 
 // Ran tells whether node ran in the execution.
@@ -368,7 +383,7 @@ func (c *Client) ExecutionRun(ctx context.Context, id ID) (Run, error) {
 		return Run{}, err
 	}
 	r := Run{Execution: raw.Execution, Outputs: map[string][]int{}, Errors: map[string]string{}, First: map[string]map[string]any{},
-		FirstBinary: map[string]map[string]string{}, Took: map[string]time.Duration{}}
+		FirstBinary: map[string]map[string]Binary{}, Took: map[string]time.Duration{}}
 	for node, runs := range raw.Data.ResultData.RunData {
 		var counts []int
 		for _, run := range runs {
@@ -379,18 +394,13 @@ func (c *Client) ExecutionRun(ctx context.Context, id ID) (Run, error) {
 				counts[i] += len(items)
 				if _, seen := r.First[node]; i == 0 && len(items) > 0 && !seen {
 					var item struct {
-						JSON   map[string]any `json:"json"`
-						Binary map[string]struct {
-							MimeType string `json:"mimeType"`
-						} `json:"binary"`
+						JSON   map[string]any    `json:"json"`
+						Binary map[string]Binary `json:"binary"`
 					}
 					if json.Unmarshal(items[0], &item) == nil {
 						r.First[node] = item.JSON
 						if len(item.Binary) > 0 {
-							r.FirstBinary[node] = map[string]string{}
-							for k, b := range item.Binary {
-								r.FirstBinary[node][k] = b.MimeType
-							}
+							r.FirstBinary[node] = item.Binary
 						}
 					}
 				}
