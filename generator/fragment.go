@@ -44,6 +44,11 @@ type Fragment struct {
 	// failed execution's key, so that the provider's retry is processed.
 	ErrorWorkflow   []byte
 	ErrorWorkflowID string
+	// Release is the error workflow's release alone (a node, JSON), to put
+	// in front of the nodes of a user's own error workflow: it gives the
+	// failed execution's key up and goes on when it fails itself (the
+	// database down), so the user's nodes run whatever happened to it.
+	Release []byte
 	// Schema creates the events table, with the column that records the
 	// execution holding each key.
 	Schema string
@@ -129,6 +134,12 @@ func GuardFragment(o Options, mode ResponseMode, seed string) (Fragment, error) 
 	e.add(postgresNode(NodeReleaseExecution, e.at(1, 0), pgsql.ReleaseExecution(r.events), "={{ [ $json.execution.id ] }}", r.CredentialName))
 	e.connect(NodeExecutionFailed, 0, NodeReleaseExecution)
 	if f.ErrorWorkflow, err = e.render(f.ErrorWorkflowID, ErrorWorkflowName(r.WorkflowName), Executions{}); err != nil {
+		return Fragment{}, err
+	}
+	release := postgresNode(NodeReleaseExecution, [2]int{}, pgsql.ReleaseExecution(r.events), "={{ [ $json.execution.id ] }}", r.CredentialName)
+	release.TypeVersion = TypeVersions[typePostgres]
+	release.ExecuteOnce, release.AlwaysOutputData, release.OnError = true, true, "continueRegularOutput"
+	if f.Release, err = marshal(release); err != nil {
 		return Fragment{}, err
 	}
 	return f, nil

@@ -225,3 +225,60 @@ func (w *Workflow) n8n() (n8napi.Workflow, error) {
 	err = json.Unmarshal(raw, &out)
 	return out, err
 }
+
+// nodeByID returns the node whose id is id, or nil.
+func (w *Workflow) nodeByID(id string) map[string]any {
+	for _, n := range w.nodes {
+		if n["id"] == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// deleteNode removes node, its connections and every link to it.
+func (w *Workflow) deleteNode(name string) {
+	w.nodes = slices.DeleteFunc(w.nodes, func(n map[string]any) bool { return n["name"] == name })
+	delete(w.connections, name)
+	for from, v := range w.connections {
+		byType, _ := v.(map[string]any)
+		touched := false
+		for typ, outs := range byType {
+			list, _ := outs.([]any)
+			removed := false
+			for i, o := range list {
+				links, _ := o.([]any)
+				kept := []any{}
+				for _, l := range links {
+					if m, ok := l.(map[string]any); !ok || m["node"] != name {
+						kept = append(kept, l)
+					}
+				}
+				removed = removed || len(kept) < len(links)
+				list[i] = kept
+			}
+			// Outputs that led to the node only (guard opened them) are
+			// dropped when they end the list, and so is a node's entry when
+			// nothing is left of it.
+			for removed && len(list) > 0 && len(list[len(list)-1].([]any)) == 0 {
+				list = list[:len(list)-1]
+			}
+			touched = touched || removed
+			if removed && len(list) == 0 {
+				delete(byType, typ)
+			} else {
+				byType[typ] = list
+			}
+		}
+		if touched && len(byType) == 0 {
+			delete(w.connections, from)
+		}
+	}
+}
+
+// ErrorWorkflowID is the error workflow the workflow's settings name, or "".
+func (w *Workflow) ErrorWorkflowID() string {
+	settings, _ := w.doc["settings"].(map[string]any)
+	id, _ := settings["errorWorkflow"].(string)
+	return id
+}

@@ -89,7 +89,6 @@ func openOutputs(n map[string]any, outs [][]any) []int {
 
 // companions writes the files that go beside a guarded workflow.
 func (res *Result) companions(o generator.Options, frag generator.Fragment) error {
-	res.Files[FileErrorWorkflow] = frag.ErrorWorkflow
 	res.Files[FileSchema] = []byte(frag.Schema)
 	cleanup, err := generator.CleanupWorkflow(o)
 	if err != nil {

@@ -33,6 +33,20 @@ import (
 type Options struct {
 	Generate generator.Options
 	Webhook  string
+	// ErrorWorkflow is the workflow's own error workflow, the one its
+	// settings name: guard puts the key's release in front of its nodes.
+	// Guard needs it when the settings name one (other than the workflow
+	// itself), and fails with an *ErrorWorkflowNeededError without it.
+	ErrorWorkflow *Workflow
+}
+
+// ErrorWorkflowNeededError is Guard's answer to a workflow whose settings
+// name an error workflow it was not given: the release goes into that
+// workflow, so guard needs its export (live, the CLI reads it by ID).
+type ErrorWorkflowNeededError struct{ ID string }
+
+func (e *ErrorWorkflowNeededError) Error() string {
+	return fmt.Sprintf("the workflow's settings run error workflow %s: give its export with --error-workflow FILE; guard puts the key's release in front of its nodes, and the workflow keeps naming it", e.ID)
 }
 
 // Result is a guarded workflow and the files that go with it.
@@ -44,6 +58,13 @@ type Result struct {
 	Files map[string][]byte
 	// Inserted names the nodes guard added, in the workflow's order.
 	Inserted []string
+	// ErrorWorkflow is the error workflow a failed execution runs and that
+	// gives its key up: the user's own (its id, or the workflow's own for
+	// an Error Trigger of its own), now with the release in front of its
+	// nodes, or guard's (Files[FileErrorWorkflow] holds the file to import
+	// in both first cases). KeptErrorWorkflow tells which.
+	ErrorWorkflow     string
+	KeptErrorWorkflow bool
 	// Webhook is the guarded trigger's new name; Restore the node that took
 	// its old one.
 	Webhook, Restore string
@@ -95,7 +116,8 @@ func Guard(w *Workflow, opts Options) (*Result, error) {
 		return nil, refuse("Webhook %q answers with response mode %q: guard handles onReceived, lastNode and responseNode", hookName, mode)
 	}
 	hookOptions, _ := params["options"].(map[string]any)
-	if hookOptions == nil {
+	noOptions := hookOptions == nil
+	if noOptions {
 		hookOptions = map[string]any{}
 		params["options"] = hookOptions
 	}
@@ -109,14 +131,19 @@ func Guard(w *Workflow, opts Options) (*Result, error) {
 	if len(first) == 0 {
 		return nil, refuse("nothing runs after Webhook %q: there is nothing to guard", hookName)
 	}
+	rec := record{Version: recordVersion, Webhook: nodeRef(hook), Name: hookName, NoOptions: noOptions}
 	settings, _ := w.doc["settings"].(map[string]any)
 	if settings == nil {
+		rec.NoSettings = true
 		settings = map[string]any{}
 		w.doc["settings"] = settings
 	}
-	if ew, ok := settings["errorWorkflow"].(string); ok && ew != "" {
-		return nil, refuse("the workflow's settings run error workflow %s: guard gives a failed execution's key up from an error workflow of its own, and n8n runs one; "+
-			"clear the setting and add your error handling to the one guard writes, or guard the workflow by hand", ew)
+	ownErrorWorkflow, _ := settings["errorWorkflow"].(string)
+	switch {
+	case ownErrorWorkflow != "" && ownErrorWorkflow != w.ID() && opts.ErrorWorkflow == nil:
+		return nil, &ErrorWorkflowNeededError{ID: ownErrorWorkflow}
+	case ownErrorWorkflow != "" && ownErrorWorkflow != w.ID() && opts.ErrorWorkflow.ID() != ownErrorWorkflow:
+		return nil, refuse("the error workflow given is %s (%q), but the workflow's settings name %s", opts.ErrorWorkflow.ID(), opts.ErrorWorkflow.Name(), ownErrorWorkflow)
 	}
 
 	g := opts.Generate
@@ -165,17 +192,23 @@ func Guard(w *Workflow, opts Options) (*Result, error) {
 		last = max(last, int(position(n)[0])/columnWidth)
 	}
 	shift := float64(last * columnWidth)
+	rec.Shift = shift
 	for _, n := range w.nodes {
 		if p := position(n); n["name"] != hookName && p[0] > origin[0] {
 			setPosition(n, p[0]+shift, p[1])
+			rec.Shifted = append(rec.Shifted, nodeRef(n))
 		}
 	}
 
 	// The Webhook keeps the raw body, under its new name.
 	hadRawBody := hookOptions["rawBody"] == true
+	if v, ok := hookOptions["rawBody"]; ok {
+		rec.RawBody = &v
+	}
 	hookOptions["rawBody"] = true
 	w.rename(hookName, res.Webhook)
 	if id, _ := hook["webhookId"].(string); id == "" {
+		rec.AddedWebhookID = true
 		hook["webhookId"] = generator.UUIDFrom("webhookId/" + seed)
 		res.Notes = append(res.Notes, fmt.Sprintf("the Webhook had no webhookId: n8n would have served it at /webhook/<workflow id>/%s/<path> after an import; it now has one, and is served at /webhook/%s",
 			strings.ToLower(strings.ReplaceAll(hookName, " ", "%20")), stringOr(params["path"], "")))
@@ -246,28 +279,66 @@ func Guard(w *Workflow, opts Options) (*Result, error) {
 		}
 	}
 
-	settings["errorWorkflow"] = frag.ErrorWorkflowID
 	var fragSettings struct {
 		Settings map[string]any `json:"settings"`
 	}
 	_ = json.Unmarshal(frag.Workflow, &fragSettings)
-	for k, v := range fragSettings.Settings {
-		if k != "executionOrder" { // a legacy export keeps its own order
-			settings[k] = v
+	delete(fragSettings.Settings, "executionOrder") // a legacy export keeps its own order
+	rec.EventsTable = g.WithDefaults().EventsTable
+	switch {
+	case ownErrorWorkflow != "" && ownErrorWorkflow != w.ID():
+		// The user's error workflow keeps running, the release in front.
+		x := opts.ErrorWorkflow
+		what := fmt.Sprintf("error workflow %s (%q)", x.ID(), x.Name())
+		added, err := x.addRelease(what, frag.Release, rec.EventsTable)
+		if err != nil {
+			return nil, err
 		}
+		if res.Files[FileErrorWorkflow], err = x.marshal(); err != nil {
+			return nil, err
+		}
+		res.ErrorWorkflow, res.KeptErrorWorkflow, rec.ErrorWorkflow = x.ID(), true, x.ID()
+		if added {
+			res.Notes = append(res.Notes, fmt.Sprintf("your %s stays the workflow's: its nodes now run after a node that gives the failed execution's key up, with the item they had; import and publish %s (it keeps that workflow's id)", what, FileErrorWorkflow))
+		} else {
+			res.Notes = append(res.Notes, fmt.Sprintf("your %s already gives up the keys of %s (another guarded workflow shares it): unchanged", what, rec.EventsTable))
+		}
+	case ownErrorWorkflow == w.ID() || (ownErrorWorkflow == "" && w.hasErrorTrigger()):
+		// n8n runs the workflow itself when it fails: its Error Trigger's
+		// path gets the release.
+		if _, err := w.addRelease("the workflow", frag.Release, rec.EventsTable); err != nil {
+			return nil, err
+		}
+		res.ErrorWorkflow, res.KeptErrorWorkflow, rec.ErrorWorkflow = w.ID(), true, recordSelf
+		res.Notes = append(res.Notes, "the workflow's own Error Trigger stays what n8n runs when an execution fails: its nodes now run after a node that gives the failed execution's key up")
+	default:
+		fragSettings.Settings["errorWorkflow"] = frag.ErrorWorkflowID
+		res.ErrorWorkflow = frag.ErrorWorkflowID
+		res.Files[FileErrorWorkflow] = frag.ErrorWorkflow
 	}
+	for k, v := range fragSettings.Settings {
+		rec.Settings = append(rec.Settings, k)
+		if old, ok := settings[k]; ok {
+			if rec.SettingsBefore == nil {
+				rec.SettingsBefore = map[string]any{}
+			}
+			rec.SettingsBefore[k] = old
+		}
+		settings[k] = v
+	}
+	slices.Sort(rec.Settings)
 	if _, ok := settings["executionOrder"]; !ok {
 		res.Notes = append(res.Notes, "the workflow has no executionOrder setting (n8n's legacy v0 order); it is kept: the guard runs in either order")
 	}
 	res.Notes = append(res.Notes, modeNote(mode), bodiesNote(g.Hashing, hadRawBody))
 
-	nodes := make([]any, len(w.nodes))
-	for i, n := range w.nodes {
-		nodes[i] = n
+	for _, name := range res.Inserted {
+		rec.Inserted = append(rec.Inserted, nodeRef(w.node(name)))
 	}
-	w.doc["nodes"] = nodes
-	w.doc["connections"] = w.connections
-	if res.Workflow, err = marshal(w.doc); err != nil {
+	if err := rec.keepIn(w.node(res.Restore)); err != nil {
+		return nil, err
+	}
+	if res.Workflow, err = w.marshal(); err != nil {
 		return nil, err
 	}
 	if err := res.companions(g, frag); err != nil {

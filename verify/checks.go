@@ -139,7 +139,7 @@ func (r *runner) failure(ctx context.Context) (Status, string, error) {
 	if slices.Contains(r.guard.SubWorkflowCalls, first) {
 		return Skip, fmt.Sprintf("not checked here: the new event goes on to another workflow (%q), which runs and retries it from the saved receipt; verify that workflow on its own", first), nil
 	}
-	if !r.guard.HasErrorOutput(first) && r.releaser == "" {
+	if !r.guard.HasErrorOutput(first) && r.releaser == "" && !r.selfReleases {
 		return Skip, fmt.Sprintf("weakness: %q has no error output and the workflow no error workflow that releases the key, so when it fails the key stays reserved and every retry of the provider is answered as a duplicate (the event is lost). Set its Settings → On Error to \"Continue (using error output)\" and release the key there (DELETE FROM %s WHERE key = …), or let idemhook guard put the guard in, which releases a failed execution's key from an error workflow", first, r.guard.EventsTable), nil
 	}
 	// The failing copy is a workflow of its own on another path: switching
@@ -170,7 +170,7 @@ func (r *runner) failure(ctx context.Context) (Status, string, error) {
 		if _, err := r.finished(ctx, i+1); err != nil {
 			return Fail, err.Error(), nil
 		}
-		if r.releaser != "" {
+		if r.releaser != "" || r.selfReleases {
 			released++
 			if err := r.waitReleased(ctx, released); err != nil {
 				return Fail, err.Error(), nil
@@ -216,14 +216,23 @@ func (r *runner) failure(ctx context.Context) (Status, string, error) {
 
 // releases counts the error workflow's finished executions (0 without
 // one).
+// releases counts the error workflow's finished runs: its nodes after the
+// release are the user's (guard keeps a user's error workflow), which may
+// fail after the key is given up. For a workflow that is its own error
+// workflow, they are its runs in mode "error".
 func (r *runner) releases(ctx context.Context) (int, error) {
-	if r.releaser == "" {
+	id := r.releaser
+	if r.selfReleases {
+		id = r.id
+	}
+	if id == "" {
 		return 0, nil
 	}
-	execs, err := r.t.API.Executions(ctx, r.releaser)
+	execs, err := r.t.API.Executions(ctx, id)
 	done := 0
 	for _, e := range execs {
-		if e.Status == "success" {
+		finished := e.Status != "new" && e.Status != "running" && e.Status != "waiting"
+		if finished && (!r.selfReleases || e.Mode == "error") {
 			done++
 		}
 	}

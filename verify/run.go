@@ -133,6 +133,12 @@ func Run(ctx context.Context, t Target, w n8napi.Workflow, opts Options) (*Repor
 		r.progress("the workflow names error workflow %s, which is not deployed here (give its file with --with): a failed execution runs none", ew)
 		delete(doc.Settings, "errorWorkflow")
 	}
+	if ew, _ := doc.Settings["errorWorkflow"].(string); (ew == "" || ew == w.ID) && r.releasesKeys(doc) {
+		// n8n runs the workflow itself when it fails, from its own Error
+		// Trigger (see idemhook guard).
+		r.selfReleases = true
+		delete(doc.Settings, "errorWorkflow")
+	}
 	r.original = doc
 	if err := r.deploy(ctx, doc); err != nil {
 		return nil, err
@@ -174,8 +180,10 @@ type runner struct {
 	opts  Options
 	guard Guard
 	// releaser is the deployed error workflow that gives a failed
-	// execution's key up ("" when there is none).
-	releaser string
+	// execution's key up ("" when there is none); selfReleases that the
+	// workflow is its own, by an Error Trigger of its own.
+	releaser     string
+	selfReleases bool
 	nonce    string
 	// id and path are the workflow deliveries go to, seen its executions
 	// accounted for: the deployed workflow, or for a while its failing copy.
@@ -248,14 +256,21 @@ func (r *runner) deployCompanion(ctx context.Context, c n8napi.Workflow) (string
 	if err != nil {
 		return "", false, err
 	}
+	return got[0].ID, r.releasesKeys(doc), nil
+}
+
+// releasesKeys tells whether w, run as an error workflow, gives a failed
+// execution's keys up: it has an Error Trigger and a Postgres node that
+// deletes the events table's rows of an execution.
+func (r *runner) releasesKeys(w n8napi.Workflow) bool {
 	releasesByExecution := regexp.MustCompile(`(?is)\bdelete\s+from\s+"?` + regexp.QuoteMeta(strings.Trim(r.guard.EventsTable, `"`)) + `"?\s+where\s+execution_id\b`)
 	trigger, releases := false, false
-	for _, n := range doc.Nodes {
+	for _, n := range w.Nodes {
 		q, _ := param(n, "query")
 		trigger = trigger || n["type"] == typeErrorTrigger
 		releases = releases || (n["type"] == typePostgres && releasesByExecution.MatchString(q))
 	}
-	return got[0].ID, trigger && releases, nil
+	return trigger && releases
 }
 
 func (r *runner) deploy(ctx context.Context, doc n8napi.Workflow) error {
@@ -391,8 +406,10 @@ func (r *runner) finished(ctx context.Context, n int) ([]n8napi.Execution, error
 		if err != nil {
 			return nil, err
 		}
+		// A run in mode "error" is the workflow as its own error workflow
+		// (an Error Trigger of its own), not a delivery.
 		finished := slices.DeleteFunc(execs, func(e n8napi.Execution) bool {
-			return e.Status == "new" || e.Status == "running" || e.Status == "waiting"
+			return e.Status == "new" || e.Status == "running" || e.Status == "waiting" || e.Mode == "error"
 		})
 		if len(finished) >= r.seen+n {
 			slices.SortFunc(finished, func(a, b n8napi.Execution) int { return executionOrder(a.ID) - executionOrder(b.ID) })

@@ -37,6 +37,8 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 	file := fs.String("workflow", "", "the exported workflow `FILE` (the editor's or the CLI's export, or the API's)")
 	out := fs.String("out", "", "the guarded workflow's `FILE`; the other files are written beside it")
 	webhook := fs.String("webhook", "", "the Webhook node to guard, by `NAME`, when the workflow has several")
+	errorFile := fs.String("error-workflow", "", "the export `FILE` of the error workflow the workflow's settings name: it stays the workflow's, the key's release put in front of its nodes (live, it is read from n8n)")
+	remove := fs.Bool("remove", false, "take the guard out again, from what guard recorded in the workflow: --workflow FILE --out FILE writes the original, live it changes nothing without --apply")
 	var r remote
 	fs.StringVar(&r.n8nURL, "n8n-url", os.Getenv("N8N_URL"), "live: n8n's `URL` (default $N8N_URL)")
 	fs.StringVar(&r.apiKeyFile, "api-key-file", "", "live: `FILE` holding an n8n API key; default $N8N_API_KEY")
@@ -66,8 +68,26 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 		return fail(exitUsage, "--apply edits a workflow in n8n: give --n8n-url and --workflow-id or --workflow-name")
 	case live && (*id == "") == (*name == ""):
 		return fail(exitUsage, "live: give one of --workflow-id and --workflow-name")
+	case live && *errorFile != "":
+		return fail(exitUsage, "live, the error workflow is read from n8n: give --error-workflow with --workflow FILE only")
 	}
-	opts := guard.Options{Generate: o, Webhook: *webhook}
+	var userErrors *guard.Workflow
+	if *errorFile != "" {
+		raw, err := os.ReadFile(*errorFile)
+		if err == nil {
+			userErrors, err = guard.Parse(raw)
+		}
+		if err != nil {
+			return fail(exitUsage, "--error-workflow: %v\nNothing was written.", err)
+		}
+	}
+	if *remove {
+		if live {
+			return removeLive(r, *id, *name, *apply, *backup, stdout, stderr)
+		}
+		return removeFile(*file, *out, userErrors, stdout, stderr)
+	}
+	opts := guard.Options{Generate: o, Webhook: *webhook, ErrorWorkflow: userErrors}
 	if !live {
 		raw, err := os.ReadFile(*file)
 		if err != nil {
@@ -81,10 +101,20 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 			return fail(exitUsage, "%v", err)
 		}
 		printGuarded(stdout, res)
+		dir := filepath.Dir(*out)
+		if res.Files[guard.FileErrorWorkflow] == nil {
+			fmt.Fprintf(stdout, "\nImport %s (it keeps the workflow's id, so the import replaces the original: keep %s),\n"+
+				"apply %s, then check it:\n  idemhook verify --workflow %s\n", *out, *file, filepath.Join(dir, guard.FileSchema), *out)
+			return exitOK
+		}
+		errorWF := filepath.Join(dir, guard.FileErrorWorkflow)
+		replaces := "its own error workflow"
+		if res.KeptErrorWorkflow {
+			replaces = "your error workflow " + res.ErrorWorkflow + ", with the release in front of its nodes (keep " + *errorFile + ")"
+		}
 		fmt.Fprintf(stdout, "\nImport %s (it keeps the workflow's id, so the import replaces the original: keep %s),\n"+
-			"import and publish %s first, apply %s, then check it:\n  idemhook verify --workflow %s --with %s\n",
-			*out, *file, filepath.Join(filepath.Dir(*out), guard.FileErrorWorkflow), filepath.Join(filepath.Dir(*out), guard.FileSchema),
-			*out, filepath.Join(filepath.Dir(*out), guard.FileErrorWorkflow))
+			"import and publish %s first (%s), apply %s, then check it:\n  idemhook verify --workflow %s --with %s\n",
+			*out, *file, errorWF, replaces, filepath.Join(dir, guard.FileSchema), *out, errorWF)
 		return exitOK
 	}
 
@@ -105,6 +135,26 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(exitFail, "read workflow %s: %v", *id, err)
 	}
+	// The error workflow the settings name stays the workflow's: guard
+	// needs it, and n8n runs only a published one.
+	var errorRaw []byte
+	if w, err := guard.Parse(raw); err == nil && w.ErrorWorkflowID() != "" && w.ErrorWorkflowID() != w.ID() {
+		ewID := w.ErrorWorkflowID()
+		ew, err := client.Workflow(ctx, ewID)
+		if err != nil {
+			return fail(exitUsage, "the workflow's settings run error workflow %s, which cannot be read: %v\nNothing was changed.", ewID, err)
+		}
+		if !ew.Active {
+			return fail(exitUsage, "the workflow's settings run error workflow %s (%q), which is not published: n8n runs none of an unpublished error workflow, so neither your nodes in it "+
+				"nor the key's release would run; publish it (or clear the setting, and guard writes an error workflow of its own)\nNothing was changed.", ewID, ew.Name)
+		}
+		if errorRaw, err = client.WorkflowJSON(ctx, ewID); err == nil {
+			opts.ErrorWorkflow, err = guard.Parse(errorRaw)
+		}
+		if err != nil {
+			return fail(exitFail, "read error workflow %s: %v", ewID, err)
+		}
+	}
 	res, code := guardExport(raw, opts, stderr)
 	if res == nil {
 		return code
@@ -114,19 +164,32 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "\nNothing was changed. Run again with --apply to write it back to workflow %s, publish it and probe it.\n", *id)
 		return exitOK
 	}
-	saved := filepath.Join(*backup, fmt.Sprintf("%s-before-guard-%s.json", *id, time.Now().UTC().Format("20060102T150405Z")))
-	if err := os.WriteFile(saved, raw, 0o600); err != nil {
+	saved, err := saveBackup(*backup, *id, "before-guard", raw)
+	if err != nil {
 		return fail(exitFail, "save the original: %v (nothing was changed)", err)
 	}
 	fmt.Fprintf(stdout, "\nsaved the original to %s\n", saved)
-	files := map[string][]byte{guard.FileErrorWorkflow: res.Files[guard.FileErrorWorkflow], "guarded.json": res.Workflow}
+	files := map[string][]byte{"guarded.json": res.Workflow}
+	if b := res.Files[guard.FileErrorWorkflow]; b != nil {
+		files[guard.FileErrorWorkflow] = b
+	}
+	if res.KeptErrorWorkflow && errorRaw != nil {
+		savedErrors, err := saveBackup(*backup, res.ErrorWorkflow, "before-guard", errorRaw)
+		if err != nil {
+			return fail(exitFail, "save the error workflow: %v (nothing was changed)", err)
+		}
+		fmt.Fprintf(stdout, "saved error workflow %s to %s\n", res.ErrorWorkflow, savedErrors)
+	}
 	ws, err := deploy.Load(files)
 	if err != nil {
 		return fail(exitFail, "%v", err)
 	}
 	for i := range ws {
-		if ws[i].File == "guarded.json" {
+		switch {
+		case ws[i].File == "guarded.json":
 			ws[i].TargetID = *id
+		case res.KeptErrorWorkflow:
+			ws[i].TargetID = res.ErrorWorkflow
 		}
 	}
 	dopts := r.deployOptions(stderr)
@@ -167,6 +230,12 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// saveBackup writes a workflow as n8n held it into dir, before a change.
+func saveBackup(dir, id, what string, raw []byte) (string, error) {
+	path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s.json", id, what, time.Now().UTC().Format("20060102T150405Z")))
+	return path, os.WriteFile(path, raw, 0o600)
+}
+
 // guardExport guards raw, or says why not (exit 2).
 func guardExport(raw []byte, opts guard.Options, stderr io.Writer) (*guard.Result, int) {
 	w, err := guard.Parse(raw)
@@ -178,7 +247,8 @@ func guardExport(raw []byte, opts guard.Options, stderr io.Writer) (*guard.Resul
 	}
 	var refused *guard.RefusedError
 	var option *generator.OptionError
-	if errors.As(err, &refused) || errors.As(err, &option) {
+	var needs *guard.ErrorWorkflowNeededError
+	if errors.As(err, &refused) || errors.As(err, &option) || errors.As(err, &needs) {
 		fmt.Fprintf(stderr, "idemhook guard: %v\nNothing was written.\n", err)
 		return nil, exitUsage
 	}

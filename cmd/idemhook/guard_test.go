@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -62,5 +64,54 @@ func TestGuardRefusesAndWritesNothing(t *testing.T) {
 				t.Errorf("files were written: %v", entries)
 			}
 		})
+	}
+}
+
+// A workflow that names an error workflow needs its export; with it, guard
+// writes that workflow (the release in front of its nodes) beside the
+// guarded one, and --remove gives both back.
+func TestGuardWithTheUsersErrorWorkflow(t *testing.T) {
+	dir := t.TempDir()
+	orders, alerts := "../../guard/testdata/error-workflow/orders.json", "../../guard/testdata/error-workflow/alerts.json"
+	out := filepath.Join(dir, "guarded", "orders.json")
+	code, _, stderr := runCLI("", "guard", "--workflow", orders, "--out", out)
+	if code != 2 || !strings.Contains(stderr, "--error-workflow FILE") || !strings.Contains(stderr, "Nothing was written") {
+		t.Errorf("without --error-workflow: exit %d %s", code, stderr)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("files were written: %v", entries)
+	}
+	code, stdout, stderr := runCLI("", "guard", "--workflow", orders, "--error-workflow", alerts, "--out", out, "--events-table", "orders_events")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	errorWF, _ := os.ReadFile(filepath.Join(dir, "guarded", "release-on-failure-workflow.json"))
+	for _, want := range []string{`"AlertsWf0000001"`, "Release idemhook keys (orders_events)", "Record Alert"} {
+		if !strings.Contains(string(errorWF), want) {
+			t.Errorf("the error workflow written lacks %s", want)
+		}
+	}
+	if !strings.Contains(stdout, "your error workflow AlertsWf0000001") {
+		t.Errorf("guard does not say it keeps the user's error workflow:\n%s", stdout)
+	}
+
+	back := filepath.Join(dir, "back", "orders.json")
+	code, stdout, stderr = runCLI("", "guard", "--remove", "--workflow", out, "--error-workflow", filepath.Join(dir, "guarded", "release-on-failure-workflow.json"), "--out", back)
+	if code != 0 {
+		t.Fatalf("--remove: exit %d: %s", code, stderr)
+	}
+	for original, removed := range map[string]string{orders: back, alerts: filepath.Join(dir, "back", "error-workflow.json")} {
+		want, _ := os.ReadFile(original)
+		got, _ := os.ReadFile(removed)
+		var w, g any
+		if json.Unmarshal(want, &w) != nil || json.Unmarshal(got, &g) != nil || !reflect.DeepEqual(w, g) {
+			t.Errorf("%s after --remove differs from %s:\n%s", removed, original, got)
+		}
+	}
+	if !strings.Contains(stdout, "the key's release is taken out") {
+		t.Errorf("--remove does not say what it did:\n%s", stdout)
+	}
+	if code, _, stderr := runCLI("", "guard", "--remove", "--workflow", orders, "--out", filepath.Join(dir, "x.json")); code != 2 || !strings.Contains(stderr, "no idemhook guard record") {
+		t.Errorf("--remove of an unguarded workflow: exit %d %s", code, stderr)
 	}
 }
