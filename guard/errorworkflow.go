@@ -193,4 +193,6 @@ func targetNames(links []any) []string {
 	return out
 }
 
-func link(node string) map[string]any { return map[string]any{"node": node, "type": "main", "index": 0} }
+func link(node string) map[string]any {
+	return map[string]any{"node": node, "type": "main", "index": 0}
+}

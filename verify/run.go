@@ -184,7 +184,7 @@ type runner struct {
 	// workflow is its own, by an Error Trigger of its own.
 	releaser     string
 	selfReleases bool
-	nonce    string
+	nonce        string
 	// id and path are the workflow deliveries go to, seen its executions
 	// accounted for: the deployed workflow, or for a while its failing copy.
 	id, path string
