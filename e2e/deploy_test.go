@@ -376,10 +376,12 @@ func TestDeployThroughTheAPI(t *testing.T) {
 
 	t.Run("cleanup now while n8n runs", func(t *testing.T) {
 		execSQL(t, "INSERT INTO processed_events (key, first_seen) VALUES ('cleanup:31', now() - interval '31 days'), ('cleanup:29', now() - interval '29 days')")
-		// cleanup reads what finds the cleanup workflow, its name.
-		r := runIdemhook(t, "cleanup", "--now", "--n8n-url", s.N8NURL, "--api-key-file", keyFile)
-		if r.code != 0 {
-			t.Fatalf("cleanup --now: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		// The options deploy and check took, and a retention: cleanup takes
+		// them too (a script runs the three with one $OPTS), says the ones
+		// that change nothing, and runs the cleanup workflow as deployed.
+		r := runIdemhook(t, append([]string{"cleanup", "--now", "--retention", "10d", "--path", generator.DefaultWebhookPath}, remote...)...)
+		if r.code != 0 || !strings.Contains(r.stderr, "--credential, --path, --retention change nothing here") {
+			t.Fatalf("cleanup --now with deploy's options: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
 		if hasKey(t, "processed_events", "cleanup:31") || !hasKey(t, "processed_events", "cleanup:29") {
 			t.Errorf("after cleanup --now: the 31-day-old key is still there or the 29-day-old one is gone")

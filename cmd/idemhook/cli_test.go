@@ -135,10 +135,13 @@ func TestHelpListsWhatEachCommandReads(t *testing.T) {
 		_, stdout, _ := runCLI("", cmd, "--help")
 		return stdout
 	}
-	for _, cmd := range []string{"schema", "cleanup"} {
-		if h := help(cmd); strings.Contains(h, "-outbox-url") || strings.Contains(h, "-save-success") {
-			t.Errorf("%s --help lists options it does not read:\n%s", cmd, h)
-		}
+	if h := help("schema"); strings.Contains(h, "-outbox-url") || strings.Contains(h, "-save-success") {
+		t.Errorf("schema --help lists options it does not read:\n%s", h)
+	}
+	// cleanup takes deploy's options (one set serves deploy, check and
+	// cleanup) and says which of them play no part.
+	if h := help("cleanup"); !strings.Contains(h, "-retention") || !strings.Contains(h, "runs as deployed") {
+		t.Errorf("cleanup --help does not take deploy's options or say what it does with them:\n%s", h)
 	}
 	for _, cmd := range []string{"generate", "deploy", "check", "up", "guard", "schema", "cleanup", "verify", "key", "planner"} {
 		h := help(cmd)
@@ -215,5 +218,21 @@ func TestPlannerWritesThePage(t *testing.T) {
 	}
 	if code, _, stderr := runCLI("", "planner"); code != 2 || !strings.Contains(stderr, "--out DIR is required") {
 		t.Errorf("planner without --out: exit %d, %q", code, stderr)
+	}
+}
+
+// cleanup --now takes the options deploy and check take, saying which
+// change nothing (so one $OPTS serves the three commands); a bad value is
+// refused as deploy refuses it.
+func TestCleanupTakesDeploysOptions(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "key")
+	os.WriteFile(key, []byte("k"), 0o600)
+	code, _, stderr := runCLI("", "cleanup", "--now", "--n8n-url", "http://127.0.0.1:1", "--api-key-file", key,
+		"--credential", "Postgres (shop)", "--retention", "40d", "--path", "shop/stripe", "--guard", "lease", "--credential-id", "abc")
+	if code == 2 || !strings.Contains(stderr, "note: --credential, --credential-id, --guard, --path, --retention change nothing here") {
+		t.Errorf("exit %d, stderr %q: want the options taken and named in one note", code, stderr)
+	}
+	if code, _, stderr := runCLI("", "cleanup", "--now", "--n8n-url", "http://127.0.0.1:1", "--api-key-file", key, "--retention", "soon"); code != 2 || !strings.Contains(stderr, "retention") {
+		t.Errorf("a bad --retention: exit %d %q, want 2", code, stderr)
 	}
 }

@@ -284,13 +284,29 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 
 func runCleanup(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("cleanup", "idemhook cleanup --now --n8n-url URL --api-key-file FILE [--from DIR | options]\n\n"+
-		"Runs the deployed cleanup workflow once, now, inside n8n (through a temporary workflow, deleted after).", stderr)
+		"Runs the deployed cleanup workflow once, now, inside n8n (through a temporary workflow, deleted after).\n"+
+		"It takes deploy's and check's options, so that one set of options serves the three; the cleanup\n"+
+		"workflow is found by the name --name and --pattern give, and runs as deployed.", stderr)
 	var r remote
-	// The cleanup workflow is found by its name, which these give.
-	r.flags(fs, "pattern", "name")
+	r.flags(fs)
+	var credIDs multiFlag
+	fs.Var(&credIDs, "credential-id", "`ID` of the credential to bind when several share its name (repeatable; deploy's and check's, no part here)")
 	now := fs.Bool("now", false, "run it now (required: the schedule runs it otherwise)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
+	}
+	// The options deploy and check take that play no part here: the
+	// deployed workflow runs with what it was deployed with.
+	var ignored []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "n8n-url", "api-key-file", "webhook-url", "from", "pattern", "name", "now":
+		default:
+			ignored = append(ignored, "--"+f.Name)
+		}
+	})
+	if len(ignored) > 0 && r.from == "" {
+		fmt.Fprintf(stderr, "idemhook cleanup: note: %s change nothing here: the cleanup workflow deployed with them runs as it is\n", strings.Join(ignored, ", "))
 	}
 	if !*now {
 		fmt.Fprintln(stderr, "idemhook cleanup: --now is required (the deployed workflow's schedule runs it otherwise)")
