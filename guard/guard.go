@@ -303,7 +303,7 @@ func Guard(w *Workflow, opts Options) (*Result, error) {
 		} else {
 			res.Notes = append(res.Notes, fmt.Sprintf("your %s already gives up the keys of %s (another guarded workflow shares it): unchanged", what, rec.EventsTable))
 		}
-	case ownErrorWorkflow == w.ID() || (ownErrorWorkflow == "" && w.hasErrorTrigger()):
+	case (ownErrorWorkflow != "" && ownErrorWorkflow == w.ID()) || (ownErrorWorkflow == "" && w.hasErrorTrigger()):
 		// n8n runs the workflow itself when it fails: its Error Trigger's
 		// path gets the release.
 		if _, err := w.addRelease("the workflow", frag.Release, rec.EventsTable); err != nil {

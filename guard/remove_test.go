@@ -229,3 +229,17 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// An export without an id (as the editor's copy and paste gives) and without
+// an Error Trigger gets guard's own error workflow, named in its settings.
+func TestGuardWithoutAnIDNamesItsErrorWorkflow(t *testing.T) {
+	doc := plain(t, readFile(t, "testdata/exports/v2-switch-http.json"))
+	delete(doc, "id")
+	res, err := guard.Guard(parse(t, mustJSON(t, doc)), guard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ew := read(t, res.Workflow).Settings["errorWorkflow"]; ew == nil || ew != res.ErrorWorkflow || res.KeptErrorWorkflow || res.Files[guard.FileErrorWorkflow] == nil {
+		t.Errorf("settings.errorWorkflow %v, result %q kept %v: want guard's own, written", ew, res.ErrorWorkflow, res.KeptErrorWorkflow)
+	}
+}
