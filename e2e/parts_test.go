@@ -26,7 +26,7 @@ const (
 	partAll    = "all"
 )
 
-var ownStackTests = []string{"TestQueueMode", "TestCrashesMidLoad", "TestDeployThroughTheAPI", "TestPostgres17", "TestGuardBinaryModes"}
+var ownStackTests = []string{"TestQueueMode", "TestCrashesMidLoad", "TestDeployThroughTheAPI", "TestPostgres17", "TestGuardBinaryModes", "TestCIRecipes", "TestDatabaseURLBadInput"}
 
 func part() string { return os.Getenv(partEnv) }
 

@@ -75,7 +75,7 @@ type Lab struct {
 // process) verifies and saves the deliveries and forwards them to the target
 // workflow, as docker-compose's keysvc profile does.
 func Start(ctx context.Context, o generator.Options, progress io.Writer) (l *Lab, err error) {
-	l, err = StartEmpty(ctx, "local", nil, progress) // keysvc in this process must be reachable from n8n
+	l, err = StartEmpty(ctx, stack.Options{Runtime: "local"}, progress) // keysvc in this process must be reachable from n8n
 	if err != nil {
 		return nil, err
 	}
@@ -129,16 +129,16 @@ func Start(ctx context.Context, o generator.Options, progress io.Writer) (l *Lab
 	return l, nil
 }
 
-// StartEmpty starts PostgreSQL and n8n on runtime ("local", "docker", or
-// "" to choose as the e2e stack does), with n8nEnv added to n8n's
-// environment, creates n8n's owner account and an API key, and deploys
-// nothing: `idemhook verify` deploys the user's workflow itself.
-func StartEmpty(ctx context.Context, runtime string, n8nEnv map[string]string, progress io.Writer) (l *Lab, err error) {
+// StartEmpty starts PostgreSQL and n8n as opts says (its Runtime, N8NEnv
+// and External are used; the PostgreSQL is durable), creates n8n's owner
+// account and an API key, and deploys nothing: `idemhook verify` deploys
+// the user's workflow itself.
+func StartEmpty(ctx context.Context, opts stack.Options, progress io.Writer) (l *Lab, err error) {
 	dir, err := os.MkdirTemp("", "idemhook-lab-")
 	if err != nil {
 		return nil, err
 	}
-	st, err := stack.Start(ctx, stack.Options{Durable: true, Runtime: runtime, Progress: progress, N8NEnv: n8nEnv})
+	st, err := stack.Start(ctx, stack.Options{Durable: true, Runtime: opts.Runtime, Progress: progress, N8NEnv: opts.N8NEnv, External: opts.External, Why: opts.Why})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err

@@ -3,20 +3,24 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/internal/duration"
+	"github.com/idemhook/idemhook/internal/scratch"
 	"github.com/idemhook/idemhook/internal/stack"
 	"github.com/idemhook/idemhook/pgsql"
 	"github.com/idemhook/idemhook/rules"
 	"github.com/idemhook/idemhook/rules/samples"
 	"github.com/idemhook/idemhook/verify"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 var rulesUsage = `Usage:
@@ -134,8 +138,9 @@ func runRulesCheck(args []string, stdout, stderr io.Writer) int {
 func runRulesTest(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("rules test", "idemhook rules test --rules RULES [options] DIR\n\n"+
 		"Runs every sample event of DIR (*.yaml, *.yml, *.json; docs/inbox.md) through the decision compiled\n"+
-		"from RULES, in a scratch PostgreSQL 16 started on this machine: each sample in a transaction of its own,\n"+
-		"rolled back. Prints one line per sample; exits 1 when any sample decides otherwise than it expects.", stderr)
+		"from RULES, in a scratch PostgreSQL 16 started on this machine (installed on first use, about 60 MB),\n"+
+		"or with --database-url in a scratch database of a PostgreSQL you run: each sample in a transaction of\n"+
+		"its own, rolled back. Prints one line per sample; exits 1 when any sample decides otherwise than it expects.", stderr)
 	name := fs.String("rules", "", "a preset or a rules `FILE` (required)")
 	var schemas multiFlag
 	fs.Var(&schemas, "schema", "SQL `FILE` applied before the generated schema: your tables, which your rules name; repeatable")
@@ -143,6 +148,9 @@ func runRulesTest(args []string, stdout, stderr io.Writer) int {
 	events := fs.String("events", "", "the worker's allowlist, comma-separated `TYPES` (default: every type the rules handle)")
 	deferLimit := fs.String("defer-limit", "24h", "the worker's --defer-limit, a `DURATION`")
 	report := fs.String("report", "", "write the samples' results as JUnit XML to `FILE`")
+	databaseURL := fs.String("database-url", "", "run in a scratch database of the PostgreSQL (14 or newer) at `URL` (postgres://USER:PASSWORD@HOST:PORT/DATABASE), "+
+		"or a scratch schema of its database when the user may not create databases; it is dropped at the end, and nothing else is touched")
+	keep := fs.Bool("keep", false, "with --database-url, leave the scratch database (or schema) and print its name")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
@@ -177,16 +185,19 @@ func runRulesTest(args []string, stdout, stderr io.Writer) int {
 		return fail("--schema: %v", err)
 	}
 
+	if *keep && *databaseURL == "" {
+		return fail("--keep leaves the scratch database of --database-url: give --database-url")
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	pg, err := stack.Start(ctx, stack.Options{PostgresOnly: true, Progress: stderr})
-	if err != nil {
-		fmt.Fprintf(stderr, "idemhook rules test: PostgreSQL: %v\n", err)
-		return exitFail
+	db, code := rulesDatabase(ctx, *databaseURL, *dbSchema, *keep, stderr)
+	if db == nil {
+		return code
 	}
-	defer pg.CloseAndRemove()
+	defer db.close()
 	for i, sql := range append(extra, schema) {
-		if _, err := pg.Business.Exec(ctx, sql); err != nil {
+		if _, err := db.pool.Exec(ctx, sql); err != nil {
 			what := "the generated schema"
 			if i < len(extra) {
 				what = schemas[i]
@@ -195,7 +206,7 @@ func runRulesTest(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	results, err := samples.Run(ctx, pg.Business, rs, all, samples.Options{
+	results, err := samples.Run(ctx, db.pool, rs, all, samples.Options{
 		Inbox: pgsql.Inbox{Schema: *dbSchema}, Allowed: opts.Events, DeferLimit: opts.DeferLimit})
 	if err != nil {
 		fmt.Fprintf(stderr, "idemhook rules test: %v\n", err)
@@ -215,7 +226,7 @@ func runRulesTest(args []string, stdout, stderr io.Writer) int {
 		var b bytes.Buffer
 		err := verify.WriteJUnit(&b, "idemhook rules test: "+rs.Source, "idemhook.rules", checks)
 		if err == nil {
-			err = os.WriteFile(*report, b.Bytes(), 0o644)
+			err = writeReport(*report, b.Bytes())
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "idemhook rules test: --report: %v\n", err)
@@ -227,6 +238,71 @@ func runRulesTest(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// rulesDB is where rules test runs: a PostgreSQL started for it, or a
+// scratch space on the user's.
+type rulesDB struct {
+	pool  *pgxpool.Pool
+	close func()
+}
+
+// rulesDatabase starts PostgreSQL (installing it alone), or creates the
+// scratch space on the server of databaseURL; nil and an exit code when it
+// cannot (2 for a server it refuses, with nothing created).
+func rulesDatabase(ctx context.Context, databaseURL, dbSchema string, keep bool, stderr io.Writer) (*rulesDB, int) {
+	if databaseURL == "" {
+		pg, err := stack.Start(ctx, stack.Options{PostgresOnly: true, Progress: stderr, Why: "rules test runs the samples in it"})
+		if err != nil {
+			fmt.Fprintf(stderr, "idemhook rules test: PostgreSQL: %v\n", err)
+			var platform *stack.PlatformError
+			if errors.As(err, &platform) {
+				return nil, exitUsage
+			}
+			return nil, exitFail
+		}
+		return &rulesDB{pool: pg.Business, close: func() { pg.CloseAndRemove() }}, exitOK
+	}
+	space, err := scratch.Create(ctx, databaseURL, scratch.Options{Purpose: "rules test"})
+	if err != nil {
+		fmt.Fprintf(stderr, "idemhook rules test: %v\nNothing was created.\n", err)
+		var refused *scratch.Error
+		if errors.As(err, &refused) {
+			return nil, exitUsage
+		}
+		return nil, exitFail
+	}
+	drop := func() {
+		if keep {
+			fmt.Fprintf(stderr, "idemhook rules test: kept %s (--keep); drop it when done\n", space.What())
+			return
+		}
+		if err := space.Drop(context.WithoutCancel(ctx)); err != nil {
+			fmt.Fprintf(stderr, "idemhook rules test: %v (drop %s by hand)\n", err, space.Name)
+		}
+	}
+	if space.Schema && dbSchema != "" {
+		drop()
+		fmt.Fprintf(stderr, "idemhook rules test: --db-schema %s would create a schema beside the scratch one, in your database: give a user with CREATEDB (a scratch database holds it), or leave --db-schema out\nNothing was created.\n", dbSchema)
+		return nil, exitUsage
+	}
+	pool, err := pgxpool.New(ctx, space.URL)
+	if err != nil {
+		drop()
+		fmt.Fprintf(stderr, "idemhook rules test: %v\n", err)
+		return nil, exitFail
+	}
+	fmt.Fprintf(stderr, "idemhook rules test: running in %s\n", space.What())
+	return &rulesDB{pool: pool, close: func() { pool.Close(); drop() }}, exitOK
+}
+
+// writeReport writes a JUnit report, its folder made if need be (a CI
+// job's reports/ is often not there yet).
+func writeReport(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 // readFiles reads each file, for --schema: the SQL files applied before

@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/scratch"
+	"github.com/idemhook/idemhook/internal/stack"
 	"github.com/idemhook/idemhook/lab"
 	"github.com/idemhook/idemhook/n8napi"
 	"github.com/idemhook/idemhook/pgsql"
@@ -22,9 +24,9 @@ import (
 func runVerify(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("verify", "idemhook verify --workflow FILE [options]\n\n"+
 		"Proves that your own workflow (exported from n8n, edited as you like) still guards: starts PostgreSQL 16\n"+
-		"and n8n 2.41.1 on this machine, applies the schema, deploys the workflow with scratch credentials,\n"+
-		"and checks from n8n's execution data that a replay, a body without id, simultaneous deliveries and a\n"+
-		"failing business step behave. HTTP calls in your business branch go where the workflow sends them:\n"+
+		"(or uses yours: --database-url) and n8n 2.41.1 on this machine, installing them on first use, applies the\n"+
+		"schema, deploys the workflow with scratch credentials, and checks from n8n's execution data that a\n"+
+		"replay, a body without id, simultaneous deliveries and a failing business step behave. HTTP calls in your business branch go where the workflow sends them:\n"+
 		"point them at test endpoints (--env lets the workflow read where). Exit 0 when every check holds.", stderr)
 	file := fs.String("workflow", "", "the workflow `FILE` (an n8n export: one workflow, or an array holding one)")
 	var schemas multiFlag
@@ -37,7 +39,9 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	var with multiFlag
 	fs.Var(&with, "with", "a workflow `FILE` the checked one relies on, deployed beside it: its error workflow (idemhook guard writes "+
 		"release-on-failure-workflow.json); repeatable")
-	keep := fs.Bool("keep", false, "keep n8n and PostgreSQL running after the checks, until Ctrl-C")
+	keep := fs.Bool("keep", false, "keep n8n and PostgreSQL running after the checks, until Ctrl-C (with --database-url, and then leave the scratch databases, printing their names)")
+	databaseURL := fs.String("database-url", "", "run on the PostgreSQL (14 or newer) at `URL` (postgres://USER:PASSWORD@HOST:PORT/DATABASE) instead of installing one: "+
+		"n8n and the workflow's tables go into two scratch databases, dropped at the end (the user needs CREATEDB); nothing else is touched")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
@@ -101,9 +105,36 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	l, err := lab.StartEmpty(ctx, "", n8nEnv, stderr)
+	opts := stack.Options{N8NEnv: n8nEnv, Why: "verify runs your workflow in it"}
+	if *databaseURL != "" {
+		space, err := scratch.Create(ctx, *databaseURL, scratch.Options{Extra: []string{"n8n"}, Databases: true, Purpose: "verify (n8n's tables and your workflow's)"})
+		if err != nil {
+			fmt.Fprintf(stderr, "idemhook verify: %v\nNothing was created.\n", err)
+			var refused *scratch.Error
+			if errors.As(err, &refused) {
+				return exitUsage
+			}
+			return exitFail
+		}
+		defer func() {
+			if *keep {
+				fmt.Fprintf(stderr, "idemhook verify: kept %s and %s_n8n (--keep); drop them when done\n", space.What(), space.Name)
+				return
+			}
+			if err := space.Drop(context.WithoutCancel(ctx)); err != nil {
+				fmt.Fprintf(stderr, "idemhook verify: %v (drop %s and %s_n8n by hand)\n", err, space.Name, space.Name)
+			}
+		}()
+		fmt.Fprintf(stderr, "idemhook verify: running in %s (n8n's in %s_n8n)\n", space.What(), space.Name)
+		opts.External = &stack.External{Business: space.URL, N8N: space.Extra["n8n"]}
+	}
+	l, err := lab.StartEmpty(ctx, opts, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemhook verify: %v\n", err)
+		var platform *stack.PlatformError
+		if errors.As(err, &platform) {
+			return exitUsage
+		}
 		return exitFail
 	}
 	defer l.Close()
@@ -150,7 +181,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 			var b bytes.Buffer
 			werr := res.WriteJUnit(&b)
 			if werr == nil {
-				werr = os.WriteFile(*report, b.Bytes(), 0o644)
+				werr = writeReport(*report, b.Bytes())
 			}
 			if werr != nil {
 				fmt.Fprintf(stderr, "idemhook verify: --report: %v\n", werr)

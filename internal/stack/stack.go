@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -27,14 +29,14 @@ const (
 
 // postgresSettings are the server settings of the stack's PostgreSQL, in
 // both runtimes.
-func postgresSettings(durable bool) []string {
-	settings := []string{
-		"max_connections=300",
+func postgresSettings(durable bool, major string) []string {
+	settings := []string{"max_connections=300"}
+	if major >= "14" { // a setting PostgreSQL 13 does not know (the majors are two digits)
 		// A statement whose client died (n8n killed mid-execution) is
 		// cancelled within a second instead of running on and committing:
 		// the crash tests rely on it, and docs/inbox.md recommends it for the
 		// inbox pattern.
-		"client_connection_check_interval=1s",
+		settings = append(settings, "client_connection_check_interval=1s")
 	}
 	if !durable {
 		// Speed over surviving an OS crash: no fsync. synchronous_commit
@@ -80,14 +82,48 @@ type Stack struct {
 	LogDir string
 
 	rt        runtime
-	pgForN8N  pgEndpoint // how n8n reaches PostgreSQL
+	pgForN8N  pgTarget // how n8n reaches the business database
 	closeOnce sync.Once
 	closeErr  error
 }
 
-type pgEndpoint struct {
-	Host string
-	Port int
+// pgTarget is a PostgreSQL database as n8n's credentials and settings name
+// it.
+type pgTarget struct {
+	Host                     string
+	Port                     int
+	Database, User, Password string
+	// TLS: the connection must use TLS (sslmode require or verify-*);
+	// Verify: and check the server's certificate.
+	TLS, Verify bool
+}
+
+// targetOf reads a PostgreSQL URL as n8n needs it.
+func targetOf(dsn string) (pgTarget, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return pgTarget{}, err
+	}
+	t := pgTarget{Host: cfg.Host, Port: int(cfg.Port), Database: cfg.Database, User: cfg.User, Password: cfg.Password}
+	if u, err := url.Parse(dsn); err == nil {
+		switch u.Query().Get("sslmode") {
+		case "require":
+			t.TLS = true
+		case "verify-ca", "verify-full":
+			t.TLS, t.Verify = true, true
+		}
+	}
+	return t, nil
+}
+
+// External is a PostgreSQL server the user runs (a CI service container, a
+// local one), which a stack uses instead of starting its own: package
+// scratch creates the databases in it (idemhook rules test and verify
+// --database-url).
+type External struct {
+	// Business is the URL of the database of the workflows' tables, N8N of
+	// n8n's own ("" for a stack without n8n).
+	Business, N8N string
 }
 
 // runtime is what differs between the local processes and the containers.
@@ -139,6 +175,16 @@ type Options struct {
 	// N8NEnv adds environment variables for n8n (a workflow's test
 	// endpoints); the stack's own settings win over them.
 	N8NEnv map[string]string
+	// External runs the stack on a PostgreSQL the user runs: none is
+	// installed or started (local runtime).
+	External *External
+	// PostgresTLS turns TLS on, with a certificate made for the run, and
+	// makes every user but postgres (the stack's own) connect with it: a
+	// server like the ones that refuse plain connections (local runtime).
+	PostgresTLS bool
+	// Why says what the stack is for, in the progress lines of what it
+	// installs.
+	Why string
 }
 
 // Start starts a stack with the runtime IDEMHOOK_E2E_RUNTIME names, or docker
@@ -151,6 +197,9 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	choice := os.Getenv("IDEMHOOK_E2E_RUNTIME")
 	if opts.Runtime != "" {
 		choice = opts.Runtime
+	}
+	if opts.External != nil {
+		choice = "local" // n8n in a container would reach the user's server otherwise
 	}
 	switch choice {
 	case "":
@@ -171,7 +220,12 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		opts.PostgresMajor = PostgresMajor
 	}
 	what := "n8n " + N8NVersion + " and PostgreSQL " + opts.PostgresMajor
-	if opts.PostgresOnly {
+	switch {
+	case opts.External != nil && opts.PostgresOnly:
+		what = "nothing (PostgreSQL is the one --database-url names)"
+	case opts.External != nil:
+		what = "n8n " + N8NVersion + " (on the PostgreSQL --database-url names)"
+	case opts.PostgresOnly:
 		what = "PostgreSQL " + opts.PostgresMajor
 	}
 	fmt.Fprintf(opts.Progress, "stack: starting %s (%s runtime)\n", what, choice)
@@ -186,7 +240,11 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(opts.Progress, "stack: stack ready in %s: n8n at %q, logs in %s\n", time.Since(start).Round(time.Second), s.N8NURL, s.LogDir)
+	if opts.PostgresOnly {
+		fmt.Fprintf(opts.Progress, "stack: PostgreSQL ready in %s, logs in %s\n", time.Since(start).Round(time.Second), s.LogDir)
+	} else {
+		fmt.Fprintf(opts.Progress, "stack: stack ready in %s: n8n at %q, logs in %s\n", time.Since(start).Round(time.Second), s.N8NURL, s.LogDir)
+	}
 	return s, nil
 }
 

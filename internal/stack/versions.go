@@ -35,6 +35,9 @@ const (
 // 16 "compatibility support only" and asks for 17 or newer: the tests run
 // on 16 and the seed and concurrency scenarios on 17 too.
 var PostgresNPMVersions = map[string]string{
+	// 13 is older than idemhook supports: the tests of --database-url
+	// prove that it is refused.
+	"13": "13.23.0-beta.16",
 	"16": "16.14.0-beta.17",
 	"17": "17.10.0-beta.17",
 }

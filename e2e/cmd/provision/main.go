@@ -21,7 +21,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	start := time.Now()
-	in, err := stack.Provision(ctx, "", os.Stderr)
+	in, err := stack.Provision(ctx, stack.Needs{Postgres: stack.PostgresMajor, N8N: true, Why: "the e2e tests run them"}, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "provision:", err)
 		os.Exit(1)
