@@ -48,7 +48,7 @@ func TestMain(m *testing.M) {
 	}
 	ctx := context.Background()
 	var err error
-	st, err = stack.Start(ctx, stack.Options{})
+	st, err = stack.Start(ctx, stack.Options{Why: "the e2e tests run them"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: cannot start the stack:", err)
 		os.Exit(1)

@@ -75,7 +75,7 @@ type Lab struct {
 // process) verifies and saves the deliveries and forwards them to the target
 // workflow, as docker-compose's keysvc profile does.
 func Start(ctx context.Context, o generator.Options, progress io.Writer) (l *Lab, err error) {
-	l, err = StartEmpty(ctx, stack.Options{Runtime: "local"}, progress) // keysvc in this process must be reachable from n8n
+	l, err = StartEmpty(ctx, stack.Options{Runtime: "local", Why: "the lab runs them"}, progress) // keysvc in this process must be reachable from n8n
 	if err != nil {
 		return nil, err
 	}
