@@ -11,7 +11,7 @@ import (
 	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/internal/duration"
 	"github.com/idemhook/idemhook/pgsql"
-	"github.com/idemhook/idemhook/signature"
+	"github.com/idemhook/idemhook/signature/provider"
 	"github.com/idemhook/idemhook/templates"
 )
 
@@ -285,7 +285,7 @@ func endpointName(webhookPath string) string {
 func receiptHeaders(r resolved) []string {
 	headers := []string{"Content-Type"}
 	if r.Verify != "" {
-		headers = append(headers, signature.Provider(r.Verify).Headers()...)
+		headers = append(headers, provider.Headers(r.Verify)...)
 	}
 	headers = append(headers, eventkey.Preset(r.Preset).Headers()...)
 	for _, h := range r.Rules.Provider.Headers() {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/eventkey"
-	"github.com/idemhook/idemhook/signature"
+	"github.com/idemhook/idemhook/signature/provider"
 )
 
 // Node names of the keysvc mode.
@@ -106,7 +106,7 @@ func forwardedHeaders(r resolved) []string {
 		}
 	}
 	if r.Verify != "" {
-		add(signature.Provider(r.Verify).Headers())
+		add(provider.Headers(r.Verify))
 	}
 	add(eventkey.Preset(r.Preset).Headers())
 	return out

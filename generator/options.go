@@ -20,7 +20,7 @@ import (
 	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/pgsql"
 	"github.com/idemhook/idemhook/rules"
-	"github.com/idemhook/idemhook/signature"
+	"github.com/idemhook/idemhook/signature/provider"
 )
 
 // Hashing chooses the n8n nodes that build the key.
@@ -259,14 +259,14 @@ func (o Options) withDefaults() Options {
 			// The preset is embedded and tested: it always parses.
 			o.Rules, _ = rules.Preset(rules.DefaultPreset)
 		}
-		verify := string(signature.ProviderStripe)
+		verify := provider.Stripe
 		if o.Rules != nil {
 			verify = o.Rules.Provider.Verify
 		}
 		def(&o.Verify, verify)
 		// n8n cannot check a Standard Webhooks signature (see Validate):
 		// keysvc's inbox receives for it.
-		if o.Receiver == "" && o.Verify == string(signature.ProviderStandardWebhooks) {
+		if o.Receiver == "" && o.Verify == provider.StandardWebhooks {
 			o.Receiver = ReceiverKeysvc
 		}
 	}
@@ -388,13 +388,13 @@ func (o Options) resolve() (resolved, error) {
 		return bad("keysvc credential", o.KeysvcCredential, "must be at most 128 characters on one line")
 	}
 	if o.Verify != "" {
-		p, err := signature.ParseProvider(o.Verify)
+		p, err := provider.Parse(o.Verify)
 		if err != nil {
-			return bad("verify provider", o.Verify, "use "+signature.Names())
+			return bad("verify provider", o.Verify, "use "+provider.List())
 		}
 		// keysvc verifies in the keysvc mode and as the inbox's receiver.
 		keysvcVerifies := o.Hashing == HashingKeysvc || (o.Pattern == PatternInbox && o.Receiver == ReceiverKeysvc)
-		if p == signature.ProviderStandardWebhooks && !keysvcVerifies {
+		if p == provider.StandardWebhooks && !keysvcVerifies {
 			return bad("verify provider", o.Verify, "Standard Webhooks signs with a binary key (or an ed25519 one, v1a) that n8n's Crypto credential cannot hold: use --hashing keysvc, or --pattern inbox --receiver keysvc")
 		}
 	}
@@ -406,7 +406,7 @@ func (o Options) resolve() (resolved, error) {
 	}
 	preset, err := eventkey.ParsePreset(o.Preset)
 	if err != nil {
-		return bad("preset", o.Preset, "use "+signature.Names())
+		return bad("preset", o.Preset, "use "+provider.List())
 	}
 	if err := preset.CheckScope(o.Scope); err != nil {
 		return bad("scope", o.Scope, err.Error())

@@ -4,7 +4,7 @@ import (
 	"slices"
 
 	"github.com/idemhook/idemhook/rules"
-	"github.com/idemhook/idemhook/signature"
+	"github.com/idemhook/idemhook/signature/provider"
 )
 
 // ProviderChoice is what choosing a provider sets, for the planner page's
@@ -27,25 +27,25 @@ type ProviderChoice struct {
 // ProviderChoices lists the providers in the order the page offers them.
 func ProviderChoices() []ProviderChoice {
 	out := []ProviderChoice{{Name: "", Label: "Any sender (the body's id; no signature check)"}}
-	labels := map[signature.Provider]string{
-		signature.ProviderStripe: "Stripe", signature.ProviderShopify: "Shopify", signature.ProviderGitHub: "GitHub",
-		signature.ProviderStandardWebhooks: "Standard Webhooks (Svix and others)", signature.ProviderSlack: "Slack",
+	labels := map[string]string{
+		provider.Stripe: "Stripe", provider.Shopify: "Shopify", provider.GitHub: "GitHub",
+		provider.StandardWebhooks: "Standard Webhooks (Svix and others)", provider.Slack: "Slack",
 	}
 	presets := rules.PresetNames()
-	for _, p := range signature.Providers {
-		c := ProviderChoice{Name: string(p), Label: labels[p], Verify: string(p), Preset: string(p), Receiver: ReceiverN8N}
+	for _, p := range provider.Names {
+		c := ProviderChoice{Name: p, Label: labels[p], Verify: p, Preset: p, Receiver: ReceiverN8N}
 		for _, r := range presets {
-			if rules.PresetProvider(r) == string(p) && c.Rules == "" {
+			if rules.PresetProvider(r) == p && c.Rules == "" {
 				c.Rules = r
 			}
 		}
-		if p == signature.ProviderStandardWebhooks {
+		if p == provider.StandardWebhooks {
 			c.Receiver = ReceiverKeysvc // see the inbox pattern's receivers in docs/inbox.md
 		}
 		out = append(out, c)
 	}
 	slices.SortStableFunc(out[1:], func(a, b ProviderChoice) int {
-		return slices.Index(signature.Providers, signature.Provider(a.Name)) - slices.Index(signature.Providers, signature.Provider(b.Name))
+		return slices.Index(provider.Names, a.Name) - slices.Index(provider.Names, b.Name)
 	})
 	return out
 }

@@ -1,7 +1,7 @@
 package generator
 
 import (
-	"github.com/idemhook/idemhook/signature"
+	"github.com/idemhook/idemhook/signature/provider"
 	"github.com/idemhook/idemhook/templates"
 )
 
@@ -37,7 +37,7 @@ func addVerifyNodesAnswering(g *graph, r resolved, answer answerer) (string, err
 		"mode": "runOnceForAllItems", "language": "javaScript", "jsCode": prepare,
 	}})
 	encoding := "hex"
-	if r.Verify == string(signature.ProviderShopify) {
+	if r.Verify == provider.Shopify {
 		encoding = "base64"
 	}
 	g.add(node{Name: NodeComputeSignature, Type: typeCrypto, Position: g.at(2, 0),

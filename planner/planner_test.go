@@ -61,6 +61,31 @@ func TestCommittedModuleMatchesSources(t *testing.T) {
 	t.Errorf("planner/web/%s is stale (%d bytes committed, %d built from the sources): run `go generate ./planner`", planner.WasmFile, len(committed), len(built))
 }
 
+// The module stays under 2 MiB gzipped (the page embeds it), and the page,
+// opened afresh, gives its first key soon after: the times from navigation
+// to the module started and to the first key shown are printed (for
+// docs/speed.md), not asserted.
+func TestModuleSizeAndTimeToFirstKey(t *testing.T) {
+	gz, err := os.ReadFile(filepath.Join("web", planner.WasmFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gz) > 2<<20 {
+		t.Errorf("planner/web/%s is %d bytes, over 2 MiB", planner.WasmFile, len(gz))
+	}
+	ctx := chromium(t)
+	openPage(t, ctx, serve(t)+"/")
+	got := enter(t, ctx, []byte(`{"id":"evt_first_key"}`), nil, "", "")
+	if got.Key != "evt:evt_first_key" {
+		t.Fatalf("the first key shown is %q", got.Key)
+	}
+	times, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[document.body.dataset.readyAt, document.body.dataset.firstKeyAt]`))
+	if err != nil || len(times) != 2 || times[0] == "" || times[1] == "" {
+		t.Fatalf("the page's times: %v %v", times, err)
+	}
+	t.Logf("module %d bytes gzipped; from navigation: module started at %s ms, first key shown at %s ms (the key entered right after)", len(gz), times[0], times[1])
+}
+
 // chromium starts headless Chromium for a test, which -short skips.
 func chromium(t *testing.T) context.Context {
 	t.Helper()

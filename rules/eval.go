@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math/big"
 	"slices"
 	"sort"
 	"strconv"
@@ -138,9 +137,13 @@ func text(v docValue) (string, bool) {
 // numericText is a JSON number as PostgreSQL's numeric prints it: the
 // digits as written, an exponent applied.
 func numericText(s string) string {
+	d, ok := parseDecimal(s)
+	if !ok {
+		return s
+	}
 	mant, exp, hasExp := strings.Cut(strings.ToLower(s), "e")
 	if !hasExp {
-		if r, ok := new(big.Rat).SetString(s); ok && r.Sign() == 0 {
+		if d.isZero() {
 			return strings.TrimPrefix(s, "-")
 		}
 		return s
@@ -150,12 +153,7 @@ func numericText(s string) string {
 		return s
 	}
 	_, frac, _ := strings.Cut(mant, ".")
-	scale := max(0, len(frac)-e)
-	r, ok := new(big.Rat).SetString(s)
-	if !ok {
-		return s
-	}
-	return r.FloatString(scale)
+	return d.text(max(0, len(frac)-e))
 }
 
 // writeJSONB writes v as jsonb's text output: object keys shortest first,
@@ -230,9 +228,9 @@ func jsonEqual(a, b docValue) bool {
 	an, aok := a.(json.Number)
 	bn, bok := b.(json.Number)
 	if aok && bok {
-		x, ok1 := new(big.Rat).SetString(string(an))
-		y, ok2 := new(big.Rat).SetString(string(bn))
-		return ok1 && ok2 && x.Cmp(y) == 0
+		x, ok1 := parseDecimal(string(an))
+		y, ok2 := parseDecimal(string(bn))
+		return ok1 && ok2 && x.equal(y)
 	}
 	if aok != bok {
 		return false

@@ -1,21 +1,17 @@
 package rules
 
 import (
-	"embed"
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
 )
 
-// The presets are rules files like any other, embedded: `idemhook rules
-// init --preset NAME` writes one out for a user to start from.
-//
-//go:embed presets/*.yaml
-var presetFiles embed.FS
-
-// preset is a built-in rules file and the example domain its schema
-// creates.
+// preset is a built-in rules file (presets/NAME.yaml, read by
+// presets_yaml.go; the WebAssembly build has them as a table,
+// presets_js.go) and the example domain its schema creates.
 type preset struct {
 	Name, Domain string
 }
@@ -51,34 +47,6 @@ func PresetProvider(name string) string {
 	return rs.Provider.Name
 }
 
-// PresetFile returns the preset's rules file as it is embedded.
-func PresetFile(name string) ([]byte, error) {
-	if !slices.ContainsFunc(presets, func(p preset) bool { return p.Name == name }) {
-		return nil, fmt.Errorf("no rules preset %q (the presets are %s)", name, strings.Join(PresetNames(), ", "))
-	}
-	return presetFiles.ReadFile("presets/" + name + ".yaml")
-}
-
-// Preset returns the preset called name, parsed. Its schema creates its
-// example domain's tables.
-func Preset(name string) (*Rules, error) {
-	data, err := PresetFile(name)
-	if err != nil {
-		return nil, err
-	}
-	rs, err := Parse(name+".yaml", data)
-	if err != nil {
-		return nil, fmt.Errorf("preset %s: %w", name, err)
-	}
-	rs.Source = "preset " + name
-	for _, p := range presets {
-		if p.Name == name {
-			rs.Domain = p.Domain
-		}
-	}
-	return rs, nil
-}
-
 // Load returns the preset called nameOrFile, or else the rules file at
 // that path. The file's own tables must exist where its schema runs.
 func Load(nameOrFile string) (*Rules, error) {
@@ -90,4 +58,30 @@ func Load(nameOrFile string) (*Rules, error) {
 		return nil, fmt.Errorf("rules %q is neither a preset (%s) nor a readable file: %w", nameOrFile, strings.Join(PresetNames(), ", "), err)
 	}
 	return Parse(nameOrFile, data)
+}
+
+// decodePresetTable reads presets.json, the presets as Preset parses them
+// (written by `go generate ./rules`): the planner page's WebAssembly module
+// has them so, without a YAML parser. A rule's entity is the Rules' own
+// again, as Parse makes it.
+func decodePresetTable(data []byte) (map[string]*Rules, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // a condition's numbers stay json.Number, as Parse keeps them
+	var table map[string]*Rules
+	if err := dec.Decode(&table); err != nil {
+		return nil, fmt.Errorf("presets.json: %w", err)
+	}
+	for _, rs := range table {
+		for _, r := range rs.Rules {
+			if r.Entity == nil {
+				continue
+			}
+			for _, e := range rs.Entities {
+				if e.Name == r.Entity.Name {
+					r.Entity = e
+				}
+			}
+		}
+	}
+	return table, nil
 }

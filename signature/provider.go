@@ -2,59 +2,43 @@ package signature
 
 import (
 	"fmt"
-	"strings"
+
+	"github.com/idemhook/idemhook/signature/provider"
 )
 
-// Provider names a signing scheme and the headers it reads.
+// Provider names a signing scheme and the headers it reads (the table is
+// package provider's).
 type Provider string
 
 const (
-	ProviderStripe           Provider = "stripe"
-	ProviderStandardWebhooks Provider = "standardwebhooks"
-	ProviderGitHub           Provider = "github"
-	ProviderShopify          Provider = "shopify"
-	ProviderSlack            Provider = "slack"
+	ProviderStripe           Provider = provider.Stripe
+	ProviderStandardWebhooks Provider = provider.StandardWebhooks
+	ProviderGitHub           Provider = provider.GitHub
+	ProviderShopify          Provider = provider.Shopify
+	ProviderSlack            Provider = provider.Slack
 )
 
 // Providers lists every supported provider.
-var Providers = []Provider{ProviderStripe, ProviderStandardWebhooks, ProviderGitHub, ProviderShopify, ProviderSlack}
+var Providers = func() []Provider {
+	out := make([]Provider, len(provider.Names))
+	for i, n := range provider.Names {
+		out[i] = Provider(n)
+	}
+	return out
+}()
 
 // ParseProvider returns the provider named s.
 func ParseProvider(s string) (Provider, error) {
-	for _, p := range Providers {
-		if string(p) == s {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("unknown provider %.40q: use %s", s, Names())
+	name, err := provider.Parse(s)
+	return Provider(name), err
 }
 
 // Names lists the providers for a message: "stripe, standardwebhooks,
 // github, shopify or slack".
-func Names() string {
-	names := make([]string, len(Providers))
-	for i, p := range Providers {
-		names[i] = string(p)
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
-}
+func Names() string { return provider.List() }
 
 // Headers lists the request headers p's scheme reads, in canonical form.
-func (p Provider) Headers() []string {
-	switch p {
-	case ProviderStripe:
-		return []string{"Stripe-Signature"}
-	case ProviderStandardWebhooks:
-		return []string{"Webhook-Id", "Webhook-Timestamp", "Webhook-Signature", "Svix-Id", "Svix-Timestamp", "Svix-Signature"}
-	case ProviderGitHub:
-		return []string{"X-Hub-Signature-256"}
-	case ProviderShopify:
-		return []string{"X-Shopify-Hmac-Sha256"}
-	case ProviderSlack:
-		return []string{"X-Slack-Request-Timestamp", "X-Slack-Signature"}
-	}
-	return nil
-}
+func (p Provider) Headers() []string { return provider.Headers(string(p)) }
 
 // CheckSecrets reports whether secrets have the form p's scheme needs, so
 // that a service can refuse a bad configuration at start rather than fail

@@ -18,16 +18,14 @@
 package main
 
 import (
-	"archive/zip"
-	"bytes"
 	"errors"
-	"net/textproto"
 	"slices"
 	"strings"
 	"syscall/js"
 
 	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/storezip"
 	"github.com/idemhook/idemhook/rules"
 )
 
@@ -44,17 +42,19 @@ func main() {
 	select {}
 }
 
-// headers parses "Name: value" lines; names are matched case-insensitively.
+// headers parses "Name: value" lines; names are matched case-insensitively
+// (as lower case: net/textproto's canonical form would bring net into the
+// module).
 type headers map[string]string
 
-func (h headers) Get(name string) string { return h[textproto.CanonicalMIMEHeaderKey(name)] }
+func (h headers) Get(name string) string { return h[strings.ToLower(name)] }
 
 func parseHeaders(text string) headers {
 	h := headers{}
 	for _, line := range strings.Split(text, "\n") {
 		name, value, ok := strings.Cut(strings.TrimRight(line, "\r"), ":")
 		if ok && strings.TrimSpace(name) != "" {
-			h[textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name))] = strings.TrimSpace(value)
+			h[strings.ToLower(strings.TrimSpace(name))] = strings.TrimSpace(value)
 		}
 	}
 	return h
@@ -189,22 +189,12 @@ func generate(_ js.Value, args []js.Value) any {
 		out[name] = string(b)
 	}
 	slices.Sort(names)
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for _, name := range names {
-		w, err := zw.Create(name)
-		if err == nil {
-			_, err = w.Write(files[name])
-		}
-		if err != nil {
-			return map[string]any{"error": err.Error()}
-		}
-	}
-	if err := zw.Close(); err != nil {
+	zipped, err := storezip.Write(names, files)
+	if err != nil {
 		return map[string]any{"error": err.Error()}
 	}
-	zipBytes := js.Global().Get("Uint8Array").New(buf.Len())
-	js.CopyBytesToJS(zipBytes, buf.Bytes())
+	zipBytes := js.Global().Get("Uint8Array").New(len(zipped))
+	js.CopyBytesToJS(zipBytes, zipped)
 	nameList := make([]any, len(names))
 	for i, n := range names {
 		nameList[i] = n
