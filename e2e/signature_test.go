@@ -20,7 +20,13 @@ import (
 const stripeSecret = "whsec_e2eSigningSecretThatMustNotLeak0123456789"
 
 func stripeSigned(secret string, body []byte) map[string]string {
-	h := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: body, Secret: secret, Timestamp: time.Now()}).Header
+	return stripeSignedAt(secret, body, time.Now())
+}
+
+// stripeSignedAt signs body as Stripe does at a time of the caller's (an
+// hour ago: outside the tolerance).
+func stripeSignedAt(secret string, body []byte, at time.Time) map[string]string {
+	h := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: body, Secret: secret, Timestamp: at}).Header
 	return map[string]string{"Stripe-Signature": h}
 }
 

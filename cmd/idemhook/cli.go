@@ -14,6 +14,7 @@ import (
 	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/internal/buildinfo"
+	"github.com/idemhook/idemhook/nodered"
 	"github.com/idemhook/idemhook/planner"
 	"github.com/idemhook/idemhook/signature"
 )
@@ -179,9 +180,18 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("generate", "idemhook generate --out DIR [options]", stderr)
 	var o generator.Options
 	out := fs.String("out", "", "`DIR` to write the files into (created if missing; required)")
+	target := fs.String("target", "n8n", "the low-code `TOOL` the files are for: n8n, or node-red (keysvc's guard as a Node-RED 5 flow: flows.json and README.md; "+
+		"it takes --"+strings.Join(nodered.Flags, ", --")+")")
 	optionFlags(fs, &o)
+	if slices.Contains(args, "--target=node-red") || slices.Contains(args, "-target=node-red") || nextIs(args, "node-red", "--target", "-target") {
+		return generateNodeRED(fs, args, &o, out, stdout, stderr)
+	}
 	if code, ok := parse(fs, args, stdout, &o); !ok {
 		return code
+	}
+	if *target != "n8n" {
+		fmt.Fprintf(stderr, "idemhook generate: --target %q: use n8n or node-red\n", *target)
+		return exitUsage
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "idemhook generate: unexpected argument %q\n", fs.Arg(0))
@@ -204,6 +214,62 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 	for _, n := range notes {
 		fmt.Fprintf(stderr, "idemhook generate: note: %s\n", n)
 	}
+	return exitOK
+}
+
+// nextIs tells whether one of flags is followed by value in args.
+func nextIs(args []string, value string, flags ...string) bool {
+	for i := 0; i+1 < len(args); i++ {
+		if slices.Contains(flags, args[i]) && args[i+1] == value {
+			return true
+		}
+	}
+	return false
+}
+
+// generateNodeRED is generate --target node-red: the options the flow takes
+// are read as generate reads them (the same names, values and checks), and
+// an n8n option is refused with the reason.
+func generateNodeRED(fs *flag.FlagSet, args []string, o *generator.Options, out *string, stdout, stderr io.Writer) int {
+	stderrW := fs.Output()
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(stderrW)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemhook generate: %v\nRun 'idemhook generate --help' for the options.\n", err)
+		return exitUsage
+	}
+	var refused []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name != "out" && f.Name != "target" && !slices.Contains(nodered.Flags, f.Name) {
+			refused = append(refused, "--"+f.Name)
+		}
+	})
+	switch {
+	case len(refused) > 0:
+		fmt.Fprintf(stderr, "idemhook generate: %s: n8n's, not the Node-RED flow's (keysvc keeps the keys; the flow takes --%s)\n", strings.Join(refused, ", "), strings.Join(nodered.Flags, ", --"))
+		return exitUsage
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "idemhook generate: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	case *out == "":
+		fmt.Fprintln(stderr, "idemhook generate: --out DIR is required")
+		return exitUsage
+	}
+	no, err := nodered.FromGenerate(*o)
+	var files map[string][]byte
+	if err == nil {
+		files, err = nodered.Files(no)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemhook generate: %v\n", err)
+		return exitUsage
+	}
+	if err := writeFiles(*out, files, stdout); err != nil {
+		fmt.Fprintf(stderr, "idemhook generate: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintf(stderr, "idemhook generate: note: Node-RED reads KEYSVC_URL and KEYSVC_TOKEN (an admin token) from its environment; see %s\n", filepath.Join(*out, nodered.FileReadme))
 	return exitOK
 }
 

@@ -39,6 +39,43 @@ func TestGenerateWritesTheFourFiles(t *testing.T) {
 	}
 }
 
+func TestGenerateNodeRED(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runCLI("", "generate", "--target", "node-red", "--out", dir, "--path", "stripe", "--verify", "stripe", "--guard", "lease")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, name := range []string{"flows.json", "README.md"} {
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || len(b) == 0 || !strings.Contains(stdout, name) {
+			t.Errorf("%s: %v (output %q)", name, err, stdout)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("%d files written, want flows.json and README.md", len(entries))
+	}
+	if !strings.Contains(stderr, "KEYSVC_URL") {
+		t.Errorf("no note on the environment: %q", stderr)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--credential", "pg"}, "--credential: n8n's"},
+		{[]string{"--guard", "transactional"}, "guard mode"},
+		{[]string{"--path", "Orders"}, "lower-case"},
+		{[]string{"--bogus"}, "flag provided but not defined"},
+		{[]string{"extra"}, "unexpected argument"},
+	} {
+		args := append([]string{"generate", "--target=node-red", "--out", t.TempDir()}, tc.args...)
+		if code, _, stderr := runCLI("", args...); code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+	if code, _, stderr := runCLI("", "generate", "--target", "zapier", "--out", t.TempDir()); code != 2 || !strings.Contains(stderr, "n8n or node-red") {
+		t.Errorf("--target zapier: exit %d, %q", code, stderr)
+	}
+}
+
 func TestGenerateInbox(t *testing.T) {
 	dir := t.TempDir()
 	code, stdout, stderr := runCLI("", "generate", "--out", dir, "--pattern", "inbox", "--events", "payment_intent.succeeded,charge.refunded",

