@@ -51,6 +51,33 @@ func TestReportRenders(t *testing.T) {
 	}
 }
 
+// The inbox part renders by senders, its ratios against the workflow
+// without inbox, the p95 of the wait as a note, and a chart of its own.
+func TestInboxReportRenders(t *testing.T) {
+	lat := []time.Duration{40 * time.Millisecond, 50 * time.Millisecond, 90 * time.Millisecond}
+	rs := []Result{
+		{Part: "inbox", Name: inboxBaseline, Concurrency: 2, Throughput: 40, Unit: "/s", P50: 50 * time.Millisecond, Latencies: lat},
+		{Part: "inbox", Name: inboxReceipt, Concurrency: 2, Throughput: 30, Unit: "/s", Baseline: inboxBaseline, Note: "p95 of the wait 88.00 ms", Latencies: lat},
+		{Part: "inbox", Name: inboxEffect, Concurrency: 2, Throughput: 20, Unit: "/s", Baseline: inboxBaseline},
+	}
+	setRatios(rs)
+	if rs[1].Ratio != 0.75 || rs[2].Ratio != 0.5 {
+		t.Fatalf("ratios %v %v, want 0.75 and 0.5", rs[1].Ratio, rs[2].Ratio)
+	}
+	r := &Report{Date: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC), CPUs: 2, GoVersion: "go1.26", PostgreSQL: "16", N8N: "2.41.1", Results: rs}
+	md := r.Markdown()
+	for _, want := range []string{"| series | senders |", "× events/s without inbox", "| " + inboxEffect + " | 2 | 20 /s |", "**0.50**",
+		"- " + inboxReceipt + ", 2 senders: p95 of the wait 88.00 ms"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the table lacks %q:\n%s", want, md)
+		}
+	}
+	svg := string(r.SVG())
+	if !strings.Contains(svg, "events per second") || !strings.Contains(svg, inboxEffect+", 2 senders") {
+		t.Errorf("the SVG has no inbox chart:\n%s", svg)
+	}
+}
+
 // A short real run on a durable PostgreSQL: every series is measured and
 // compared with its baseline.
 func TestRunWithoutN8N(t *testing.T) {
@@ -72,5 +99,29 @@ func TestRunWithoutN8N(t *testing.T) {
 	}
 	if keysvc != 2 || derivation != 3 {
 		t.Errorf("measured %d keysvc series and %d derivation series with ratios, want 2 and 3 (the HTTP floor and two bodies):\n%s", keysvc, derivation, rep.Markdown())
+	}
+}
+
+// A short real run of the inbox part: both labs, one sender, every series
+// measured, and the ratios taken against the workflow without inbox.
+func TestInboxRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL, n8n and keysvc twice; not run with -short")
+	}
+	rep, err := Inbox(context.Background(), InboxOptions{Senders: []int{1}, Events: 5, Progress: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Result{}
+	for _, r := range rep.Results {
+		got[r.Name] = r
+	}
+	for _, name := range []string{inboxReceipt, inboxEffect, inboxKeysvcReceipt, inboxKeysvcEffect} {
+		if r := got[name]; r.Throughput <= 0 || r.Ratio <= 0 {
+			t.Errorf("%s: %+v, want a throughput and a ratio against %q", name, r, inboxBaseline)
+		}
+	}
+	if r := got[inboxReceipt]; r.P50 <= 0 || len(r.Latencies) != 5 {
+		t.Errorf("the receipt's wait was not measured for each of 5 deliveries: %+v", r)
 	}
 }

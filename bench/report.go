@@ -19,17 +19,20 @@ func (r *Report) Markdown() string {
 		fmt.Fprintf(&b, ", n8n %s", r.N8N)
 	}
 	b.WriteString(". Ratios are stable across machines; absolute numbers are not.\n")
-	parts := []struct{ part, title, ratio string }{
-		{"reservations", "Reservations (one new key each)", "× baseline throughput"},
-		{"derivation", "Key derivation (one client)", "× SHA-256 throughput"},
-		{"n8n", "n8n, sequential deliveries of new events", "p50 ÷ p50 without guard"},
+	parts := []struct{ part, title, ratio, clients, notes string }{
+		{"reservations", "Reservations (one new key each)", "× baseline throughput", "clients", ""},
+		{"derivation", "Key derivation (one client)", "× SHA-256 throughput", "clients", ""},
+		{"n8n", "n8n, sequential deliveries of new events", "p50 ÷ p50 without guard", "clients",
+			"Median time per node, from n8n's execution data (the rest of a delivery is n8n's webhook handling and the saving of the execution):"},
+		{"inbox", "The inbox pattern in n8n (new events, each confirming an order; p50 and p99 of the provider's wait)", "× events/s without inbox", "senders",
+			"The provider's wait at p95:"},
 	}
 	for _, p := range parts {
 		rows := r.part(p.part)
 		if len(rows) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "\n**%s**\n\n| series | clients | throughput | p50 | p99 | ratio (%s) | peak RSS |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n", p.title, p.ratio)
+		fmt.Fprintf(&b, "\n**%s**\n\n| series | %s | throughput | p50 | p99 | ratio (%s) | peak RSS |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n", p.title, p.clients, p.ratio)
 		for _, x := range rows {
 			ratio := ""
 			if x.Baseline != "" && x.Ratio > 0 {
@@ -44,11 +47,15 @@ func (r *Report) Markdown() string {
 		var notes []string
 		for _, x := range rows {
 			if x.Note != "" {
-				notes = append(notes, fmt.Sprintf("- %s: %s\n", x.Name, x.Note))
+				name := x.Name
+				if p.part == "inbox" {
+					name = fmt.Sprintf("%s, %d %s", x.Name, x.Concurrency, strings.TrimSuffix(p.clients, map[bool]string{true: "s"}[x.Concurrency == 1]))
+				}
+				notes = append(notes, fmt.Sprintf("- %s: %s\n", name, x.Note))
 			}
 		}
 		if len(notes) > 0 {
-			b.WriteString("\nMedian time per node, from n8n's execution data (the rest of a delivery is n8n's webhook handling and the saving of the execution):\n\n")
+			b.WriteString("\n" + p.notes + "\n\n")
 			b.WriteString(strings.Join(notes, ""))
 		}
 	}
@@ -81,10 +88,13 @@ func (r *Report) SVG() []byte {
 	y := 40
 	var body strings.Builder
 
-	// Chart 1: throughput bars.
-	res := r.part("reservations")
-	if len(res) > 0 {
-		fmt.Fprintf(&body, `<text x="10" y="%d" class="title">Reservations per second (higher is better), durable PostgreSQL</text>`+"\n", y)
+	// Throughput bars: reservations by clients, the inbox pattern by senders.
+	bars := func(part, title, who string) {
+		res := r.part(part)
+		if len(res) == 0 {
+			return
+		}
+		fmt.Fprintf(&body, `<text x="10" y="%d" class="title">%s</text>`+"\n", y, html.EscapeString(title))
 		y += 16
 		peak := 0.0
 		for _, x := range res {
@@ -92,13 +102,15 @@ func (r *Report) SVG() []byte {
 		}
 		for _, x := range res {
 			w := int(float64(width-left-80) * x.Throughput / peak)
-			fmt.Fprintf(&body, `<text x="%d" y="%d" class="label" text-anchor="end">%s, %d clients</text>`, left-8, y+12, html.EscapeString(x.Name), x.Concurrency)
+			fmt.Fprintf(&body, `<text x="%d" y="%d" class="label" text-anchor="end">%s, %d %s</text>`, left-8, y+12, html.EscapeString(x.Name), x.Concurrency, who)
 			fmt.Fprintf(&body, `<rect x="%d" y="%d" width="%d" height="14" class="%s"/>`, left, y+1, max(w, 1), seriesClass(x.Name))
 			fmt.Fprintf(&body, `<text x="%d" y="%d" class="value">%.0f/s</text>`+"\n", left+w+6, y+12, x.Throughput)
 			y += 20
 		}
 		y += 24
 	}
+	bars("reservations", "Reservations per second (higher is better), durable PostgreSQL", "clients")
+	bars("inbox", "The inbox pattern in n8n: events per second (higher is better), durable PostgreSQL", "senders")
 
 	// Chart 2: n8n latency distributions.
 	n := r.part("n8n")
@@ -136,7 +148,7 @@ func (r *Report) SVG() []byte {
 }
 
 func seriesClass(name string) string {
-	if strings.HasPrefix(name, "keysvc") {
+	if strings.HasPrefix(name, "keysvc") || strings.HasPrefix(name, "inbox") {
 		return "keysvc"
 	}
 	return "baseline"

@@ -24,9 +24,20 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	duration.Var(fs, &runFor, "duration", 10*time.Second, "`DURATION` of each throughput run")
 	deliveries := fs.Int("deliveries", 50, "`N` sequential deliveries per n8n workflow")
 	skipN8N := fs.Bool("skip-n8n", false, "leave out the n8n part")
+	pattern := fs.String("pattern", "", "`PATTERN` to measure instead: inbox (the inbox pattern in real n8n, and keysvc's inbox in front of it, against the same business write without an inbox; writes bench-inbox.md and bench-inbox.svg)")
+	senders := fs.String("senders", "1,2,4", "`LIST` of concurrent senders for --pattern inbox")
+	events := fs.Int("events", 200, "`N` events per run for --pattern inbox")
 	keysvcBin := fs.String("keysvc", "", "keysvc `binary` to measure as its own process (default: built from this module when it can be, else run in process)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
+	}
+	switch *pattern {
+	case "":
+	case "inbox":
+		return benchInbox(*senders, *events, *out, stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "idemhook bench: --pattern %q: the pattern measured on its own is inbox\n", *pattern)
+		return exitUsage
 	}
 	opts := bench.Options{Duration: runFor, Deliveries: *deliveries, SkipN8N: *skipN8N, KeysvcBinary: *keysvcBin, Progress: stderr}
 	for _, c := range strings.Split(*concurrency, ",") {
@@ -74,4 +85,35 @@ func buildKeysvc(stderr io.Writer) string {
 		return ""
 	}
 	return bin
+}
+
+// benchInbox is bench --pattern inbox.
+func benchInbox(senders string, events int, out string, stdout, stderr io.Writer) int {
+	opts := bench.InboxOptions{Events: events, Progress: stderr}
+	for _, c := range strings.Split(senders, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 || n > 64 {
+			fmt.Fprintf(stderr, "idemhook bench: --senders %q: give numbers of senders from 1 to 64, such as 1,2,4\n", senders)
+			return exitUsage
+		}
+		opts.Senders = append(opts.Senders, n)
+	}
+	if events < 1 || events > 100000 {
+		fmt.Fprintln(stderr, "idemhook bench: --events must be between 1 and 100000")
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep, err := bench.Inbox(ctx, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemhook bench: %v\n", err)
+		return exitFail
+	}
+	md := rep.Markdown()
+	fmt.Fprint(stdout, md)
+	if err := writeFiles(out, map[string][]byte{"bench-inbox.md": []byte(md), "bench-inbox.svg": rep.SVG()}, stdout); err != nil {
+		fmt.Fprintf(stderr, "idemhook bench: %v\n", err)
+		return exitFail
+	}
+	return exitOK
 }
