@@ -96,9 +96,12 @@ func (r *Report) SVG() []byte {
 		}
 		fmt.Fprintf(&body, `<text x="10" y="%d" class="title">%s</text>`+"\n", y, html.EscapeString(title))
 		y += 16
+		// The label column fits the longest label (about 6.5 px a character at 12 px).
+		left := left
 		peak := 0.0
 		for _, x := range res {
 			peak = math.Max(peak, x.Throughput)
+			left = max(left, 16+len([]rune(fmt.Sprintf("%s, %d %s", x.Name, x.Concurrency, who)))*13/2)
 		}
 		for _, x := range res {
 			w := int(float64(width-left-80) * x.Throughput / peak)
