@@ -137,9 +137,16 @@ func percentiles(d []time.Duration) (p50, p99 time.Duration) {
 	if len(d) == 0 {
 		return 0, 0
 	}
+	return percentile(d, 50), percentile(d, 99)
+}
+
+// percentile sorts d and returns its p-th percentile (0 for none).
+func percentile(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
 	slices.Sort(d)
-	at := func(p int) time.Duration { return d[min(len(d)-1, len(d)*p/100)] }
-	return at(50), at(99)
+	return d[min(len(d)-1, len(d)*p/100)]
 }
 
 // setRatios divides each result by its baseline: throughput for the parts

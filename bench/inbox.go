@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -62,59 +61,70 @@ func Inbox(ctx context.Context, opts InboxOptions) (*Report, error) {
 	run := time.Now().Unix()
 
 	step("inbox: the lab with n8n receiving (idemhook up --pattern inbox)")
-	l, err := lab.Start(ctx, generator.Options{Pattern: generator.PatternInbox}, opts.Progress)
+	err := inLab(ctx, generator.Options{Pattern: generator.PatternInbox}, opts.Progress, func(l *lab.Lab) error {
+		baselineURL, err := deployInboxBaseline(ctx, l)
+		if err != nil {
+			return err
+		}
+		receiver := ""
+		for _, d := range l.Deployed {
+			if d.URL != "" {
+				receiver = d.URL
+			}
+		}
+		for _, s := range opts.Senders {
+			step("inbox: %d events from %d senders, without inbox", opts.Events, s)
+			base, _, err := sendEvents(ctx, l, baselineURL, "", fmt.Sprintf("b%d-%d", run, s), s, opts.Events)
+			if err != nil {
+				return err
+			}
+			step("inbox: %d events from %d senders, to the inbox pattern's receiver", opts.Events, s)
+			receipt, effect, err := sendEvents(ctx, l, receiver, l.SigningSecret, fmt.Sprintf("i%d-%d", run, s), s, opts.Events)
+			if err != nil {
+				return err
+			}
+			base.Name = inboxBaseline
+			rep.Results = append(rep.Results, base, against(receipt, inboxReceipt), against(effect, inboxEffect))
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	baselineURL, err := deployInboxBaseline(ctx, l)
-	if err != nil {
-		l.Close()
-		return nil, err
-	}
-	receiver := ""
-	for _, d := range l.Deployed {
-		if d.URL != "" {
-			receiver = d.URL
-		}
-	}
-	for _, s := range opts.Senders {
-		step("inbox: %d events from %d senders, without inbox", opts.Events, s)
-		base, _, err := sendEvents(ctx, l, baselineURL, "", fmt.Sprintf("b%d-%d", run, s), s, opts.Events)
-		if err != nil {
-			l.Close()
-			return nil, err
-		}
-		base.Name = inboxBaseline
-		step("inbox: %d events from %d senders, to the inbox pattern's receiver", opts.Events, s)
-		receipt, effect, err := sendEvents(ctx, l, receiver, l.SigningSecret, fmt.Sprintf("i%d-%d", run, s), s, opts.Events)
-		if err != nil {
-			l.Close()
-			return nil, err
-		}
-		receipt.Name, effect.Name = inboxReceipt, inboxEffect
-		receipt.Baseline, effect.Baseline = inboxBaseline, inboxBaseline
-		rep.Results = append(rep.Results, base, receipt, effect)
-	}
-	l.Close()
 
 	step("inbox: the lab with keysvc's inbox in front (idemhook up --pattern inbox --receiver keysvc)")
-	k, err := lab.Start(ctx, generator.Options{Pattern: generator.PatternInbox, Receiver: generator.ReceiverKeysvc}, opts.Progress)
+	err = inLab(ctx, generator.Options{Pattern: generator.PatternInbox, Receiver: generator.ReceiverKeysvc}, opts.Progress, func(k *lab.Lab) error {
+		for _, s := range opts.Senders {
+			step("inbox: %d events from %d senders, to keysvc's inbox", opts.Events, s)
+			receipt, effect, err := sendEvents(ctx, k, k.InboxURL, k.SigningSecret, fmt.Sprintf("k%d-%d", run, s), s, opts.Events)
+			if err != nil {
+				return err
+			}
+			rep.Results = append(rep.Results, against(receipt, inboxKeysvcReceipt), against(effect, inboxKeysvcEffect))
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	defer k.Close()
-	for _, s := range opts.Senders {
-		step("inbox: %d events from %d senders, to keysvc's inbox", opts.Events, s)
-		receipt, effect, err := sendEvents(ctx, k, k.InboxURL, k.SigningSecret, fmt.Sprintf("k%d-%d", run, s), s, opts.Events)
-		if err != nil {
-			return nil, err
-		}
-		receipt.Name, effect.Name = inboxKeysvcReceipt, inboxKeysvcEffect
-		receipt.Baseline, effect.Baseline = inboxBaseline, inboxBaseline
-		rep.Results = append(rep.Results, receipt, effect)
 	}
 	setRatios(rep.Results)
 	return rep, nil
+}
+
+// inLab runs measure in a lab started for o, and stops the lab after.
+func inLab(ctx context.Context, o generator.Options, progress io.Writer, measure func(*lab.Lab) error) error {
+	l, err := lab.Start(ctx, o, progress)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	return measure(l)
+}
+
+// against names r and compares it with the workflow without inbox.
+func against(r Result, name string) Result {
+	r.Name, r.Baseline = name, inboxBaseline
+	return r
 }
 
 // deployInboxBaseline deploys the user's workflow without an inbox: the
@@ -235,14 +245,4 @@ func sendEvents(ctx context.Context, l *lab.Lab, url, secret, prefix string, sen
 	receipt.Note = "p95 of the wait " + ms(percentile(lat, 95))
 	effect = Result{Part: "inbox", Concurrency: senders, Throughput: float64(n) / applied.Seconds(), Unit: "/s"}
 	return receipt, effect, nil
-}
-
-// percentile is the p-th percentile of d (sorted here).
-func percentile(d []time.Duration, p int) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[min(len(s)-1, len(s)*p/100)]
 }

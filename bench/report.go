@@ -129,8 +129,7 @@ func (r *Report) SVG() []byte {
 		}
 		for _, x := range n {
 			lat := slices.Clone(x.Latencies)
-			slices.Sort(lat)
-			at := func(p int) time.Duration { return lat[min(len(lat)-1, len(lat)*p/100)] }
+			at := func(p int) time.Duration { return percentile(lat, p) }
 			fmt.Fprintf(&body, `<text x="%d" y="%d" class="label" text-anchor="end">%s</text>`, left-8, y+12, html.EscapeString(x.Name))
 			fmt.Fprintf(&body, `<line x1="%d" y1="%d" x2="%d" y2="%d" class="whisker"/>`, scale(at(10)), y+8, scale(x.P99), y+8)
 			fmt.Fprintf(&body, `<rect x="%d" y="%d" width="%d" height="14" class="box"/>`, scale(at(10)), y+1, max(scale(at(90))-scale(at(10)), 1))

@@ -260,8 +260,9 @@ func writeFiles(dir string, files map[string][]byte) error {
 }
 
 type response struct {
-	status int
-	body   string
+	status     int
+	body       string
+	retryAfter string // the Retry-After header
 }
 
 // post delivers body to url over real HTTP.
@@ -305,7 +306,7 @@ func sendWithTimeout(url, contentType string, body []byte, header map[string]str
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return response{status: resp.StatusCode, body: string(b)}, nil
+	return response{status: resp.StatusCode, body: string(b), retryAfter: resp.Header.Get("Retry-After")}, nil
 }
 
 // ident quotes a table name that may be schema-qualified.

@@ -33,14 +33,25 @@ type stepRecorder struct {
 	mu    sync.Mutex
 	runs  map[string]int
 	fails map[string]int // runs still to fail, per event id
+	held  map[string]chan struct{}
+	// holding counts the runs waiting on a held event.
+	holding atomic.Int32
 }
 
 func newStepRecorder(t *testing.T) *stepRecorder {
-	r := &stepRecorder{runs: map[string]int{}, fails: map[string]int{}}
+	r := &stepRecorder{runs: map[string]int{}, fails: map[string]int{}, held: map[string]chan struct{}{}}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		var run struct{ Key, Event string }
 		b, _ := io.ReadAll(req.Body)
 		json.Unmarshal(b, &run)
+		r.mu.Lock()
+		held := r.held[run.Event]
+		r.mu.Unlock()
+		if held != nil {
+			r.holding.Add(1)
+			<-held
+			r.holding.Add(-1)
+		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.fails[run.Event] > 0 {
@@ -58,6 +69,16 @@ func (r *stepRecorder) count(key string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.runs[key]
+}
+
+// hold makes the runs of event wait until the returned release is called:
+// a step that is still running.
+func (r *stepRecorder) hold(event string) (release func()) {
+	ch := make(chan struct{})
+	r.mu.Lock()
+	r.held[event] = ch
+	r.mu.Unlock()
+	return func() { close(ch) }
 }
 
 func (r *stepRecorder) failNext(event string, n int) {
@@ -149,41 +170,29 @@ func startRed(t *testing.T, table string, flows ...[]map[string]any) *redSetup {
 
 const redTargetToken = "e2e-node-red-target-token"
 
+// redAnswer is the flow's answer: its JSON, and the response it came in.
 type redAnswer struct {
 	Status   string `json:"status"`
 	Key      string `json:"key"`
 	Released bool   `json:"released"`
-	code     int
-	raw      string
-	retry    string
+	response
+}
+
+func answerOf(r response) redAnswer {
+	a := redAnswer{response: r}
+	json.Unmarshal([]byte(r.body), &a)
+	return a
 }
 
 func redPost(t *testing.T, url, contentType string, body []byte, header map[string]string) redAnswer {
 	t.Helper()
-	r, err := sendFull(url, contentType, body, header)
-	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
-	}
-	return r
+	return answerOf(post(t, url, contentType, body, header))
 }
 
-func sendFull(url, contentType string, body []byte, header map[string]string) (redAnswer, error) {
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(string(body)))
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		return redAnswer{}, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	a := redAnswer{code: resp.StatusCode, raw: string(b), retry: resp.Header.Get("Retry-After")}
-	json.Unmarshal(b, &a)
-	return a, nil
+// redSend is redPost for goroutines.
+func redSend(url, contentType string, body []byte, header map[string]string) (redAnswer, error) {
+	r, err := send(url, contentType, body, header)
+	return answerOf(r), err
 }
 
 // keysvc's guard as a Node-RED 5 flow, in real Node-RED, with keysvc on
@@ -227,8 +236,8 @@ func TestNodeRED(t *testing.T) {
 			redPost(t, base+"nr-plain", "application/json", b, nil),
 		}
 		for i, want := range []string{"processed", "duplicate", "processed"} {
-			if got[i].code != 200 || got[i].Status != want {
-				t.Errorf("delivery %d: %d %s, want 200 %s", i+1, got[i].code, got[i].raw, want)
+			if got[i].status != 200 || got[i].Status != want {
+				t.Errorf("delivery %d: %d %s, want 200 %s", i+1, got[i].status, got[i].body, want)
 			}
 		}
 		if s.recorder.count("evt:evt_nr_A")+s.recorder.count("evt:evt_nr_B") != 2 || got[0].Key != "evt:evt_nr_A" {
@@ -238,10 +247,10 @@ func TestNodeRED(t *testing.T) {
 		sum := sha256.Sum256(noID)
 		want := "sha256:" + hex.EncodeToString(sum[:])
 		if r := redPost(t, base+"nr-plain", "application/x-www-form-urlencoded", noID, nil); r.Status != "processed" || r.Key != want {
-			t.Errorf("a body without id: %d %s, want processed %s", r.code, r.raw, want)
+			t.Errorf("a body without id: %d %s, want processed %s", r.status, r.body, want)
 		}
 		if r := redPost(t, base+"nr-plain", "application/x-www-form-urlencoded", noID, nil); r.Status != "duplicate" || s.recorder.count(want) != 1 {
-			t.Errorf("the same body without id again: %s, the step ran %d times", r.raw, s.recorder.count(want))
+			t.Errorf("the same body without id again: %s, the step ran %d times", r.body, s.recorder.count(want))
 		}
 	})
 
@@ -253,7 +262,7 @@ func TestNodeRED(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r, err := sendFull(base+"nr-plain", "application/json", ev, nil)
+				r, err := redSend(base+"nr-plain", "application/json", ev, nil)
 				switch {
 				case err == nil && r.Status == "processed":
 					processed.Add(1)
@@ -271,11 +280,11 @@ func TestNodeRED(t *testing.T) {
 	t.Run("a step that fails", func(t *testing.T) {
 		ev := []byte(`{"id":"evt_nr_fails","type":"invoice.paid"}`)
 		s.recorder.failNext("evt_nr_fails", 1)
-		if r := redPost(t, base+"nr-plain", "application/json", ev, nil); r.code != 500 || r.Status != "failed" || !r.Released {
-			t.Errorf("the failing step: %d %s, want 500 failed, released", r.code, r.raw)
+		if r := redPost(t, base+"nr-plain", "application/json", ev, nil); r.status != 500 || r.Status != "failed" || !r.Released {
+			t.Errorf("the failing step: %d %s, want 500 failed, released", r.status, r.body)
 		}
 		if r := redPost(t, base+"nr-plain", "application/json", ev, nil); r.Status != "processed" || s.recorder.count("evt:evt_nr_fails") != 1 {
-			t.Errorf("the retry: %d %s, the step ran %d times; want processed, once", r.code, r.raw, s.recorder.count("evt:evt_nr_fails"))
+			t.Errorf("the retry: %d %s, the step ran %d times; want processed, once", r.status, r.body, s.recorder.count("evt:evt_nr_fails"))
 		}
 	})
 
@@ -284,15 +293,15 @@ func TestNodeRED(t *testing.T) {
 		forged := map[string]string{"Stripe-Signature": fmt.Sprintf("t=%d,v1=%s", time.Now().Unix(), strings.Repeat("ab", 32))}
 		stale := stripeSignedAt(stripeSecret, ev, time.Now().Add(-time.Hour))
 		for name, h := range map[string]map[string]string{"forged": forged, "stale": stale} {
-			if r := redPost(t, base+"nr-stripe", "application/json", ev, h); r.code != 401 {
-				t.Errorf("%s signature: %d %s, want 401", name, r.code, r.raw)
+			if r := redPost(t, base+"nr-stripe", "application/json", ev, h); r.status != 401 {
+				t.Errorf("%s signature: %d %s, want 401", name, r.status, r.body)
 			}
 		}
 		if s.recorder.count("evt:evt_nr_signed") != 0 || hasKey(t, "nr_events", "evt:evt_nr_signed") {
 			t.Error("a forged or stale delivery reserved the key or ran the step")
 		}
-		if r := redPost(t, base+"nr-stripe", "application/json", ev, stripeSigned(stripeSecret, ev)); r.code != 200 || r.Status != "processed" || s.recorder.count("evt:evt_nr_signed") != 1 {
-			t.Errorf("the genuine delivery: %d %s", r.code, r.raw)
+		if r := redPost(t, base+"nr-stripe", "application/json", ev, stripeSigned(stripeSecret, ev)); r.status != 200 || r.Status != "processed" || s.recorder.count("evt:evt_nr_signed") != 1 {
+			t.Errorf("the genuine delivery: %d %s", r.status, r.body)
 		}
 	})
 
@@ -340,12 +349,12 @@ func TestNodeRED(t *testing.T) {
 			r := redPost(t, base+path, contentType, body, header)
 			switch {
 			case v.Error != "":
-				if r.code != 400 || cli.code != 2 {
-					t.Errorf("%s: Node-RED %d %s, idemhook key exit %d; want 400 and 2", v.Name, r.code, r.raw, cli.code)
+				if r.status != 400 || cli.code != 2 {
+					t.Errorf("%s: Node-RED %d %s, idemhook key exit %d; want 400 and 2", v.Name, r.status, r.body, cli.code)
 					continue
 				}
 			case r.Key != strings.TrimSuffix(cli.stdout, "\n") || (r.Status != "processed" && r.Status != "duplicate"):
-				t.Errorf("%s: Node-RED %d %s, idemhook key %q", v.Name, r.code, r.raw, strings.TrimSuffix(cli.stdout, "\n"))
+				t.Errorf("%s: Node-RED %d %s, idemhook key %q", v.Name, r.status, r.body, strings.TrimSuffix(cli.stdout, "\n"))
 				continue
 			}
 			agree++
@@ -359,19 +368,20 @@ func TestNodeRED(t *testing.T) {
 	t.Run("keysvc stopped", func(t *testing.T) {
 		s.keysvc.kill()
 		r := redPost(t, base+"nr-plain", "application/json", []byte(`{"id":"evt_nr_down"}`), nil)
-		if r.code != 503 || r.retry == "" || s.recorder.count("evt:evt_nr_down") != 0 {
-			t.Errorf("keysvc down: %d %s Retry-After %q, the step ran %d times; want 503 with Retry-After, none", r.code, r.raw, r.retry, s.recorder.count("evt:evt_nr_down"))
+		if r.status != 503 || r.retryAfter == "" || s.recorder.count("evt:evt_nr_down") != 0 {
+			t.Errorf("keysvc down: %d %s Retry-After %q, the step ran %d times; want 503 with Retry-After, none", r.status, r.body, r.retryAfter, s.recorder.count("evt:evt_nr_down"))
 		}
 		s.keysvc.start()
 		if r := redPost(t, base+"nr-plain", "application/json", []byte(`{"id":"evt_nr_down"}`), nil); r.Status != "processed" {
-			t.Errorf("keysvc back: %d %s", r.code, r.raw)
+			t.Errorf("keysvc back: %d %s", r.status, r.body)
 		}
 	})
 
 }
 
-// Node-RED killed (SIGKILL) and started again in the middle of a load
-// under --guard lease, the sender retrying as a provider does (a 409, a
+// Under --guard lease: a retry during a running attempt is refused with
+// 409, and one after it is a duplicate. Then Node-RED killed (SIGKILL) and
+// started again in the middle of a load under lease, the sender retrying as a provider does (a 409, a
 // 5xx or no answer is sent again): every event is answered 200 and its
 // step ran, with its one key. A step runs twice only for an attempt that
 // Node-RED's kill cut after the step and before Mark done (its lease then
@@ -382,8 +392,32 @@ func TestNodeREDRestartUnderLease(t *testing.T) {
 	opts := generator.Options{WebhookPath: "nr-lease", Guard: generator.GuardLease, Lease: 3 * time.Second}
 	s := startRed(t, "nr_lease_events", redFlow(t, opts))
 	url := s.red.URL + "/nr-lease"
-	const events, senders = 150, 6
 	run := time.Now().UnixNano() // the events of this run only (-count)
+
+	// While an attempt runs the step, a retry gets 409 with Retry-After
+	// and runs nothing; the attempt marks the key done, and a retry after
+	// it is a duplicate.
+	held := fmt.Appendf(nil, `{"id":"evt_nr_held_%d","type":"invoice.paid"}`, run)
+	release := s.recorder.hold(fmt.Sprintf("evt_nr_held_%d", run))
+	first := make(chan redAnswer, 1)
+	go func() {
+		a, _ := redSend(url, "application/json", held, nil)
+		first <- a
+	}()
+	waitFor(t, 30*time.Second, "the first attempt in its step", func() bool { return s.recorder.holding.Load() == 1 })
+	if r := redPost(t, url, "application/json", held, nil); r.status != 409 || r.retryAfter == "" {
+		t.Errorf("a retry while the attempt runs: %d %s Retry-After %q, want 409 with Retry-After", r.status, r.body, r.retryAfter)
+	}
+	release()
+	if a := <-first; a.status != 200 || a.Status != "processed" {
+		t.Errorf("the attempt: %d %s, want 200 processed", a.status, a.body)
+	}
+	key := fmt.Sprintf("evt:evt_nr_held_%d", run)
+	if r := redPost(t, url, "application/json", held, nil); r.Status != "duplicate" || s.recorder.count(key) != 1 {
+		t.Errorf("a retry after the attempt: %d %s, the step ran %d times; want duplicate, once", r.status, r.body, s.recorder.count(key))
+	}
+
+	const events, senders = 150, 6
 	var answered, inFlight atomic.Int32
 	var wg sync.WaitGroup
 	jobs := make(chan int, events)
@@ -401,9 +435,9 @@ func TestNodeREDRestartUnderLease(t *testing.T) {
 				deadline := time.Now().Add(90 * time.Second)
 				for {
 					inFlight.Add(1)
-					r, err := sendFull(url, "application/json", body, nil)
+					r, err := redSend(url, "application/json", body, nil)
 					inFlight.Add(-1)
-					if err == nil && r.code == 200 {
+					if err == nil && r.status == 200 {
 						answered.Add(1)
 						break
 					}
@@ -467,8 +501,8 @@ func TestNodeREDBehindKeysvcInbox(t *testing.T) {
 	}
 
 	// A request that is not keysvc's forward.
-	if r := redPost(t, red.URL+"/nr-target", "application/json", []byte(`{"id":"evt_x"}`), map[string]string{"Idempotency-Key": "k1"}); r.code != 401 {
-		t.Errorf("without the target token: %d %s, want 401", r.code, r.raw)
+	if r := redPost(t, red.URL+"/nr-target", "application/json", []byte(`{"id":"evt_x"}`), map[string]string{"Idempotency-Key": "k1"}); r.status != 401 {
+		t.Errorf("without the target token: %d %s, want 401", r.status, r.body)
 	}
 	const events = 10
 	auth := map[string]string{"Authorization": "Bearer " + redToken}
@@ -477,8 +511,8 @@ func TestNodeREDBehindKeysvcInbox(t *testing.T) {
 		body := fmt.Appendf(nil, `{"id":"evt_nr_inbox_%d","object":"event","type":"payment_intent.succeeded","data":{"object":{"id":"pi_%d"}}}`, i, i)
 		for range 2 { // the provider delivers it twice
 			r := redPost(t, k.url+"/v1/inbox/node-red", "application/json", body, stripeSigned(stripeSecret, body))
-			if r.code != 200 {
-				t.Fatalf("keysvc's inbox: %d %s", r.code, r.raw)
+			if r.status != 200 {
+				t.Fatalf("keysvc's inbox: %d %s", r.status, r.body)
 			}
 			if r.Key != "" && len(receipts) == i {
 				receipts = append(receipts, r.Key)

@@ -62,13 +62,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemhook bench: %v\n", err)
 		return exitFail
 	}
-	md := rep.Markdown()
-	fmt.Fprint(stdout, md)
-	if err := writeFiles(*out, map[string][]byte{"bench.md": []byte(md), "bench.svg": rep.SVG()}, stdout); err != nil {
-		fmt.Fprintf(stderr, "idemhook bench: %v\n", err)
-		return exitFail
-	}
-	return exitOK
+	return printReport(rep, *out, "bench", stdout, stderr)
 }
 
 // buildKeysvc builds cmd/keysvc so that it runs as its own process and its
@@ -109,9 +103,15 @@ func benchInbox(senders string, events int, out string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "idemhook bench: %v\n", err)
 		return exitFail
 	}
+	return printReport(rep, out, "bench-inbox", stdout, stderr)
+}
+
+// printReport prints rep's tables and writes them and its charts into out
+// as name.md and name.svg.
+func printReport(rep *bench.Report, out, name string, stdout, stderr io.Writer) int {
 	md := rep.Markdown()
 	fmt.Fprint(stdout, md)
-	if err := writeFiles(out, map[string][]byte{"bench-inbox.md": []byte(md), "bench-inbox.svg": rep.SVG()}, stdout); err != nil {
+	if err := writeFiles(out, map[string][]byte{name + ".md": []byte(md), name + ".svg": rep.SVG()}, stdout); err != nil {
 		fmt.Fprintf(stderr, "idemhook bench: %v\n", err)
 		return exitFail
 	}

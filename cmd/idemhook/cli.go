@@ -164,13 +164,23 @@ func parse(fs *flag.FlagSet, args []string, stdout io.Writer, o ...*generator.Op
 		fs.SetOutput(stderr)
 		return exitOK, false
 	}
-	if err == nil && len(o) > 0 {
-		var set []string
-		fs.Visit(func(f *flag.Flag) { set = append(set, f.Name) })
-		err = generator.CheckApplies(*o[0], set)
-	}
 	if err != nil {
 		fmt.Fprintf(stderr, "idemhook %s: %v\nrun 'idemhook %s --help' for its options\n", fs.Name(), err, fs.Name())
+		return exitUsage, false
+	}
+	if len(o) > 0 {
+		return checkApplies(fs, o[0])
+	}
+	return exitOK, true
+}
+
+// checkApplies refuses, after parse, a set option that o's pattern does
+// not read.
+func checkApplies(fs *flag.FlagSet, o *generator.Options) (code int, ok bool) {
+	var set []string
+	fs.Visit(func(f *flag.Flag) { set = append(set, f.Name) })
+	if err := generator.CheckApplies(*o, set); err != nil {
+		fmt.Fprintf(fs.Output(), "idemhook %s: %v\nrun 'idemhook %s --help' for its options\n", fs.Name(), err, fs.Name())
 		return exitUsage, false
 	}
 	return exitOK, true
@@ -183,10 +193,13 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 	target := fs.String("target", "n8n", "the low-code `TOOL` the files are for: n8n, or node-red (keysvc's guard as a Node-RED 5 flow: flows.json and README.md; "+
 		"it takes --"+strings.Join(nodered.Flags, ", --")+")")
 	optionFlags(fs, &o)
-	if slices.Contains(args, "--target=node-red") || slices.Contains(args, "-target=node-red") || nextIs(args, "node-red", "--target", "-target") {
-		return generateNodeRED(fs, args, &o, out, stdout, stderr)
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
 	}
-	if code, ok := parse(fs, args, stdout, &o); !ok {
+	if *target == "node-red" {
+		return generateNodeRED(fs, &o, *out, stdout, stderr)
+	}
+	if code, ok := checkApplies(fs, &o); !ok {
 		return code
 	}
 	if *target != "n8n" {
@@ -217,28 +230,10 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// nextIs tells whether one of flags is followed by value in args.
-func nextIs(args []string, value string, flags ...string) bool {
-	for i := 0; i+1 < len(args); i++ {
-		if slices.Contains(flags, args[i]) && args[i+1] == value {
-			return true
-		}
-	}
-	return false
-}
-
 // generateNodeRED is generate --target node-red: the options the flow takes
 // are read as generate reads them (the same names, values and checks), and
 // an n8n option is refused with the reason.
-func generateNodeRED(fs *flag.FlagSet, args []string, o *generator.Options, out *string, stdout, stderr io.Writer) int {
-	stderrW := fs.Output()
-	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
-	fs.SetOutput(stderrW)
-	if err != nil {
-		fmt.Fprintf(stderr, "idemhook generate: %v\nRun 'idemhook generate --help' for the options.\n", err)
-		return exitUsage
-	}
+func generateNodeRED(fs *flag.FlagSet, o *generator.Options, out string, stdout, stderr io.Writer) int {
 	var refused []string
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name != "out" && f.Name != "target" && !slices.Contains(nodered.Flags, f.Name) {
@@ -252,7 +247,7 @@ func generateNodeRED(fs *flag.FlagSet, args []string, o *generator.Options, out 
 	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "idemhook generate: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
-	case *out == "":
+	case out == "":
 		fmt.Fprintln(stderr, "idemhook generate: --out DIR is required")
 		return exitUsage
 	}
@@ -265,11 +260,11 @@ func generateNodeRED(fs *flag.FlagSet, args []string, o *generator.Options, out 
 		fmt.Fprintf(stderr, "idemhook generate: %v\n", err)
 		return exitUsage
 	}
-	if err := writeFiles(*out, files, stdout); err != nil {
+	if err := writeFiles(out, files, stdout); err != nil {
 		fmt.Fprintf(stderr, "idemhook generate: %v\n", err)
 		return exitFail
 	}
-	fmt.Fprintf(stderr, "idemhook generate: note: Node-RED reads KEYSVC_URL and KEYSVC_TOKEN (an admin token) from its environment; see %s\n", filepath.Join(*out, nodered.FileReadme))
+	fmt.Fprintf(stderr, "idemhook generate: note: Node-RED reads KEYSVC_URL and KEYSVC_TOKEN (an admin token) from its environment; see %s\n", filepath.Join(out, nodered.FileReadme))
 	return exitOK
 }
 
