@@ -47,6 +47,12 @@ func (in Inbox) ApplyEvent() Table   { return in.table("idemhook_apply_event") }
 func (in Inbox) OutboxResult() Table { return in.table("idemhook_outbox_result") }
 func (in Inbox) OutboxWait() Table   { return in.table("idemhook_outbox_wait") }
 
+// Drainer is the one-row table that says whether a worker drains the
+// received rows now, and DrainNext the function that decides whether it
+// goes on (see inbox.sql).
+func (in Inbox) Drainer() Table   { return in.table("inbox_drainer") }
+func (in Inbox) DrainNext() Table { return in.table("idemhook_drain_next") }
+
 //go:embed inbox.sql
 var inboxSQL string
 
@@ -104,7 +110,7 @@ func (in Inbox) render(name string, extra map[string]any) string {
 	data := map[string]any{
 		"Schema": in.Schema, "Inbox": in.Inbox(), "Effects": in.Effects(),
 		"Outbox": in.Outbox(), "ApplyEvent": in.ApplyEvent(), "OutboxResult": in.OutboxResult(), "OutboxWait": in.OutboxWait(),
-		"Deliveries": in.Deliveries(),
+		"Deliveries": in.Deliveries(), "Drainer": in.Drainer(), "DrainNext": in.DrainNext(),
 	}
 	maps.Copy(data, extra)
 	if err := inboxTemplate.ExecuteTemplate(&b, name, data); err != nil {
@@ -148,6 +154,32 @@ SELECT id, state, false AS new FROM %[1]s
 WHERE account = $1 AND event_id = $2 AND NOT EXISTS (SELECT 1 FROM new)`, in.Inbox())
 }
 
+// ReceiveAndWake is Receive for the n8n receiver, with a fourth column,
+// wake: true when the new row needs a worker started, because no worker
+// holds a live drain lease (see Drainer in inbox.sql). The receipt then
+// takes the lease for the worker it starts, so that concurrent receipts
+// start one worker; every new receipt marks the drainer pending, in its own
+// transaction, so a draining worker claims it before it stops. Without the
+// drainer row (a schema from before it), every new receipt wakes a worker.
+func (in Inbox) ReceiveAndWake(lease time.Duration) string {
+	return fmt.Sprintf(`WITH new AS (
+  INSERT INTO %[1]s (account, event_id, event_type, body, headers)
+  VALUES ($1, $2, $3, decode($4, 'base64'), $5::jsonb)
+  ON CONFLICT (account, event_id) DO NOTHING
+  RETURNING id, state
+), woken AS (
+  UPDATE %[2]s d SET pending = true,
+    woken_by = CASE WHEN d.draining_until IS NULL OR d.draining_until < now() THEN pg_current_xact_id() ELSE d.woken_by END,
+    draining_until = CASE WHEN d.draining_until IS NULL OR d.draining_until < now() THEN now() + interval '%[3]d seconds' ELSE d.draining_until END
+  WHERE d.lane = 0 AND EXISTS (SELECT 1 FROM new)
+  RETURNING d.woken_by = pg_current_xact_id() AS wake
+)
+SELECT id, state, true AS new, coalesce((SELECT wake FROM woken), true) AS wake FROM new
+UNION ALL
+SELECT id, state, false AS new, false AS wake FROM %[1]s
+WHERE account = $1 AND event_id = $2 AND NOT EXISTS (SELECT 1 FROM new)`, in.Inbox(), in.Drainer(), int64(lease/time.Second))
+}
+
 // ClaimEvent claims inbox row $1 for one worker: a received row, a deferred
 // row that is due, or a processing row whose claim expired (its worker died).
 // The claim sets processing, attempts + 1 and claimed_until = now + lease, and
@@ -156,20 +188,106 @@ WHERE account = $1 AND event_id = $2 AND NOT EXISTS (SELECT 1 FROM new)`, in.Inb
 // A row whose claims expired maxAttempts times (a poison event that kills its
 // worker) becomes failed instead.
 func (in Inbox) ClaimEvent(lease time.Duration, maxAttempts int) string {
-	return fmt.Sprintf(`UPDATE %[1]s SET
-  state = CASE WHEN state = 'processing' AND attempts >= %[3]d THEN 'failed' ELSE 'processing' END,
-  outcome = CASE WHEN state = 'processing' AND attempts >= %[3]d THEN 'too_many_attempts' ELSE outcome END,
-  last_error = CASE WHEN state = 'processing' AND attempts >= %[3]d
+	return fmt.Sprintf(`UPDATE %s SET
+%s
+WHERE id = $1::bigint AND %s
+RETURNING id, state, attempts`, in.Inbox(), claimSet(lease, maxAttempts), claimable)
+}
+
+// claimSet is the SET list of a claim: processing, attempts + 1, claimed for
+// lease; or failed, for a row whose claims expired maxAttempts times.
+func claimSet(lease time.Duration, maxAttempts int) string {
+	return fmt.Sprintf(`  state = CASE WHEN state = 'processing' AND attempts >= %[2]d THEN 'failed' ELSE 'processing' END,
+  outcome = CASE WHEN state = 'processing' AND attempts >= %[2]d THEN 'too_many_attempts' ELSE outcome END,
+  last_error = CASE WHEN state = 'processing' AND attempts >= %[2]d
     THEN 'gave up after ' || attempts || ' attempts that did not finish; last error: ' || coalesce(last_error, 'none')
     ELSE last_error END,
-  finished_at = CASE WHEN state = 'processing' AND attempts >= %[3]d THEN now() END,
-  attempts = CASE WHEN state = 'processing' AND attempts >= %[3]d THEN attempts ELSE attempts + 1 END,
-  claimed_until = now() + interval '%[2]d seconds',
-  updated_at = now()
-WHERE id = $1::bigint AND (state = 'received'
+  finished_at = CASE WHEN state = 'processing' AND attempts >= %[2]d THEN now() END,
+  attempts = CASE WHEN state = 'processing' AND attempts >= %[2]d THEN attempts ELSE attempts + 1 END,
+  claimed_until = now() + interval '%[1]d seconds',
+  updated_at = now()`, int64(lease/time.Second), maxAttempts)
+}
+
+// claimable is the condition on an inbox row that ClaimEvent and
+// ClaimBatch claim.
+const claimable = `(state = 'received'
   OR (state = 'deferred' AND next_attempt_at <= now())
-  OR (state = 'processing' AND claimed_until < now()))
-RETURNING id, state, attempts`, in.Inbox(), int64(lease/time.Second), maxAttempts)
+  OR (state = 'processing' AND claimed_until < now()))`
+
+// ClaimBatch claims rows for one worker's batch, as ClaimEvent claims one:
+// the claimable rows among the offered ids $1 (comma-separated; anything
+// else in the list is ignored) and, when $2 (drain) is true, up to limit
+// received rows, oldest first, renewing the drain lease. FOR UPDATE SKIP
+// LOCKED gives concurrent workers disjoint batches. It returns id, state
+// and attempts of the rows it moved to processing, by id: the worker
+// decides each in a transaction of its own, so one row's failure changes
+// none of the others. A row whose claims expired maxAttempts times fails
+// here and is not returned.
+//
+// Every row of the batch is claimed at once, for lease: the lease must
+// outlast the whole batch (limit times the slowest decision), or the
+// recoverer re-offers the rows not decided yet; a row so taken over is
+// decided once all the same (ApplyEvent fences by attempt).
+func (in Inbox) ClaimBatch(lease, drainLease time.Duration, maxAttempts, limit int) string {
+	return fmt.Sprintf(`WITH offered AS (
+  SELECT DISTINCT x::bigint AS id FROM unnest(string_to_array($1::text, ',')) x WHERE x ~ '^[0-9]{1,18}$'
+), renewed AS (
+  UPDATE %[2]s SET draining_until = now() + interval '%[3]d seconds' WHERE $2::boolean AND lane = 0
+), named AS (
+  SELECT id FROM %[1]s WHERE id IN (SELECT id FROM offered) AND `+claimable+`
+  FOR UPDATE SKIP LOCKED
+), drained AS (
+  SELECT id FROM %[1]s WHERE $2::boolean AND state = 'received' AND id NOT IN (SELECT id FROM offered)
+  ORDER BY id LIMIT %[4]d
+  FOR UPDATE SKIP LOCKED
+), claimed AS (
+  UPDATE %[1]s SET
+%[5]s
+  WHERE id IN (SELECT id FROM named UNION SELECT id FROM drained)
+  RETURNING id, state, attempts
+)
+SELECT id, state, attempts FROM claimed WHERE state = 'processing' ORDER BY id`,
+		in.Inbox(), in.Drainer(), int64(drainLease/time.Second), limit, claimSet(lease, maxAttempts))
+}
+
+// RecordBatch ends a worker's batch in one statement: it keeps, on each
+// row, the error of a decision that did not run to its end in n8n ($1, a
+// JSON array of {id, attempts, message}: ApplyEvent records its own errors,
+// so these are what it cannot catch, such as the connection lost), as
+// RecordEventError does; and it says whether to wake the outbox (wake_outbox):
+// the batch wrote $2 tasks and no dispatcher waits on the outbox's advisory
+// lock (OutboxWait), which would take them in its next look.
+func (in Inbox) RecordBatch(backoff time.Duration) string {
+	return fmt.Sprintf(`WITH failed AS (
+  UPDATE %[1]s e SET last_error = left(x.message, 2000), outcome = 'error',
+    claimed_until = now() + least(interval '%[3]d milliseconds' * power(2, least(e.attempts - 1, 20)), interval '15 minutes'),
+    updated_at = now()
+  FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, attempts integer, message text)
+  WHERE e.id = x.id AND e.attempts = x.attempts AND e.state = 'processing'
+  RETURNING e.id
+)
+SELECT (SELECT count(*) FROM failed) AS errors_recorded,
+  $2::integer > 0 AND NOT EXISTS (SELECT 1 FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND l.classid = 0 AND l.objid = '%[2]s'::regclass::oid AND l.objsubid = 1) AS wake_outbox`,
+		in.Inbox(), in.Outbox(), backoff.Milliseconds())
+}
+
+// DrainNextCall runs DrainNext after a batch: $1 the batch was full, $2 the
+// run's index in its execution (from 0), $3 drain (a worker offered rows by
+// the recoverer or keysvc only decides those: it stops, and holds no lease).
+func (in Inbox) DrainNextCall(maxRuns int, linger, lease time.Duration) string {
+	return fmt.Sprintf(`SELECT again, hand_over FROM %s($1::boolean, $2::integer, %d, interval '%d milliseconds', interval '%d seconds') WHERE $3::boolean
+UNION ALL SELECT false, false WHERE NOT $3::boolean`, in.DrainNext(), maxRuns, linger.Milliseconds(), int64(lease/time.Second))
+}
+
+// Offered lists, for the worker's item, the inbox rows $1 (comma-separated
+// ids) with their state after a batch: what keysvc's batch forward is
+// answered, one row per id that exists (inbox_id, state).
+func (in Inbox) Offered() string {
+	return fmt.Sprintf(`SELECT e.id AS inbox_id, e.state FROM %s e
+WHERE e.id IN (SELECT x::bigint FROM unnest(string_to_array($1::text, ',')) x WHERE x ~ '^[0-9]{1,18}$')
+ORDER BY e.id`, in.Inbox())
 }
 
 // ApplyEventCall runs the decision for claimed row $1 at attempt $2 with the
@@ -222,6 +340,12 @@ func (in Inbox) DueEvents(grace time.Duration, limit int) string {
 ) ranked
 ORDER BY turn, due, id
 LIMIT %d`, in.Inbox(), int64(grace/time.Second), limit)
+}
+
+// DueEventIDs is DueEvents as one row: ids, the due rows' ids joined by
+// commas in DueEvents' order, NULL when none is due (the worker's offer).
+func (in Inbox) DueEventIDs(grace time.Duration, limit int) string {
+	return fmt.Sprintf("SELECT string_agg(id::text, ',') AS ids FROM (\n%s\n) due", in.DueEvents(grace, limit))
 }
 
 // StuckWork counts what needs a human or is still in flight: inbox rows by
@@ -283,6 +407,12 @@ RETURNING t.id, t.operation_key, t.kind, t.payload, t.attempts`, in.Outbox(), in
 // fell due (run the dispatcher's phases again).
 func (in Inbox) WaitForDueTask(window time.Duration) string {
 	return fmt.Sprintf(`SELECT * FROM %s(interval '%d seconds')`, in.OutboxWait(), int64(window/time.Second))
+}
+
+// LingerForTask is WaitForDueTask that also waits $1 milliseconds for tasks
+// not written yet (OutboxWait's p_linger).
+func (in Inbox) LingerForTask(window time.Duration) string {
+	return fmt.Sprintf(`SELECT * FROM %s(interval '%d seconds', $1::integer * interval '1 millisecond')`, in.OutboxWait(), int64(window/time.Second))
 }
 
 // OutboxResultCall records an outbox answer: $1 task id, $2 attempt, $3 phase

@@ -250,8 +250,8 @@ func TestEventValuesAreData(t *testing.T) {
 	})
 	var tables int
 	db.QueryRow(context.Background(), "SELECT count(*) FROM pg_tables WHERE schemaname = $1", in.Schema).Scan(&tables)
-	if tables != 4 {
-		t.Errorf("%d tables left in %s, want 4", tables, in.Schema)
+	if tables != 5 { // inbox_events, effects, orders, outbox_tasks, inbox_drainer
+		t.Errorf("%d tables left in %s, want 5", tables, in.Schema)
 	}
 }
 
