@@ -93,6 +93,30 @@ func (in Inbox) EventForDelivery() string {
 FROM %[1]s e WHERE id = $1`, in.Inbox(), in.Deliveries())
 }
 
+// ClaimDeliveries takes, for one batch forward, up to $3 more delivery jobs
+// of kind $1 in queue $2 that are available and due, as River's own fetch
+// takes jobs (running, attempt + 1, attempted_at, keysvc $4 appended to
+// attempted_by), except those whose args say alone (an entry sent alone
+// after its batch failed it). FOR UPDATE SKIP LOCKED leaves jobs River or
+// another keysvc is fetching to them. It returns each job's id, args and
+// attempt. A job so taken is this keysvc's exactly as one River gave it: it
+// completes it, and RescueDeliveries makes it available again if this
+// keysvc's lease lapses.
+func (in Inbox) ClaimDeliveries() string {
+	return fmt.Sprintf(`WITH picked AS (
+  SELECT id FROM %[1]s
+  WHERE kind = $1 AND queue = $2 AND state = 'available' AND scheduled_at <= now()
+    AND NOT coalesce((args->>'alone')::boolean, false)
+  ORDER BY priority, scheduled_at, id
+  LIMIT $3
+  FOR UPDATE SKIP LOCKED
+)
+UPDATE %[1]s j SET state = 'running', attempt = j.attempt + 1, attempted_at = now(),
+  attempted_by = array_append(j.attempted_by, $4::text)
+FROM picked WHERE j.id = picked.id
+RETURNING j.id, j.args, j.attempt`, in.Jobs())
+}
+
 // RecordDelivery appends attempt $2 of row $1: status $3 (NULL: no answer),
 // error $4, duration $5 in milliseconds, kind $6 (a Delivery* constant).
 func (in Inbox) RecordDelivery() string {

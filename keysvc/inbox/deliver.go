@@ -32,6 +32,10 @@ type deliveryArgs struct {
 	// Prior counts the attempts of the jobs before this one, so that an
 	// attempt's number is Prior + the job's own attempt.
 	Prior int `json:"prior,omitempty"`
+	// Alone: the entry's batch forward failed it (the target refused it,
+	// or the whole forward), so it is sent on its own, never in a batch
+	// again: one event cannot hold others back.
+	Alone bool `json:"alone,omitempty"`
 }
 
 func (deliveryArgs) Kind() string { return deliveryKind }
@@ -88,6 +92,9 @@ func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[deliveryArgs])
 	if !ok {
 		return river.JobCancel(fmt.Errorf("endpoint %q is no longer configured", job.Args.Endpoint))
 	}
+	if e.Batch > 1 && !job.Args.Alone {
+		return w.forwardBatch(ctx, e, job)
+	}
 	attempt := job.Args.Prior + job.Attempt
 	ev, err := in.loadEvent(ctx, job.Args.InboxID)
 	switch {
@@ -110,17 +117,24 @@ func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[deliveryArgs])
 	}
 	res := w.call(callCtx, e, job.Args.InboxID, ev)
 	cancel()
+	return in.settle(ctx, e, job, in.decide(e, job.Args.InboxID, attempt, res))
+}
+
+// decide is what one attempt's result res makes of entry id: forwarded
+// when acknowledged, failed after the endpoint's last attempt, else retried
+// after backoff (a Retry-After honoured, up to MaxBackoff).
+func (in *Inbox) decide(e *Endpoint, id int64, attempt int, res callResult) outcome {
 	o := outcome{delivery: &res, attempt: attempt}
 	switch {
 	case res.acknowledged():
-		o.final = []any{in.tables.MarkForwarded(), job.Args.InboxID}
+		o.final = []any{in.tables.MarkForwarded(), id}
 	case attempt >= e.MaxAttempts:
 		deliveries := "deliveries"
 		if attempt == 1 {
 			deliveries = "delivery"
 		}
 		reason := fmt.Sprintf("gave up after %d %s: %v", attempt, deliveries, res.failure())
-		o.final = []any{in.tables.MarkDeliveryFailed(), job.Args.InboxID, reason}
+		o.final = []any{in.tables.MarkDeliveryFailed(), id, reason}
 		o.failed = true
 	default:
 		d := in.backoff(attempt)
@@ -129,7 +143,7 @@ func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[deliveryArgs])
 		}
 		o.retryAt = time.Now().Add(d)
 	}
-	return in.settle(ctx, e, job, o)
+	return o
 }
 
 // loadEvent reads entry id for a delivery, within 10 s.
@@ -153,6 +167,8 @@ type outcome struct {
 	// was made, so the attempt is not spent.
 	retryAt   time.Time
 	uncounted bool
+	// alone sends the retry on its own (deliveryArgs.Alone).
+	alone bool
 }
 
 // settle records o in one transaction: the attempt, the entry's new state,
@@ -221,7 +237,7 @@ func (in *Inbox) settleOnce(ctx context.Context, e *Endpoint, job *river.Job[del
 		}
 		opts := e.deliveryOpts()
 		opts.ScheduledAt = o.retryAt
-		if _, err := in.river.InsertTx(ctx, tx, deliveryArgs{InboxID: job.Args.InboxID, Endpoint: e.Name, Prior: prior}, opts); err != nil {
+		if _, err := in.river.InsertTx(ctx, tx, deliveryArgs{InboxID: job.Args.InboxID, Endpoint: e.Name, Prior: prior, Alone: job.Args.Alone || o.alone}, opts); err != nil {
 			return fmt.Errorf("queue the next delivery: %w", err)
 		}
 	}

@@ -50,6 +50,13 @@ type Endpoint struct {
 	// backlog (after the target was down) drains without a burst the
 	// target cannot take. Default 4.
 	Concurrency int `json:"concurrency"`
+	// Batch is how many saved events one forward may carry (default 1: one
+	// event per forward, as it was received). Above 1, a forward is a JSON
+	// {"events": [...]} of up to Batch events that are waiting, each with
+	// its inbox_id, receipt key, account, headers and body (base64), and the
+	// target answers each (see forwardBatch). Up to Concurrency × Batch
+	// events are then in flight, and may be sent again after a crash.
+	Batch int `json:"batch"`
 
 	allowed     map[string]bool
 	targetToken string
@@ -63,6 +70,9 @@ const DefaultMaxDeliveries = 25
 // machine takes a few executions at once better than twenty (each then takes
 // seconds, and a delivery timeout turns into a redelivery).
 const DefaultConcurrency = 4
+
+// MaxBatch bounds an endpoint's Batch.
+const MaxBatch = 100
 
 // EndpointsFile is the layout of --endpoints FILE.
 type EndpointsFile struct {
@@ -146,6 +156,12 @@ func (e *Endpoint) resolve(providerSecrets map[signature.Provider][]string) erro
 	}
 	if e.Concurrency < 1 || e.Concurrency > 100 {
 		return errors.New("concurrency must be between 1 and 100")
+	}
+	if e.Batch == 0 {
+		e.Batch = 1
+	}
+	if e.Batch < 1 || e.Batch > MaxBatch {
+		return fmt.Errorf("batch must be between 1 and %d", MaxBatch)
 	}
 	if e.targetToken, err = secretValue(e.TargetTokenEnv, e.TargetTokenFile); err != nil {
 		return fmt.Errorf("target token: %w", err)

@@ -28,6 +28,7 @@ func TestLoadEndpointsRefusesBadConfig(t *testing.T) {
 		{"token in two places", `{"endpoints":[{"name":"a","target":"http://x","target_token_env":"TARGET_TOKEN","target_token_file":"/x"}]}`, "not both"},
 		{"provider without a secret", `{"endpoints":[{"name":"a","provider":"github","target":"http://x"}]}`, "KEYSVC_SECRET_GITHUB"},
 		{"max attempts out of range", `{"endpoints":[{"name":"a","target":"http://x","max_attempts":-1}]}`, "max_attempts"},
+		{"batch out of range", `{"endpoints":[{"name":"a","target":"http://x","batch":101}]}`, "batch must be between 1 and 100"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := loadEndpoints(t, tc.json, secrets)
@@ -37,7 +38,7 @@ func TestLoadEndpointsRefusesBadConfig(t *testing.T) {
 		})
 	}
 	eps, err := loadEndpoints(t, `{"endpoints":[{"name":"stripe","provider":"stripe","target":"https://n8n/webhook/x","target_token_env":"TARGET_TOKEN"}]}`, secrets)
-	if err != nil || len(eps) != 1 || eps[0].Account != "default" || eps[0].MaxAttempts != inbox.DefaultMaxDeliveries {
+	if err != nil || len(eps) != 1 || eps[0].Account != "default" || eps[0].MaxAttempts != inbox.DefaultMaxDeliveries || eps[0].Batch != 1 {
 		t.Errorf("a valid file: %+v, %v", eps, err)
 	}
 }

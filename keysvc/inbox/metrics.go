@@ -12,11 +12,12 @@ import (
 // metrics are the inbox's Prometheus series; keysvc registers them on its
 // registry (Collectors).
 type metrics struct {
-	deliveries *prometheus.CounterVec // forwarded, retried, failed
-	resends    *prometheus.CounterVec // endpoint, cause: no_answer, rescued
-	rescued    *prometheus.CounterVec // endpoint
-	lateAcks   *prometheus.CounterVec // endpoint
-	actions    *prometheus.CounterVec // endpoint, action: replay, retry_now
+	deliveries *prometheus.CounterVec   // forwarded, retried, failed
+	resends    *prometheus.CounterVec   // endpoint, cause: no_answer, rescued
+	rescued    *prometheus.CounterVec   // endpoint
+	lateAcks   *prometheus.CounterVec   // endpoint
+	actions    *prometheus.CounterVec   // endpoint, action: replay, retry_now
+	batchSize  *prometheus.HistogramVec // endpoint: events per batch forward
 }
 
 func newMetrics() *metrics {
@@ -32,6 +33,8 @@ func newMetrics() *metrics {
 			Help: "Target acknowledgements recorded only once the database answered again, without forwarding again."}, []string{"endpoint"}),
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keysvc_inbox_actions_total",
 			Help: "Entries an operator replayed (replay) or made due now (retry_now)."}, []string{"endpoint", "action"}),
+		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "keysvc_inbox_batch_events",
+			Help: "Events per batch forward, on endpoints with a batch above 1.", Buckets: []float64{1, 2, 5, 10, 20, 50, 100}}, []string{"endpoint"}),
 	}
 	for _, o := range []string{"forwarded", "retried", "failed"} {
 		m.deliveries.WithLabelValues(o)
@@ -40,11 +43,12 @@ func newMetrics() *metrics {
 }
 
 // Collectors returns the inbox's series: its counts of deliveries,
-// re-sends, rescues, late acknowledgements and operators' actions; and, read
+// re-sends, rescues, late acknowledgements and operators' actions, the
+// sizes of batch forwards; and, read
 // from the database at each scrape, the backlog and the queue depth (-1, or
 // no backlog series, when the database does not answer within 2 s).
 func (in *Inbox) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{in.metrics.deliveries, in.metrics.resends, in.metrics.rescued, in.metrics.lateAcks, in.metrics.actions,
+	return []prometheus.Collector{in.metrics.deliveries, in.metrics.resends, in.metrics.rescued, in.metrics.lateAcks, in.metrics.actions, in.metrics.batchSize,
 		backlog{in: in}, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keysvc_inbox_queue_depth",
 			Help: "Inbox deliveries waiting or running."}, func() float64 {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
