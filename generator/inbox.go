@@ -21,16 +21,19 @@ const (
 	NodeSaveReceipt    = "Save Receipt"
 	NodeRespondReceipt = "Respond 200 receipt"
 	NodeRespond503Save = "Respond 503 not saved"
-	NodeNewReceipt     = "New Receipt?"
-	NodeHandOff        = "Hand Off to Worker"
+	NodeNewReceipt     = "Worker Needed?"
+	NodeHandOff        = "Drain"
+	NodeStartWorker    = "Start Worker"
 
-	NodeWorkerStart  = "Offered Event"
-	NodeClaimEvent   = "Claim Event"
-	NodeClaimed      = "Claimed?"
+	NodeWorkerStart  = "Offered Events"
+	NodeClaimEvents  = "Claim Events"
 	NodeApplyEvent   = "Apply Event"
-	NodeRecordError  = "Record Error"
-	NodeTasksQueued  = "Tasks Queued?"
+	NodeRecordBatch  = "Record Batch"
+	NodeBatchDone    = "Batch Done"
+	NodeTasksQueued  = "Wake Outbox?"
 	NodeWakeOutbox   = "Wake Outbox"
+	NodeDrainNext    = "Drain Next"
+	NodeDrainAgain   = "Again?"
 	NodeSweepTimer   = "Every Sweep"
 	NodeSweepOnCall  = "On Demand"
 	NodeFindDue      = "Find Due Events"
@@ -179,7 +182,7 @@ func receiverGraph(g *graph, r resolved, ids map[string]string) error {
 		`{"status":"rejected","error":"empty body: there is nothing to derive an idempotency key from"}`))
 	g.connect(NodeKeyBuilt, 1, NodeRespond400)
 
-	save := postgresNode(NodeSaveReceipt, g.at(3, 0), r.inbox.Receive(),
+	save := postgresNode(NodeSaveReceipt, g.at(3, 0), r.inbox.ReceiveAndWake(r.ClaimLease),
 		"={{ [ $json.account, $json.key, $json.eventType, $json.body, JSON.stringify($json.headers) ] }}", r.CredentialName)
 	save.OnError = "continueErrorOutput"
 	save.AlwaysOutputData = true
@@ -195,50 +198,63 @@ func receiverGraph(g *graph, r resolved, ids map[string]string) error {
 	g.add(respondNode(NodeRespondReceipt, g.at(4, 0), 200,
 		"={{ JSON.stringify({ status: $json.new === true ? 'received' : 'duplicate', state: $json.state ?? null, inbox_id: $json.id ?? null, key: $('"+NodeBuildReceipt+"').item.json.key }) }}"))
 	g.connect(NodeSaveReceipt, 0, NodeRespondReceipt)
-	g.add(ifNode(g, NodeNewReceipt, g.at(5, 0), "={{ $('"+NodeSaveReceipt+"').item.json.new }}", opBooleanTrue, ""))
+	// A worker that drains already takes the new row: only a receipt that
+	// finds none draining starts one (pgsql.Inbox.ReceiveAndWake).
+	g.add(ifNode(g, NodeNewReceipt, g.at(5, 0), "={{ $('"+NodeSaveReceipt+"').item.json.wake }}", opBooleanTrue, ""))
 	g.connect(NodeRespondReceipt, 0, NodeNewReceipt)
 	// The provider has its answer; the worker runs in its own execution.
-	g.add(executeWorkflowNode(NodeHandOff, g.at(6, 0), ids[FileWorker], "each", false))
+	g.add(node{Name: NodeHandOff, Type: typeSet, Position: g.at(6, 0), Parameters: drainItem(g.seed + "/handoff")})
 	g.connect(NodeNewReceipt, 0, NodeHandOff)
+	g.add(executeWorkflowNode(NodeStartWorker, g.at(7, 0), ids[FileWorker], "once", false))
+	g.connect(NodeHandOff, 0, NodeStartWorker)
 	g.addNote(NodeWebhook, setupNote(r, "inbox.md")...)
 	g.addNote(NodeBuildReceipt, inboxNote(r, "Receiver: the receipt",
 		"Verifies the signature on the raw body, saves the event in inbox_events (once per account and event id), and answers 200 only after the commit; "+
-			"the database down: 503, and the provider retries. A new row goes on to the worker, in an execution of its own.")...)
+			"the database down: 503, and the provider retries. A worker that drains takes the new row; when none does, this starts one, in an execution of its own.")...)
 	return nil
 }
 
 // Node names of the target workflow (--receiver keysvc).
 const (
-	NodeInboxEntry    = "Inbox Entry"
-	NodeRunWorker     = "Run Worker"
+	NodeInboxEntry    = "Forwarded Events"
+	NodeReportBatch   = "Report Batch"
 	NodeRespondTarget = "Respond 200 accepted"
 )
 
-// targetGraph is what keysvc's inbox forwards each saved event to: the
-// worker runs at once on the row keysvc names in X-Idemhook-Inbox-Id. The
-// answer only tells keysvc the delivery arrived; a failed decision stays on
-// the row for the recoverer, and an error here (a 5xx) makes keysvc
-// redeliver. Posting an id here can only process an event keysvc already
-// verified and saved.
+// targetGraph is what keysvc's inbox forwards saved events to: one event
+// (its row named in X-Idemhook-Inbox-Id) or a batch ({"events": [{"inbox_id":
+// …}, …]}, keysvc's endpoint "batch"). It decides the rows in this very
+// execution, as the worker does, and answers each: {"results": [{"inbox_id",
+// "status", "state"}]}, status 200 for a row taken further (decided, or
+// claimed by another worker, or finished before), 503 for one still
+// received, which keysvc sends again alone. A failed decision stays on its
+// row for the recoverer. Posting an id here can only process an event
+// keysvc already verified and saved.
 func targetGraph(g *graph, r resolved, ids map[string]string) error {
 	g.add(webhookNode(g, r, false))
 	g.add(node{Name: NodeInboxEntry, Type: typeSet, Position: g.at(1, 0), Parameters: map[string]any{
 		"mode": "manual",
 		"assignments": map[string]any{"assignments": []any{
-			map[string]any{"id": UUIDFrom(g.seed + "/set/id"), "name": "id", "type": "string", "value": "={{ $json.headers['x-idemhook-inbox-id'] }}"},
+			map[string]any{"id": UUIDFrom(g.seed + "/set/ids"), "name": "ids", "type": "string",
+				"value": "={{ Array.isArray($json.body?.events) ? $json.body.events.map(e => String(e?.inbox_id ?? '')).join(',') : String($json.headers['x-idemhook-inbox-id'] ?? '') }}"},
+			map[string]any{"id": UUIDFrom(g.seed + "/set/drain"), "name": "drain", "type": "boolean", "value": false},
 		}},
 		"options": map[string]any{},
 	}})
 	g.connect(NodeWebhook, 0, NodeInboxEntry)
-	g.add(executeWorkflowNode(NodeRunWorker, g.at(2, 0), ids[FileWorker], "once", true))
-	g.connect(NodeInboxEntry, 0, NodeRunWorker)
-	g.add(respondNode(NodeRespondTarget, g.at(3, 0), 200,
-		"={{ JSON.stringify({ status: 'accepted', inbox_id: $('"+NodeInboxEntry+"').first().json.id }) }}"))
-	g.connect(NodeRunWorker, 0, NodeRespondTarget)
+	g.col = 2
+	last := addDecision(g, r, ids, NodeInboxEntry)
+	report := postgresNode(NodeReportBatch, g.at(g.col, 0), r.inbox.Offered(), "={{ [ $('"+NodeInboxEntry+"').first().json.ids ] }}", r.CredentialName)
+	report.ExecuteOnce = true
+	g.add(report)
+	g.connect(last, 0, NodeReportBatch)
+	g.add(respondNode(NodeRespondTarget, g.at(g.col+1, 0), 200,
+		"={{ JSON.stringify({ status: 'accepted', results: $('"+NodeReportBatch+"').all().filter(i => i.json.inbox_id !== undefined).map(i => ({ inbox_id: String(i.json.inbox_id), state: i.json.state, status: i.json.state === 'received' ? 503 : 200 })) }) }}"))
+	g.connect(NodeReportBatch, 0, NodeRespondTarget)
 	g.addNote(NodeWebhook, setupNote(r, "inbox.md")...)
 	g.addNote(NodeInboxEntry, inboxNote(r, "Target: keysvc's inbox forwards here",
-		"keysvc verified and saved the event; this runs the worker on the row it names (X-Idemhook-Inbox-Id). A forward sent twice runs the decision once: "+
-			"the worker claims the row, and the effect key is unique.")...)
+		"keysvc verified and saved the events; this decides the rows it names (X-Idemhook-Inbox-Id, or a batch's inbox_id), each in a transaction of its own, "+
+			"and answers each. A forward sent twice runs the decision once: the row is claimed once, and the effect key is unique.")...)
 	return nil
 }
 
@@ -251,6 +267,8 @@ func endpointsExample(r resolved) ([]byte, error) {
 		"events":       r.Events,
 		"max_attempts": 25,
 		"concurrency":  4,
+		// The target workflow decides a batch in one execution.
+		"batch": DrainBatch,
 	}
 	if r.Verify != "" {
 		endpoint["provider"] = r.Verify
@@ -296,42 +314,108 @@ func receiptHeaders(r resolved) []string {
 	return headers
 }
 
-// workerGraph: claim the offered rows, decide each one's effect in a
-// statement of its own, record an error the decision could not, and wake
-// the outbox when tasks were queued. Every Postgres node runs its items
-// independently: n8n's default batching sends all items as one
-// multi-statement query, one transaction, in which one row's error would
-// roll back the others' effects (the recoverer offers many rows at once).
+// The drain: how many received rows a worker claims at once, how long it
+// waits for more once it has none, and how many batches one execution
+// decides at most (n8n keeps every run's data in memory until the
+// execution ends; the next receipt starts the next worker).
+const (
+	DrainBatch  = 20
+	drainLinger = 2 * time.Second
+	drainRuns   = 200
+)
+
+// drainItem is the Set node parameters of the item that starts a draining
+// worker: no offered rows, drain.
+func drainItem(seed string) map[string]any {
+	return map[string]any{
+		"mode": "manual",
+		"assignments": map[string]any{"assignments": []any{
+			map[string]any{"id": UUIDFrom(seed + "/ids"), "name": "ids", "type": "string", "value": ""},
+			map[string]any{"id": UUIDFrom(seed + "/drain"), "name": "drain", "type": "boolean", "value": true},
+		}},
+		"options": map[string]any{},
+	}
+}
+
+// workerGraph decides inbox rows in batches: the rows it is offered
+// (ids, by the recoverer) or, draining (started by the receiver), every
+// received row, DrainBatch at a time, until none comes within drainLinger.
+// Each row is decided in its own transaction; the outbox is woken once per
+// batch.
 func workerGraph(g *graph, r resolved, ids map[string]string) error {
 	g.add(node{Name: NodeWorkerStart, Type: typeExecTrig, Position: g.at(0, 0), Parameters: map[string]any{"inputSource": "passthrough"}})
-	g.add(independently(postgresNode(NodeClaimEvent, g.at(1, 0), r.inbox.ClaimEvent(r.ClaimLease, r.MaxAttempts), "={{ [ $json.id ] }}", r.CredentialName)))
-	g.connect(NodeWorkerStart, 0, NodeClaimEvent)
-	// Another worker holds the row, or it is finished: nothing to do.
-	g.add(ifNode(g, NodeClaimed, g.at(2, 0), "={{ $json.state }}", opStringEq, "processing"))
-	g.connect(NodeClaimEvent, 0, NodeClaimed)
-	apply := independently(postgresNode(NodeApplyEvent, g.at(3, 0), r.inbox.ApplyEventCall(r.DeferLimit, r.RetryBackoff),
-		"={{ [ $json.id, $json.attempts, "+jsString(strings.Join(r.Events, ","))+" ] }}", r.CredentialName))
-	apply.OnError = "continueErrorOutput"
-	g.add(apply)
-	g.connect(NodeClaimed, 0, NodeApplyEvent)
-	// The function records its own errors; what reaches the error output is
-	// what it could not catch. n8n merges the failed item's input (the
-	// claimed row) into it, so the item names its own row.
-	g.add(independently(postgresNode(NodeRecordError, g.at(4, 1), r.inbox.RecordEventError(r.RetryBackoff),
-		"={{ [ $json.id, $json.attempts, 'the decision did not finish in n8n (execution ' + $execution.id + '): ' + "+
-			"String(($json.error && ($json.error.message || $json.error.description)) || $json.message || 'no message') ] }}", r.CredentialName)))
-	g.connect(NodeApplyEvent, 1, NodeRecordError)
+	g.col = 1
+	last := addDecision(g, r, ids, NodeWorkerStart)
+	next := postgresNode(NodeDrainNext, g.at(g.col, 0), r.inbox.DrainNextCall(drainRuns, drainLinger, r.ClaimLease),
+		"={{ [ $('"+NodeClaimEvents+"').all().filter(i => i.json.id !== undefined).length >= "+fmt.Sprint(DrainBatch)+", $runIndex, "+
+			"$('"+NodeWorkerStart+"').first().json.drain === true ] }}", r.CredentialName)
+	next.ExecuteOnce = true
+	g.add(next)
+	g.connect(last, 0, NodeDrainNext)
+	g.add(ifNode(g, NodeDrainAgain, g.at(g.col+1, 0), "={{ $json.again }}", opBooleanTrue, ""))
+	g.connect(NodeDrainNext, 0, NodeDrainAgain)
+	g.connect(NodeDrainAgain, 0, NodeClaimEvents)
 	g.addNote(NodeWorkerStart, inboxNote(r, "Worker: the effect",
-		"Claims each offered row and decides its effect in one transaction (idemhook_apply_event): the effect key, the business change and the outbox tasks together, or none. "+
-			"A failed decision stays on its row, with the database's message, and is retried.")...)
-	if ids[FileOutbox] == "" {
-		return nil // no outbox: the tasks wait in outbox_tasks
-	}
-	g.add(ifNode(g, NodeTasksQueued, g.at(4, 0), "={{ $json.tasks }}", opNumberGt, 0))
-	g.connect(NodeApplyEvent, 0, NodeTasksQueued)
-	g.add(executeWorkflowNode(NodeWakeOutbox, g.at(5, 0), ids[FileOutbox], "once", false))
-	g.connect(NodeTasksQueued, 0, NodeWakeOutbox)
+		"Claims a batch (the rows the recoverer offers, or, started by the receiver, every received row, "+fmt.Sprint(DrainBatch)+" at a time, until none comes for "+
+			duration.Format(drainLinger)+") and decides each row's effect in a transaction of its own (idemhook_apply_event): the effect key, the business change and "+
+			"the outbox tasks together, or none. A failed decision stays on its row, with the database's message, and is retried.")...)
 	return nil
+}
+
+// addDecision adds, after from (whose first item has ids, the offered rows,
+// and drain), the claim of a batch, the decision of each of its rows in a
+// transaction of its own, the errors the decision could not record, and the
+// outbox woken once for the batch. Every Postgres node here runs its items
+// independently or once: n8n's default batching would send all items as
+// one multi-statement query, one transaction, in which one row's error
+// would roll back the others' effects. It returns the last node, which
+// outputs one item per batch.
+func addDecision(g *graph, r resolved, ids map[string]string, from string) string {
+	col := g.col
+	claim := postgresNode(NodeClaimEvents, g.at(col, 0), r.inbox.ClaimBatch(r.ClaimLease, r.ClaimLease, r.MaxAttempts, DrainBatch),
+		"={{ [ $runIndex === 0 ? String($json.ids ?? '') : '', $('"+from+"').first().json.drain === true ] }}", r.CredentialName)
+	claim.ExecuteOnce, claim.AlwaysOutputData = true, true
+	g.add(claim)
+	g.connect(from, 0, NodeClaimEvents)
+	// An empty batch comes as one empty item: its id 0 names no row, and
+	// the decision answers not_claimed without writing anything. An error
+	// the decision could not catch comes on the same output (as its item,
+	// paired with the claimed row), so the batch always goes on as one.
+	apply := independently(postgresNode(NodeApplyEvent, g.at(col+1, 0), r.inbox.ApplyEventCall(r.DeferLimit, r.RetryBackoff),
+		"={{ [ $json.id ?? 0, $json.attempts ?? 0, "+jsString(strings.Join(r.Events, ","))+" ] }}", r.CredentialName))
+	apply.OnError = "continueRegularOutput"
+	g.add(apply)
+	g.connect(NodeClaimEvents, 0, NodeApplyEvent)
+	// n8n 2.41.1's Postgres node drops an uncaught error's message
+	// (see pgsql.Inbox.RecordEventError): what is left names the execution.
+	claimed := "$('" + NodeClaimEvents + "').all()"
+	record := postgresNode(NodeRecordBatch, g.at(col+2, 0), r.inbox.RecordBatch(r.RetryBackoff),
+		"={{ [ JSON.stringify($('"+NodeApplyEvent+"').all().map((i, n) => i.json.error === undefined ? null : "+
+			"{ id: "+claimed+"[n]?.json.id, attempts: "+claimed+"[n]?.json.attempts, message: 'the decision did not finish in n8n (execution ' + $execution.id + '): ' + "+
+			"String(i.json.error.message || i.json.error.description || i.json.message || 'no message') }).filter(e => e && e.id !== undefined)), "+
+			"$('"+NodeApplyEvent+"').all().reduce((n, i) => n + (i.json.tasks || 0), 0) ] }}", r.CredentialName)
+	record.ExecuteOnce = true
+	g.add(record)
+	g.connect(NodeApplyEvent, 0, NodeRecordBatch)
+	g.col = col + 3
+	if ids[FileOutbox] == "" {
+		return NodeRecordBatch // no outbox: the tasks wait in outbox_tasks
+	}
+	g.add(ifNode(g, NodeTasksQueued, g.at(g.col, 1), "={{ $json.wake_outbox }}", opBooleanTrue, ""))
+	g.connect(NodeRecordBatch, 0, NodeTasksQueued)
+	g.add(node{Name: NodeWakeOutbox, Type: typeExecWorkflow, Position: g.at(g.col+1, 2), Parameters: map[string]any{
+		"source":     "database",
+		"workflowId": map[string]any{"__rl": true, "value": ids[FileOutbox], "mode": "id"},
+		"mode":       "once",
+		"options":    map[string]any{"waitForSubWorkflow": false},
+	}})
+	g.connect(NodeTasksQueued, 0, NodeWakeOutbox)
+	// Both branches meet again: the If passes its item on either way.
+	g.add(node{Name: NodeBatchDone, Type: typeNoOp, Position: g.at(g.col+2, 0), Parameters: map[string]any{}})
+	g.connect(NodeTasksQueued, 1, NodeBatchDone)
+	g.connect(NodeWakeOutbox, 0, NodeBatchDone)
+	g.col += 3
+	return NodeBatchDone
 }
 
 // independently makes a Postgres node run one query per item, each in its
@@ -345,13 +429,12 @@ func independently(n node) node {
 // on demand) and reports what is stuck.
 func recovererGraph(g *graph, r resolved, ids map[string]string) error {
 	addSweepTriggers(g, r)
-	find := postgresNode(NodeFindDue, g.at(1, 0), r.inbox.DueEvents(r.ClaimLease, DefaultRecoverBatch), "", r.CredentialName)
+	find := postgresNode(NodeFindDue, g.at(1, 0), r.inbox.DueEventIDs(r.ClaimLease, DefaultRecoverBatch), "", r.CredentialName)
 	find.ExecuteOnce = true
-	find.AlwaysOutputData = true
 	g.add(find)
 	g.connect(NodeSweepTimer, 0, NodeFindDue)
 	g.connect(NodeSweepOnCall, 0, NodeFindDue)
-	g.add(ifNode(g, NodeAnyDue, g.at(2, 0), "={{ $json.id }}", opStringExist, ""))
+	g.add(ifNode(g, NodeAnyDue, g.at(2, 0), "={{ $json.ids }}", opStringExist, ""))
 	g.connect(NodeFindDue, 0, NodeAnyDue)
 	g.add(executeWorkflowNode(NodeReoffer, g.at(3, 0), ids[FileWorker], "once", true))
 	g.connect(NodeAnyDue, 0, NodeReoffer)
@@ -412,7 +495,12 @@ func outboxGraph(g *graph, r resolved, _ map[string]string) error {
 		outboxAnswer(sends, pgsql.PhaseSend), r.CredentialName)))
 	g.connect(NodeCallAPI, 0, NodeRecordSend)
 
-	wait := postgresNode(NodeWaitDue, g.at(9, 0), r.inbox.WaitForDueTask(min(r.SweepEvery, time.Minute)), "", r.CredentialName)
+	// Woken by a worker, a dispatcher stays a moment for the next batch's
+	// tasks (the worker wakes none while it waits); run by the schedule or
+	// by hand, it does not.
+	wait := postgresNode(NodeWaitDue, g.at(9, 0), r.inbox.LingerForTask(min(r.SweepEvery, time.Minute)),
+		"={{ [ $('"+NodeSweepOnCall+"').isExecuted && $('"+NodeSweepOnCall+"').first().json.wake_outbox === true && $runIndex < "+fmt.Sprint(drainRuns)+
+			" ? "+fmt.Sprint(drainLinger.Milliseconds())+" : 0 ] }}", r.CredentialName)
 	wait.ExecuteOnce = true
 	g.add(wait)
 	g.connect(NodeRecordSend, 0, NodeWaitDue)

@@ -3,6 +3,7 @@ package generator_test
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,12 +81,18 @@ func TestInboxReceiverOrder(t *testing.T) {
 	w.wantEdge(generator.NodeSaveReceipt, 1, generator.NodeRespond503Save)
 	w.wantEdge(generator.NodeRespondReceipt, 0, generator.NodeNewReceipt)
 	w.wantEdge(generator.NodeNewReceipt, 0, generator.NodeHandOff)
-	if got := w.node(generator.NodeHandOff).Get("parameters.options.waitForSubWorkflow"); got.Type != gjson.False {
+	w.wantEdge(generator.NodeHandOff, 0, generator.NodeStartWorker)
+	if got := w.node(generator.NodeStartWorker).Get("parameters.options.waitForSubWorkflow"); got.Type != gjson.False {
 		t.Errorf("the hand-off waits for the worker (%s); the receipt is already answered", got.Raw)
 	}
 	save := w.node(generator.NodeSaveReceipt).Get("parameters.query").String()
 	if !strings.Contains(save, "ON CONFLICT (account, event_id) DO NOTHING") {
 		t.Errorf("the receipt is not saved once per (account, event_id): %s", save)
+	}
+	// A worker is started only for a receipt that found none draining.
+	if !strings.Contains(w.node(generator.NodeNewReceipt).Get("parameters.conditions.conditions.0.leftValue").String(), ".json.wake") ||
+		!strings.Contains(save, "inbox_drainer") {
+		t.Errorf("the receiver starts a worker for every receipt, not only when none drains")
 	}
 	script := w.node(generator.NodeBuildReceipt).Get("parameters.jsCode").String()
 	for _, line := range []string{"const RECEIPT = true;", `const PRESET = "stripe";`, `"stripe-signature"`, `"content-type"`} {
@@ -135,18 +142,24 @@ func TestInboxWithoutOutboxURL(t *testing.T) {
 	}
 }
 
-// The worker claims before it applies, runs each row in its own
-// transaction, records a failed decision on its own row, and wakes the
-// outbox only when tasks were queued; the allowlist is a bound parameter.
+// The worker claims a batch before it applies, runs each row in its own
+// transaction, records the errors of the batch on their own rows, wakes the
+// outbox once per batch, and drains again while Drain Next says so; the
+// allowlist is a bound parameter.
 func TestInboxWorkerAndOutbox(t *testing.T) {
 	files, _ := inboxFiles(t, generator.Options{Events: []string{"payment_intent.succeeded", "charge.refunded"}, DBSchema: "pay",
 		OutboxURL: "https://fulfil.example/v1/operations"})
 	w := parse(t, files[generator.FileWorker])
-	w.wantEdge(generator.NodeWorkerStart, 0, generator.NodeClaimEvent)
-	w.wantEdge(generator.NodeClaimEvent, 0, generator.NodeClaimed)
-	w.wantEdge(generator.NodeClaimed, 0, generator.NodeApplyEvent)
-	w.wantEdge(generator.NodeApplyEvent, 1, generator.NodeRecordError)
+	w.wantEdge(generator.NodeWorkerStart, 0, generator.NodeClaimEvents)
+	w.wantEdge(generator.NodeClaimEvents, 0, generator.NodeApplyEvent)
+	w.wantEdge(generator.NodeApplyEvent, 0, generator.NodeRecordBatch)
+	w.wantEdge(generator.NodeRecordBatch, 0, generator.NodeTasksQueued)
 	w.wantEdge(generator.NodeTasksQueued, 0, generator.NodeWakeOutbox)
+	w.wantEdge(generator.NodeWakeOutbox, 0, generator.NodeBatchDone)
+	w.wantEdge(generator.NodeTasksQueued, 1, generator.NodeBatchDone)
+	w.wantEdge(generator.NodeBatchDone, 0, generator.NodeDrainNext)
+	w.wantEdge(generator.NodeDrainNext, 0, generator.NodeDrainAgain)
+	w.wantEdge(generator.NodeDrainAgain, 0, generator.NodeClaimEvents)
 	apply := w.node(generator.NodeApplyEvent)
 	if !strings.Contains(apply.Get("parameters.options.queryReplacement").String(), `"payment_intent.succeeded,charge.refunded"`) {
 		t.Errorf("the allowlist is not a parameter of Apply Event: %s", apply.Get("parameters.options.queryReplacement").String())
@@ -154,17 +167,25 @@ func TestInboxWorkerAndOutbox(t *testing.T) {
 	if !strings.Contains(apply.Get("parameters.query").String(), "pay.idemhook_apply_event(") {
 		t.Errorf("Apply Event does not call the function in --db-schema: %s", apply.Get("parameters.query").String())
 	}
-
-	for _, n := range []string{generator.NodeClaimEvent, generator.NodeApplyEvent, generator.NodeRecordError} {
-		if got := w.node(n).Get("parameters.options.queryBatching").String(); got != "independently" {
-			t.Errorf("%s batches its items as %q: one row's error would roll back the others", n, got)
+	if got := apply.Get("parameters.options.queryBatching").String(); got != "independently" {
+		t.Errorf("Apply Event batches its items as %q: one row's error would roll back the others", got)
+	}
+	if got := apply.Get("onError").String(); got != "continueRegularOutput" {
+		t.Errorf("Apply Event: onError %q, want continueRegularOutput (the batch goes on as one)", got)
+	}
+	for _, n := range []string{generator.NodeClaimEvents, generator.NodeRecordBatch, generator.NodeDrainNext} {
+		if !w.node(n).Get("executeOnce").Bool() {
+			t.Errorf("%s runs once per item: it is one statement for the batch", n)
 		}
 	}
-	// The error is recorded on the failed item's own row, not read through
-	// a paired item that n8n cannot resolve after a failure.
-	record := w.node(generator.NodeRecordError).Get("parameters.options.queryReplacement").String()
-	if strings.Contains(record, "$('") || !strings.Contains(record, "$json.id") || !strings.Contains(record, "$json.error") {
-		t.Errorf("Record Error's parameters %s: want the failed item's own id, attempts and error", record)
+	claim := w.node(generator.NodeClaimEvents).Get("parameters.query").String()
+	if !strings.Contains(claim, "FOR UPDATE SKIP LOCKED") || !strings.Contains(claim, fmt.Sprintf("LIMIT %d", generator.DrainBatch)) {
+		t.Errorf("Claim Events does not claim a batch of %d with SKIP LOCKED: %s", generator.DrainBatch, claim)
+	}
+	// An error is recorded on the row of its own item.
+	record := w.node(generator.NodeRecordBatch).Get("parameters.options.queryReplacement").String()
+	if !strings.Contains(record, "$('"+generator.NodeApplyEvent+"').all()") || !strings.Contains(record, "$('"+generator.NodeClaimEvents+"').all()[n]") {
+		t.Errorf("Record Batch's parameters %s: want each failed item's own row", record)
 	}
 
 	o := parse(t, files[generator.FileOutbox])
@@ -200,7 +221,7 @@ func TestInboxWorkerAndOutbox(t *testing.T) {
 	}
 	// The claim is sized for one call, not for the batch: a dead
 	// dispatcher's tasks are reconciled within a minute of its claim.
-	claim := o.node(generator.NodeClaimSends).Get("parameters.query").String()
+	claim = o.node(generator.NodeClaimSends).Get("parameters.query").String()
 	if !strings.Contains(claim, "interval '30 seconds'") {
 		t.Errorf("the default claim is not the 10 s call plus 20 s: %s", claim)
 	}

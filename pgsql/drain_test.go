@@ -52,12 +52,12 @@ func claimBatch(t *testing.T, db *pgxpool.Pool, in pgsql.Inbox, offered string, 
 	return ids
 }
 
-func drainNext(t *testing.T, db *pgxpool.Pool, in pgsql.Inbox, full bool, run int, linger time.Duration) (again, handOver bool) {
+func drainNext(t *testing.T, db *pgxpool.Pool, in pgsql.Inbox, full bool, run int, linger time.Duration) (again bool) {
 	t.Helper()
-	if err := db.QueryRow(context.Background(), in.DrainNextCall(3, linger, time.Minute), full, run, true).Scan(&again, &handOver); err != nil {
+	if err := db.QueryRow(context.Background(), in.DrainNextCall(3, linger, time.Minute), full, run, true).Scan(&again); err != nil {
 		t.Fatal(err)
 	}
-	return again, handOver
+	return again
 }
 
 // The receiver starts a worker only when none drains: the first receipt
@@ -85,14 +85,14 @@ func TestDrainWakesOneWorker(t *testing.T) {
 	if got := claimBatch(t, db, in, "", true, 3); !slices.Equal(got, ids[:3]) {
 		t.Fatalf("first batch %v, want the 3 oldest %v", got, ids[:3])
 	}
-	if again, _ := drainNext(t, db, in, true, 0, time.Second); !again {
+	if again := drainNext(t, db, in, true, 0, time.Second); !again {
 		t.Fatal("a full batch: the worker stops, want it to claim again")
 	}
 	if got := claimBatch(t, db, in, "", true, 3); !slices.Equal(got, ids[3:]) {
 		t.Fatalf("second batch %v, want %v", got, ids[3:])
 	}
 	// Receipts came in since the worker was woken: it looks once more.
-	if again, _ := drainNext(t, db, in, false, 1, 0); !again {
+	if again := drainNext(t, db, in, false, 1, 0); !again {
 		t.Fatal("pending receipts: the worker stops, want it to look again")
 	}
 	if got := claimBatch(t, db, in, "", true, 3); len(got) != 0 {
@@ -104,22 +104,26 @@ func TestDrainWakesOneWorker(t *testing.T) {
 		receiveAndWake(t, db, in, "evt:late")
 	}()
 	start := time.Now()
-	again, _ := drainNext(t, db, in, false, 1, 5*time.Second)
+	again := drainNext(t, db, in, false, 1, 5*time.Second)
 	if !again || time.Since(start) > 4*time.Second {
 		t.Fatalf("a receipt during the wait: again %v after %s, want true at once", again, time.Since(start))
 	}
 	if got := claimBatch(t, db, in, "", true, 3); len(got) != 1 {
 		t.Fatalf("claimed %v, want the late receipt", got)
 	}
-	if again, _ := drainNext(t, db, in, false, 1, 200*time.Millisecond); again {
+	if again := drainNext(t, db, in, false, 1, 200*time.Millisecond); again {
 		t.Fatal("nothing came: the worker goes on, want it to stop")
 	}
 	if _, wake := receiveAndWake(t, db, in, "evt:after"); !wake {
 		t.Error("a receipt after the worker stopped woke none")
 	}
-	// The last run of an execution hands a pending drain over.
-	if again, handOver := drainNext(t, db, in, false, 2, 0); again || !handOver {
-		t.Errorf("the last run with a receipt pending: again %v, hand over %v; want a hand-over", again, handOver)
+	// The last run of an execution stops, work left or not, and gives the
+	// lease up: the next receipt starts a worker.
+	if again := drainNext(t, db, in, true, 2, 0); again {
+		t.Error("the last run of an execution goes on")
+	}
+	if _, wake := receiveAndWake(t, db, in, "evt:after-last"); !wake {
+		t.Error("a receipt after an execution's last run woke none")
 	}
 }
 
@@ -163,8 +167,7 @@ func TestDrainLosesNoReceipt(t *testing.T) {
 			for run := 0; ; run++ {
 				n := len(claimBatch(t, db, in, "", true, 7))
 				claimed += n
-				again, handOver := drainNext(t, db, in, n == 7, run%2, 0)
-				if !again && !handOver {
+				if !drainNext(t, db, in, n == 7, run%2, 0) {
 					break
 				}
 			}

@@ -277,8 +277,8 @@ SELECT (SELECT count(*) FROM failed) AS errors_recorded,
 // run's index in its execution (from 0), $3 drain (a worker offered rows by
 // the recoverer or keysvc only decides those: it stops, and holds no lease).
 func (in Inbox) DrainNextCall(maxRuns int, linger, lease time.Duration) string {
-	return fmt.Sprintf(`SELECT again, hand_over FROM %s($1::boolean, $2::integer, %d, interval '%d milliseconds', interval '%d seconds') WHERE $3::boolean
-UNION ALL SELECT false, false WHERE NOT $3::boolean`, in.DrainNext(), maxRuns, linger.Milliseconds(), int64(lease/time.Second))
+	return fmt.Sprintf(`SELECT again FROM %s($1::boolean, $2::integer, %d, interval '%d milliseconds', interval '%d seconds') WHERE $3::boolean
+UNION ALL SELECT false WHERE NOT $3::boolean`, in.DrainNext(), maxRuns, linger.Milliseconds(), int64(lease/time.Second))
 }
 
 // Offered lists, for the worker's item, the inbox rows $1 (comma-separated

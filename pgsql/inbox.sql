@@ -308,44 +308,40 @@ $fn$;
 -- to p_linger for a receipt (pending), then gives its lease up, under the
 -- row lock, only if none came meanwhile. The drainer row is read, not
 -- locked, while it waits: receivers never wait for a waiting worker. After
--- p_max_runs runs, a worker with work left keeps the lease for the worker it
--- starts (hand_over): an n8n execution keeps every run's data until it
--- ends, so none runs for ever.
+-- p_max_runs runs a worker gives its lease up whatever is left (an n8n
+-- execution keeps every run's data until it ends, so none runs for ever):
+-- the next receipt starts a worker, and the recoverer offers what is left
+-- received past its grace.
 CREATE OR REPLACE FUNCTION {{.DrainNext}}(p_full boolean, p_run integer, p_max_runs integer, p_linger interval, p_lease interval)
-RETURNS TABLE (again boolean, hand_over boolean)
+RETURNS TABLE (again boolean)
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_until timestamptz := clock_timestamp() + p_linger;
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM {{.Drainer}} d WHERE d.lane = 0) THEN
-    RETURN QUERY SELECT false, false; -- no drainer row: the receiver starts a worker for every receipt
+    RETURN QUERY SELECT false; -- no drainer row: the receiver starts a worker for every receipt
     RETURN;
   END IF;
   IF p_run + 1 >= p_max_runs THEN
-    UPDATE {{.Drainer}} SET draining_until = NULL WHERE lane = 0 AND NOT pending AND NOT p_full;
-    IF FOUND THEN
-      RETURN QUERY SELECT false, false;
-    ELSE
-      UPDATE {{.Drainer}} SET pending = false, draining_until = clock_timestamp() + p_lease WHERE lane = 0;
-      RETURN QUERY SELECT false, true;
-    END IF;
+    UPDATE {{.Drainer}} SET draining_until = NULL WHERE lane = 0;
+    RETURN QUERY SELECT false;
     RETURN;
   END IF;
   IF p_full THEN
     UPDATE {{.Drainer}} SET draining_until = clock_timestamp() + p_lease WHERE lane = 0;
-    RETURN QUERY SELECT true, false;
+    RETURN QUERY SELECT true;
     RETURN;
   END IF;
   LOOP
     IF (SELECT d.pending FROM {{.Drainer}} d WHERE d.lane = 0) THEN
       UPDATE {{.Drainer}} SET pending = false, draining_until = clock_timestamp() + p_lease WHERE lane = 0;
-      RETURN QUERY SELECT true, false;
+      RETURN QUERY SELECT true;
       RETURN;
     END IF;
     IF clock_timestamp() >= v_until THEN
       UPDATE {{.Drainer}} SET draining_until = NULL WHERE lane = 0 AND NOT pending;
       IF FOUND THEN
-        RETURN QUERY SELECT false, false;
+        RETURN QUERY SELECT false;
         RETURN;
       END IF;
       -- A receipt came in since the read above: the next read sees it.

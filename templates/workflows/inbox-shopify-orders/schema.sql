@@ -94,6 +94,24 @@ CREATE TABLE IF NOT EXISTS outbox_tasks (
 CREATE INDEX IF NOT EXISTS outbox_tasks_due_idx ON outbox_tasks (next_attempt_at)
   WHERE state IN ('pending', 'sending', 'ambiguous');
 
+-- inbox_drainer says whether a worker is draining the received rows now (its
+-- lease, draining_until) and whether a receipt came in since the drainer
+-- last looked (pending). The n8n receiver sets pending with every new
+-- receipt, in the receipt's own transaction, and starts a worker only when
+-- no lease is live (it then takes the lease for that worker, so concurrent
+-- receipts start one worker, not one each). A drainer stops only by the
+-- statement that finds pending false under the row lock; a receipt whose
+-- transaction commits after that statement finds no live lease and starts
+-- a worker. So a receipt is never left waiting for a drainer that stopped.
+CREATE TABLE IF NOT EXISTS inbox_drainer (
+  lane integer PRIMARY KEY DEFAULT 0 CHECK (lane = 0),
+  draining_until timestamptz,
+  pending boolean NOT NULL DEFAULT false,
+  -- The transaction that last took the lease for a worker it starts.
+  woken_by xid8
+);
+INSERT INTO inbox_drainer (lane) VALUES (0) ON CONFLICT (lane) DO NOTHING;
+
 DO $check$
 DECLARE
   v_missing text;
@@ -566,12 +584,17 @@ $fn$;
 -- one waiter per table, and it goes with the waiter's transaction, so a
 -- dispatcher that dies while waiting leaves no lock behind. It reads the
 -- clock, not the transaction's start, and looks again every second so that
--- a task scheduled earlier meanwhile is not missed.
-CREATE OR REPLACE FUNCTION idemhook_outbox_wait(p_window interval)
+-- a task scheduled earlier meanwhile is not missed. For p_linger it also
+-- waits for tasks not written yet, looking every 100 ms: a dispatcher the
+-- worker woke stays for the next batch's tasks, and the worker, which sees
+-- the lock held, does not start another.
+DROP FUNCTION IF EXISTS idemhook_outbox_wait(interval);
+CREATE OR REPLACE FUNCTION idemhook_outbox_wait(p_window interval, p_linger interval DEFAULT interval '0')
 RETURNS TABLE (due boolean)
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_until timestamptz := clock_timestamp() + p_window;
+  v_linger timestamptz := clock_timestamp() + least(p_linger, p_window);
   v_next timestamptz;
 BEGIN
   IF NOT pg_try_advisory_xact_lock('outbox_tasks'::regclass::oid::bigint) THEN
@@ -581,15 +604,69 @@ BEGIN
   LOOP
     SELECT min(CASE WHEN t.state = 'sending' THEN t.claimed_until ELSE t.next_attempt_at END) INTO v_next
     FROM outbox_tasks t WHERE t.state IN ('pending', 'ambiguous', 'sending');
-    IF v_next IS NULL OR v_next > v_until THEN
-      RETURN QUERY SELECT false;
-      RETURN;
-    END IF;
     IF v_next <= clock_timestamp() THEN
       RETURN QUERY SELECT true;
       RETURN;
     END IF;
-    PERFORM pg_sleep(least(extract(epoch FROM v_next - clock_timestamp()), 1));
+    IF (v_next IS NULL OR v_next > v_until) AND clock_timestamp() >= v_linger THEN
+      RETURN QUERY SELECT false;
+      RETURN;
+    END IF;
+    IF clock_timestamp() < v_linger THEN
+      PERFORM pg_sleep(0.1);
+    ELSE
+      PERFORM pg_sleep(least(extract(epoch FROM v_next - clock_timestamp()), 1));
+    END IF;
+  END LOOP;
+END
+$fn$;
+
+-- idemhook_drain_next says whether a draining worker claims again (again) or
+-- stops, after a batch (p_full: it claimed as many rows as it may, so more
+-- may be waiting) of its p_run-th run. A worker that claimed fewer waits up
+-- to p_linger for a receipt (pending), then gives its lease up, under the
+-- row lock, only if none came meanwhile. The drainer row is read, not
+-- locked, while it waits: receivers never wait for a waiting worker. After
+-- p_max_runs runs a worker gives its lease up whatever is left (an n8n
+-- execution keeps every run's data until it ends, so none runs for ever):
+-- the next receipt starts a worker, and the recoverer offers what is left
+-- received past its grace.
+CREATE OR REPLACE FUNCTION idemhook_drain_next(p_full boolean, p_run integer, p_max_runs integer, p_linger interval, p_lease interval)
+RETURNS TABLE (again boolean)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_until timestamptz := clock_timestamp() + p_linger;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM inbox_drainer d WHERE d.lane = 0) THEN
+    RETURN QUERY SELECT false; -- no drainer row: the receiver starts a worker for every receipt
+    RETURN;
+  END IF;
+  IF p_run + 1 >= p_max_runs THEN
+    UPDATE inbox_drainer SET draining_until = NULL WHERE lane = 0;
+    RETURN QUERY SELECT false;
+    RETURN;
+  END IF;
+  IF p_full THEN
+    UPDATE inbox_drainer SET draining_until = clock_timestamp() + p_lease WHERE lane = 0;
+    RETURN QUERY SELECT true;
+    RETURN;
+  END IF;
+  LOOP
+    IF (SELECT d.pending FROM inbox_drainer d WHERE d.lane = 0) THEN
+      UPDATE inbox_drainer SET pending = false, draining_until = clock_timestamp() + p_lease WHERE lane = 0;
+      RETURN QUERY SELECT true;
+      RETURN;
+    END IF;
+    IF clock_timestamp() >= v_until THEN
+      UPDATE inbox_drainer SET draining_until = NULL WHERE lane = 0 AND NOT pending;
+      IF FOUND THEN
+        RETURN QUERY SELECT false;
+        RETURN;
+      END IF;
+      -- A receipt came in since the read above: the next read sees it.
+    ELSE
+      PERFORM pg_sleep(0.02);
+    END IF;
   END LOOP;
 END
 $fn$;
