@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/pgsql"
+	"github.com/jackc/pgx/v5"
 )
 
 // The inbox pattern's tests run on one deployment (schema ib, its own
@@ -579,5 +580,101 @@ END $$`)
 	r = d.waitRow(t, "evt_ib_10", "processed")
 	if e := d.effects(t, "o10"); len(e) != 1 || r.Attempts != 2 || r.LastError != "" {
 		t.Errorf("after the repair: effects %v, row %+v; want one effect on attempt 2, no error left", e, r)
+	}
+}
+
+// n8n is killed (SIGKILL) in the middle of a drained batch: a worker has
+// claimed eight events at once (they came while it was held on an earlier
+// one), decided the first four, each in its own transaction, and waits
+// inside the fifth's. The four stay applied, the fifth's transaction is
+// rolled back, the last three stay claimed and untouched; after the restart
+// the recoverer re-offers the rest once the dead worker's claims expire,
+// and every event of the batch is applied once, with one outbox call each.
+func TestInboxKilledMidBatch(t *testing.T) {
+	d := sharedInbox(t)
+	ctx := context.Background()
+	const n = 8
+	d.newOrder(t, "mb-hold", 100)
+	for i := 1; i <= n; i++ {
+		d.newOrder(t, fmt.Sprintf("mb-%d", i), 100)
+	}
+	lock := func(order string) pgx.Tx {
+		tx, err := st.Business.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tx.Rollback(ctx) })
+		if _, err := tx.Exec(ctx, "SELECT 1 FROM "+d.db.Orders().String()+" WHERE id = $1 FOR UPDATE", order); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	waitingInApply := func() int {
+		var k int
+		st.Business.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%idemhook_apply_event%'`).Scan(&k)
+		return k
+	}
+	hold, fifth := lock("mb-hold"), lock("mb-5")
+	wantReceipt(t, "the held event", d.deliver(t, paymentSucceeded("evt_mb_hold", "pi_mb_hold", "mb-hold", 100)), "received")
+	waitFor(t, 20*time.Second, "the worker to wait inside the held event's transaction", func() bool { return waitingInApply() == 1 })
+	var events []string
+	for i := 1; i <= n; i++ {
+		events = append(events, fmt.Sprintf("evt_mb_%d", i))
+		wantReceipt(t, events[i-1], d.deliver(t, paymentSucceeded(events[i-1], fmt.Sprintf("pi_mb_%d", i), fmt.Sprintf("mb-%d", i), 100)), "received")
+	}
+	hold.Rollback(ctx) // the worker goes on: the held event, then the eight as one batch
+	waitFor(t, 30*time.Second, "the batch's first four events decided and the worker inside the fifth", func() bool {
+		for _, e := range events[:4] {
+			if r, _ := d.row(t, e); r.State != "processed" {
+				return false
+			}
+		}
+		return waitingInApply() == 1
+	})
+	for _, e := range events[4:] {
+		if r, _ := d.row(t, e); r.State != "processing" || r.Attempts != 1 {
+			t.Fatalf("before the kill, %s is %+v: want it claimed in the worker's batch (processing, attempt 1)", e, r)
+		}
+	}
+	if err := st.KillN8N(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the dead worker's transaction to end", func() bool {
+		var k int
+		st.Business.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%idemhook_apply_event%' AND query NOT LIKE '%pg_stat_activity%'`).Scan(&k)
+		return k == 0
+	})
+	fifth.Rollback(ctx)
+	for i, e := range events {
+		r, _ := d.row(t, e)
+		effects := d.effects(t, fmt.Sprintf("mb-%d", i+1))
+		if i < 4 && (r.State != "processed" || len(effects) != 1) {
+			t.Errorf("after the kill, %s is %+v with effects %v: want it applied, once", e, r, effects)
+		}
+		if i >= 4 && (r.State != "processing" || len(effects) != 0) {
+			t.Errorf("after the kill, %s is %+v with effects %v: want it still claimed, nothing applied", e, r, effects)
+		}
+	}
+	if err := st.StartN8N(ctx, runnerPath, d.opts.WebhookPath); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(d.opts.ClaimLease) // the dead worker's claims expire
+	runWorkflow(t, d.ids[generator.FileRecoverer])
+	d.waitRows(t, events, "processed", 30*time.Second)
+	for i, e := range events {
+		order := fmt.Sprintf("mb-%d", i+1)
+		r, _ := d.row(t, e)
+		wantAttempts := 1
+		if i >= 4 {
+			wantAttempts = 2
+		}
+		if effects := d.effects(t, order); len(effects) != 1 || r.Attempts != wantAttempts || d.orderState(t, order) != "confirmed" {
+			t.Errorf("%s: effects %v, row %+v, order %s; want one effect on attempt %d, the order confirmed", e, effects, r, d.orderState(t, order), wantAttempts)
+		}
+		key := "order_confirmation:" + order
+		d.waitTask(t, key, "sent")
+		if c := d.api.count("POST", key); c != 1 {
+			t.Errorf("%s was called %d times, want 1", key, c)
+		}
 	}
 }
