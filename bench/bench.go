@@ -61,6 +61,13 @@ type Result struct {
 	// Note is what the series adds to its row: for n8n, the median time of
 	// each node from n8n's execution data.
 	Note string
+	// For the inbox pattern: the events sent, the p95 of their wait, when
+	// the last effect was applied (from the first send), and the n8n
+	// executions started per event, counted from n8n's execution ids.
+	Events     int
+	P95        time.Duration
+	LastEffect time.Duration
+	Executions float64
 }
 
 // Report is the outcome of Run.

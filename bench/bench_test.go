@@ -52,29 +52,34 @@ func TestReportRenders(t *testing.T) {
 }
 
 // The inbox part renders by senders, its ratios against the workflow
-// without inbox, the p95 of the wait as a note, and a chart of its own.
+// without inbox (events per second to the effect, and the receipt's p50),
+// the n8n executions per event, the burst in a table of its own, and a
+// chart of its own.
 func TestInboxReportRenders(t *testing.T) {
 	lat := []time.Duration{40 * time.Millisecond, 50 * time.Millisecond, 90 * time.Millisecond}
 	rs := []Result{
-		{Part: "inbox", Name: inboxBaseline, Concurrency: 2, Throughput: 40, Unit: "/s", P50: 50 * time.Millisecond, Latencies: lat},
-		{Part: "inbox", Name: inboxReceipt, Concurrency: 2, Throughput: 30, Unit: "/s", Baseline: inboxBaseline, Note: "p95 of the wait 88.00 ms", Latencies: lat},
-		{Part: "inbox", Name: inboxEffect, Concurrency: 2, Throughput: 20, Unit: "/s", Baseline: inboxBaseline},
+		{Part: partInbox, Name: inboxBaseline, Concurrency: 2, Events: 150, Throughput: 40, Unit: "/s", P50: 50 * time.Millisecond, Latencies: lat, Executions: 1},
+		{Part: partInbox, Name: inboxN8N, Concurrency: 2, Events: 150, Throughput: 30, Unit: "/s", Baseline: inboxBaseline, P50: 60 * time.Millisecond,
+			P95: 88 * time.Millisecond, Latencies: lat, Executions: 1.1},
+		{Part: partBurst, Name: inboxBaseline, Concurrency: 16, Events: 1000, Throughput: 25, LastEffect: 40 * time.Second, Executions: 1},
+		{Part: partBurst, Name: inboxKeysvc, Concurrency: 16, Events: 1000, Throughput: 50, LastEffect: 20 * time.Second, Baseline: inboxBaseline, Executions: 0.12},
 	}
 	setRatios(rs)
-	if rs[1].Ratio != 0.75 || rs[2].Ratio != 0.5 {
-		t.Fatalf("ratios %v %v, want 0.75 and 0.5", rs[1].Ratio, rs[2].Ratio)
+	if rs[1].Ratio != 0.75 || rs[3].Ratio != 2 {
+		t.Fatalf("ratios %v %v, want 0.75 and 2", rs[1].Ratio, rs[3].Ratio)
 	}
 	r := &Report{Date: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC), CPUs: 2, GoVersion: "go1.26", PostgreSQL: "16", N8N: "2.41.1", Results: rs}
 	md := r.Markdown()
-	for _, want := range []string{"| series | senders |", "× events/s without inbox", "| " + inboxEffect + " | 2 | 20 /s |", "**0.50**",
-		"- " + inboxReceipt + ", 2 senders: p95 of the wait 88.00 ms"} {
+	for _, want := range []string{"150 new events per run", "| series | senders | events/s to the effect | × without inbox | receipt p50 | receipt p95 | p50 × without inbox | n8n executions per event |",
+		"| " + inboxN8N + " | 2 | 30.0 /s | **0.75** | 60.00 ms | 88.00 ms | **1.20** | 1.10 |",
+		"A burst: 1000 events sent at once (16 senders)", "| " + inboxKeysvc + " | 20.0 s | 50.0 /s | **2.00** |  |  | 0.12 |"} {
 		if !strings.Contains(md, want) {
-			t.Errorf("the table lacks %q:\n%s", want, md)
+			t.Errorf("the tables lack %q:\n%s", want, md)
 		}
 	}
 	svg := string(r.SVG())
-	if !strings.Contains(svg, "events per second") || !strings.Contains(svg, inboxEffect+", 2 senders") {
-		t.Errorf("the SVG has no inbox chart:\n%s", svg)
+	if !strings.Contains(svg, "events per second to the effect") || !strings.Contains(svg, inboxN8N+", 2 senders") || !strings.Contains(svg, "A burst") {
+		t.Errorf("the SVG has no inbox charts:\n%s", svg)
 	}
 }
 
@@ -102,26 +107,35 @@ func TestRunWithoutN8N(t *testing.T) {
 	}
 }
 
-// A short real run of the inbox part: both labs, one sender, every series
-// measured, and the ratios taken against the workflow without inbox.
+// A short real run of the inbox part: both labs, one sender, a small
+// burst, every series measured, the ratios taken against the workflow
+// without inbox, and n8n's executions counted: the workflow without inbox
+// runs one per event.
 func TestInboxRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL, n8n and keysvc twice; not run with -short")
 	}
-	rep, err := Inbox(context.Background(), InboxOptions{Senders: []int{1}, Events: 5, Progress: os.Stderr})
+	rep, err := Inbox(context.Background(), InboxOptions{Senders: []int{1}, Events: 5, Burst: 20, Progress: os.Stderr})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Log(rep.Markdown())
 	got := map[string]Result{}
 	for _, r := range rep.Results {
-		got[r.Name] = r
+		got[r.Part+"/"+r.Name] = r
 	}
-	for _, name := range []string{inboxReceipt, inboxEffect, inboxKeysvcReceipt, inboxKeysvcEffect} {
-		if r := got[name]; r.Throughput <= 0 || r.Ratio <= 0 {
-			t.Errorf("%s: %+v, want a throughput and a ratio against %q", name, r, inboxBaseline)
+	for _, part := range []string{partInbox, partBurst} {
+		for _, name := range []string{inboxN8N, inboxKeysvc} {
+			if r := got[part+"/"+name]; r.Throughput <= 0 || r.Ratio <= 0 || r.Executions <= 0 {
+				t.Errorf("%s %s: %+v, want a throughput, a ratio against %q and executions counted", part, name, r, inboxBaseline)
+			}
+		}
+		// Its own execution per event, and at most the scheduled sweeps beside.
+		if r := got[part+"/"+inboxBaseline]; r.Executions < 1 || r.Executions > 2 {
+			t.Errorf("%s without inbox: %.2f n8n executions per event, want 1 (and a sweep or two)", part, r.Executions)
 		}
 	}
-	if r := got[inboxReceipt]; r.P50 <= 0 || len(r.Latencies) != 5 {
+	if r := got[partInbox+"/"+inboxN8N]; r.P50 <= 0 || r.P95 <= 0 || len(r.Latencies) != 5 {
 		t.Errorf("the receipt's wait was not measured for each of 5 deliveries: %+v", r)
 	}
 }

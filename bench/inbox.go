@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,37 +22,57 @@ import (
 
 // InboxOptions configure Inbox.
 type InboxOptions struct {
-	// Senders lists the numbers of concurrent senders; default 1, 2, 4.
+	// Senders lists the numbers of concurrent senders; default 1, 2, 4, 8.
 	Senders []int
-	// Events per run; default 200.
-	Events   int
+	// Events per run; default 150.
+	Events int
+	// Burst is the number of events sent at once (by BurstSenders
+	// senders) after the runs; default 1,000, -1 for none.
+	Burst    int
 	Progress io.Writer
 }
+
+// BurstSenders send a burst: as many deliveries in flight as a provider
+// retrying a backlog after an outage keeps open.
+const BurstSenders = 16
 
 // Series of the inbox part.
 const (
 	inboxBaseline        = "no inbox: Webhook → UPDATE orders → Respond"
-	inboxReceipt         = "inbox pattern: receipt (answered 200)"
-	inboxEffect          = "inbox pattern: receipt → effect applied"
-	inboxKeysvcReceipt   = "keysvc's inbox in front: receipt (answered 200)"
-	inboxKeysvcEffect    = "keysvc's inbox in front: receipt → forward → effect applied"
+	inboxN8N             = "inbox pattern, n8n receiver"
+	inboxKeysvc          = "inbox pattern, keysvc's inbox in front"
 	inboxEffectsDeadline = 10 * time.Minute
+	// settle is the pause before a run, so that the workers and
+	// dispatchers of the run before (which wait 2 s for more work) have
+	// ended and are not counted as this run's, nor saved by it.
+	settle = 3 * time.Second
+)
+
+// Parts of the report the inbox fills.
+const (
+	partInbox = "inbox"
+	partBurst = "inbox-burst"
 )
 
 // Inbox measures the inbox pattern in real n8n on durable PostgreSQL: for
 // each number of senders, Events payment_intent.succeeded events (each
 // confirming an order of its own) sent to the generated receiver, the time
-// each delivery waited for its answer (the provider's wait), and the events
-// per second from the first send to the last order confirmed by the
-// worker; then the same behind keysvc's inbox. The baseline is the same
-// business write in a workflow without an inbox, which confirms the order
-// before it answers. Each lab is started as `idemhook up` starts it.
+// each delivery waited for its answer (the provider's wait), the events per
+// second from the first send to the last order confirmed by the worker, and
+// the executions n8n started meanwhile (from n8n's own execution ids);
+// then a burst of Burst events; then the same behind keysvc's inbox. The
+// baseline is the same business write in a workflow without an inbox, which
+// confirms the order before it answers. Each lab is started as `idemhook
+// up` starts it.
 func Inbox(ctx context.Context, opts InboxOptions) (*Report, error) {
 	if len(opts.Senders) == 0 {
-		opts.Senders = []int{1, 2, 4}
+		opts.Senders = []int{1, 2, 4, 8}
 	}
 	if opts.Events == 0 {
-		opts.Events = 200
+		opts.Events = 150
+	}
+	if opts.Burst == 0 {
+		opts.Burst = 1000
 	}
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
@@ -59,6 +80,18 @@ func Inbox(ctx context.Context, opts InboxOptions) (*Report, error) {
 	step := func(format string, args ...any) { fmt.Fprintf(opts.Progress, "bench: "+format+"\n", args...) }
 	rep := &Report{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), PostgreSQL: stack.PostgresMajor, N8N: stack.N8NVersion}
 	run := time.Now().Unix()
+	type plan struct {
+		part    string
+		senders int
+		events  int
+	}
+	var plans []plan
+	for _, s := range opts.Senders {
+		plans = append(plans, plan{partInbox, s, opts.Events})
+	}
+	if opts.Burst > 0 {
+		plans = append(plans, plan{partBurst, BurstSenders, opts.Burst})
+	}
 
 	step("inbox: the lab with n8n receiving (idemhook up --pattern inbox)")
 	err := inLab(ctx, generator.Options{Pattern: generator.PatternInbox}, opts.Progress, func(l *lab.Lab) error {
@@ -72,19 +105,20 @@ func Inbox(ctx context.Context, opts InboxOptions) (*Report, error) {
 				receiver = d.URL
 			}
 		}
-		for _, s := range opts.Senders {
-			step("inbox: %d events from %d senders, without inbox", opts.Events, s)
-			base, _, err := sendEvents(ctx, l, baselineURL, "", fmt.Sprintf("b%d-%d", run, s), s, opts.Events)
+		for _, p := range plans {
+			step("inbox: %d events from %d senders, without inbox", p.events, p.senders)
+			base, err := sendEvents(ctx, l, baselineURL, "", fmt.Sprintf("b%d-%s-%d", run, p.part, p.senders), p.senders, p.events)
 			if err != nil {
 				return err
 			}
-			step("inbox: %d events from %d senders, to the inbox pattern's receiver", opts.Events, s)
-			receipt, effect, err := sendEvents(ctx, l, receiver, l.SigningSecret, fmt.Sprintf("i%d-%d", run, s), s, opts.Events)
+			step("inbox: %d events from %d senders, to the inbox pattern's receiver", p.events, p.senders)
+			in, err := sendEvents(ctx, l, receiver, l.SigningSecret, fmt.Sprintf("i%d-%s-%d", run, p.part, p.senders), p.senders, p.events)
 			if err != nil {
 				return err
 			}
-			base.Name = inboxBaseline
-			rep.Results = append(rep.Results, base, against(receipt, inboxReceipt), against(effect, inboxEffect))
+			base.Part, base.Name = p.part, inboxBaseline
+			in.Part = p.part
+			rep.Results = append(rep.Results, base, against(in, inboxN8N))
 		}
 		return nil
 	})
@@ -94,13 +128,14 @@ func Inbox(ctx context.Context, opts InboxOptions) (*Report, error) {
 
 	step("inbox: the lab with keysvc's inbox in front (idemhook up --pattern inbox --receiver keysvc)")
 	err = inLab(ctx, generator.Options{Pattern: generator.PatternInbox, Receiver: generator.ReceiverKeysvc}, opts.Progress, func(k *lab.Lab) error {
-		for _, s := range opts.Senders {
-			step("inbox: %d events from %d senders, to keysvc's inbox", opts.Events, s)
-			receipt, effect, err := sendEvents(ctx, k, k.InboxURL, k.SigningSecret, fmt.Sprintf("k%d-%d", run, s), s, opts.Events)
+		for _, p := range plans {
+			step("inbox: %d events from %d senders, to keysvc's inbox", p.events, p.senders)
+			r, err := sendEvents(ctx, k, k.InboxURL, k.SigningSecret, fmt.Sprintf("k%d-%s-%d", run, p.part, p.senders), p.senders, p.events)
 			if err != nil {
 				return err
 			}
-			rep.Results = append(rep.Results, against(receipt, inboxKeysvcReceipt), against(effect, inboxKeysvcEffect))
+			r.Part = p.part
+			rep.Results = append(rep.Results, against(r, inboxKeysvc))
 		}
 		return nil
 	})
@@ -165,18 +200,24 @@ func deployInboxBaseline(ctx context.Context, l *lab.Lab) (string, error) {
 
 // sendEvents creates n orders named prefix-i, sends one signed (when
 // secret is set) payment_intent.succeeded for each from senders
-// goroutines, and waits until every order is confirmed. It returns the
-// receipts (events per second answered, each delivery's wait) and the
-// effects (events per second from the first send to the last order
-// confirmed).
-func sendEvents(ctx context.Context, l *lab.Lab, url, secret, prefix string, senders, n int) (receipt, effect Result, err error) {
+// goroutines, and waits until every order is confirmed. Its result has the
+// events per second from the first send to the last order confirmed, each
+// delivery's wait (p50, p95 and p99), and the n8n executions started per
+// event meanwhile.
+func sendEvents(ctx context.Context, l *lab.Lab, url, secret, prefix string, senders, n int) (Result, error) {
+	r := Result{Concurrency: senders, Events: n, Unit: "/s"}
 	db, err := pgxpool.New(ctx, l.DatabaseURL)
 	if err != nil {
-		return receipt, effect, err
+		return r, err
 	}
 	defer db.Close()
 	if _, err := db.Exec(ctx, "INSERT INTO orders (id, amount, currency) SELECT $1 || '-' || g, 100, 'eur' FROM generate_series(1, $2::int) g", prefix, n); err != nil {
-		return receipt, effect, fmt.Errorf("orders: %w", err)
+		return r, fmt.Errorf("orders: %w", err)
+	}
+	time.Sleep(settle)
+	before, err := l.ExecutionsStarted(ctx)
+	if err != nil {
+		return r, err
 	}
 	jobs := make(chan int, n)
 	for i := range n {
@@ -187,7 +228,7 @@ func sendEvents(ctx context.Context, l *lab.Lab, url, secret, prefix string, sen
 	var lat []time.Duration
 	var failure error
 	var wg sync.WaitGroup
-	client := &http.Client{Timeout: time.Minute}
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: senders}}
 	start := time.Now()
 	for range senders {
 		wg.Add(1)
@@ -224,25 +265,83 @@ func sendEvents(ctx context.Context, l *lab.Lab, url, secret, prefix string, sen
 		}()
 	}
 	wg.Wait()
-	received := time.Since(start)
 	if failure != nil {
-		return receipt, effect, failure
+		return r, failure
 	}
 	for deadline := time.Now().Add(inboxEffectsDeadline); ; time.Sleep(20 * time.Millisecond) {
 		var confirmed int
 		if err := db.QueryRow(ctx, "SELECT count(*) FROM orders WHERE id LIKE $1 || '-%' AND state = 'confirmed'", prefix).Scan(&confirmed); err != nil {
-			return receipt, effect, err
+			return r, err
 		}
 		if confirmed == n {
 			break
 		}
 		if time.Now().After(deadline) {
-			return receipt, effect, fmt.Errorf("%d of %d orders confirmed %s after the last delivery", confirmed, n, inboxEffectsDeadline)
+			return r, fmt.Errorf("%d of %d orders confirmed %s after the last delivery", confirmed, n, inboxEffectsDeadline)
 		}
 	}
 	applied := time.Since(start)
-	receipt = throughputResult("inbox", "", senders, n, received, lat)
-	receipt.Note = "p95 of the wait " + ms(percentile(lat, 95))
-	effect = Result{Part: "inbox", Concurrency: senders, Throughput: float64(n) / applied.Seconds(), Unit: "/s"}
-	return receipt, effect, nil
+	after, err := l.ExecutionsStarted(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.Throughput = float64(n) / applied.Seconds()
+	r.LastEffect = applied
+	r.P50, r.P99 = percentiles(lat)
+	r.P95 = percentile(lat, 95)
+	r.Latencies = lat
+	r.Executions = float64(after-before) / float64(n)
+	return r, nil
+}
+
+// inboxMarkdown renders the inbox's parts: the runs by senders, and the
+// burst.
+func inboxMarkdown(results []Result) string {
+	var b strings.Builder
+	find := func(part, name string, senders int) *Result {
+		for i := range results {
+			if x := &results[i]; x.Part == part && x.Name == name && x.Concurrency == senders {
+				return x
+			}
+		}
+		return nil
+	}
+	ratio := func(v float64) string {
+		if v <= 0 {
+			return ""
+		}
+		return fmt.Sprintf("**%.2f**", v)
+	}
+	p50Ratio := func(x Result) string {
+		if base := find(x.Part, x.Baseline, x.Concurrency); base != nil && base.P50 > 0 && x.Baseline != "" {
+			return ratio(float64(x.P50) / float64(base.P50))
+		}
+		return ""
+	}
+	var runs, bursts []Result
+	for _, x := range results {
+		switch x.Part {
+		case partInbox:
+			runs = append(runs, x)
+		case partBurst:
+			bursts = append(bursts, x)
+		}
+	}
+	if len(runs) > 0 {
+		fmt.Fprintf(&b, "\n**The inbox pattern in n8n: %d new events per run, each confirming an order of its own (receipt: the provider's wait for its answer)**\n\n", runs[0].Events)
+		b.WriteString("| series | senders | events/s to the effect | × without inbox | receipt p50 | receipt p95 | p50 × without inbox | n8n executions per event |\n")
+		b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		for _, x := range runs {
+			fmt.Fprintf(&b, "| %s | %d | %.1f /s | %s | %s | %s | %s | %.2f |\n", x.Name, x.Concurrency, x.Throughput, ratio(x.Ratio), ms(x.P50), ms(x.P95), p50Ratio(x), x.Executions)
+		}
+	}
+	if len(bursts) > 0 {
+		fmt.Fprintf(&b, "\n**A burst: %d events sent at once (%d senders), until the last effect is applied**\n\n", bursts[0].Events, bursts[0].Concurrency)
+		b.WriteString("| series | last effect after | events/s to the effect | × without inbox | receipt p50 | receipt p95 | n8n executions per event |\n")
+		b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		for _, x := range bursts {
+			fmt.Fprintf(&b, "| %s | %.1f s | %.1f /s | %s | %s | %s | %.2f |\n", x.Name, x.LastEffect.Seconds(), x.Throughput, ratio(x.Ratio), ms(x.P50), ms(x.P95), x.Executions)
+		}
+	}
+	return b.String()
 }

@@ -24,8 +24,6 @@ func (r *Report) Markdown() string {
 		{"derivation", "Key derivation (one client)", "× SHA-256 throughput", "clients", ""},
 		{"n8n", "n8n, sequential deliveries of new events", "p50 ÷ p50 without guard", "clients",
 			"Median time per node, from n8n's execution data (the rest of a delivery is n8n's webhook handling and the saving of the execution):"},
-		{"inbox", "The inbox pattern in n8n (new events, each confirming an order; p50 and p99 of the provider's wait)", "× events/s without inbox", "senders",
-			"The provider's wait at p95:"},
 	}
 	for _, p := range parts {
 		rows := r.part(p.part)
@@ -47,11 +45,7 @@ func (r *Report) Markdown() string {
 		var notes []string
 		for _, x := range rows {
 			if x.Note != "" {
-				name := x.Name
-				if p.part == "inbox" {
-					name = fmt.Sprintf("%s, %d %s", x.Name, x.Concurrency, strings.TrimSuffix(p.clients, map[bool]string{true: "s"}[x.Concurrency == 1]))
-				}
-				notes = append(notes, fmt.Sprintf("- %s: %s\n", name, x.Note))
+				notes = append(notes, fmt.Sprintf("- %s: %s\n", x.Name, x.Note))
 			}
 		}
 		if len(notes) > 0 {
@@ -59,6 +53,7 @@ func (r *Report) Markdown() string {
 			b.WriteString(strings.Join(notes, ""))
 		}
 	}
+	b.WriteString(inboxMarkdown(r.Results))
 	return b.String()
 }
 
@@ -113,7 +108,8 @@ func (r *Report) SVG() []byte {
 		y += 24
 	}
 	bars("reservations", "Reservations per second (higher is better), durable PostgreSQL", "clients")
-	bars("inbox", "The inbox pattern in n8n: events per second (higher is better), durable PostgreSQL", "senders")
+	bars(partInbox, "The inbox pattern in n8n: events per second to the effect (higher is better), durable PostgreSQL", "senders")
+	bars(partBurst, "A burst of events sent at once: events per second to the last effect (higher is better)", "senders")
 
 	// Chart 2: n8n latency distributions.
 	n := r.part("n8n")

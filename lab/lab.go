@@ -66,6 +66,21 @@ type Lab struct {
 	inbox  *inbox.Inbox
 }
 
+// ExecutionsStarted counts the executions n8n has started: the last value
+// of the sequence its execution ids come from. Every execution takes an id
+// when it starts, whether n8n keeps its data afterwards or not, so the
+// difference between two readings is the executions started in between.
+func (l *Lab) ExecutionsStarted(ctx context.Context) (int64, error) {
+	var n *int64
+	if err := l.st.N8NDB.QueryRow(ctx, `SELECT pg_sequence_last_value(pg_get_serial_sequence('execution_entity', 'id')::regclass)`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("n8n's executions: %w", err)
+	}
+	if n == nil {
+		return 0, nil // none yet
+	}
+	return *n, nil
+}
+
 // Start starts the lab for the generate options o (the workflows that
 // would be generated for them are deployed). It removes what it started
 // when it fails.

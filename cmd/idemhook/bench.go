@@ -25,8 +25,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	deliveries := fs.Int("deliveries", 50, "`N` sequential deliveries per n8n workflow")
 	skipN8N := fs.Bool("skip-n8n", false, "leave out the n8n part")
 	pattern := fs.String("pattern", "", "`PATTERN` to measure instead: inbox (the inbox pattern in real n8n, and keysvc's inbox in front of it, against the same business write without an inbox; writes bench-inbox.md and bench-inbox.svg)")
-	senders := fs.String("senders", "1,2,4", "`LIST` of concurrent senders for --pattern inbox")
-	events := fs.Int("events", 200, "`N` events per run for --pattern inbox")
+	senders := fs.String("senders", "1,2,4,8", "`LIST` of concurrent senders for --pattern inbox")
+	events := fs.Int("events", 150, "`N` events per run for --pattern inbox")
+	burst := fs.Int("burst", 1000, "`N` events sent at once for --pattern inbox, after the runs (0: none)")
 	keysvcBin := fs.String("keysvc", "", "keysvc `binary` to measure as its own process (default: built from this module when it can be, else run in process)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
@@ -34,7 +35,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	switch *pattern {
 	case "":
 	case "inbox":
-		return benchInbox(*senders, *events, *out, stdout, stderr)
+		return benchInbox(*senders, *events, *burst, *out, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "idemhook bench: --pattern %q: the pattern measured on its own is inbox\n", *pattern)
 		return exitUsage
@@ -82,8 +83,8 @@ func buildKeysvc(stderr io.Writer) string {
 }
 
 // benchInbox is bench --pattern inbox.
-func benchInbox(senders string, events int, out string, stdout, stderr io.Writer) int {
-	opts := bench.InboxOptions{Events: events, Progress: stderr}
+func benchInbox(senders string, events, burst int, out string, stdout, stderr io.Writer) int {
+	opts := bench.InboxOptions{Events: events, Burst: burst, Progress: stderr}
 	for _, c := range strings.Split(senders, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
 		if err != nil || n < 1 || n > 64 {
@@ -92,9 +93,12 @@ func benchInbox(senders string, events int, out string, stdout, stderr io.Writer
 		}
 		opts.Senders = append(opts.Senders, n)
 	}
-	if events < 1 || events > 100000 {
-		fmt.Fprintln(stderr, "idemhook bench: --events must be between 1 and 100000")
+	if events < 1 || events > 100000 || burst < 0 || burst > 100000 {
+		fmt.Fprintln(stderr, "idemhook bench: --events must be between 1 and 100000, --burst between 0 and 100000")
 		return exitUsage
+	}
+	if burst == 0 {
+		opts.Burst = -1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
