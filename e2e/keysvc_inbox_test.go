@@ -159,6 +159,9 @@ func startKeysvcInbox(t *testing.T, flags ...string) keysvcInbox {
 		{"name": "stripe", "provider": "stripe", "target": proxy.srv.URL, "events": generator.DefaultEvents, "max_attempts": 200},
 		{"name": "plain", "provider": "stripe", "target": plain.srv.URL, "max_attempts": 200},
 		{"name": "dead", "provider": "stripe", "target": dead.url, "max_attempts": 2},
+		// n8n's target workflow, forwarded to in batches of up to 10.
+		{"name": "batched", "provider": "stripe", "target": st.WebhookURL + "/webhook/" + opts.WebhookPath, "events": generator.DefaultEvents,
+			"max_attempts": 200, "batch": 10},
 	}}
 	raw, _ := json.Marshal(endpoints)
 	file := filepath.Join(t.TempDir(), "endpoints.json")
@@ -281,6 +284,53 @@ func TestKeysvcInbox(t *testing.T) {
 	// killed after the target acted, a timeout). The generated target
 	// workflow drops it by the entry it names: the worker claims a row only
 	// while it is received.
+	// An endpoint with a batch: keysvc forwards the saved events several at
+	// a time, n8n's target workflow decides each in its own transaction and
+	// answers each, and keysvc records one acknowledged delivery per event.
+	t.Run("batched forwards, one answer per event", func(t *testing.T) {
+		const n = 40
+		var events []string
+		for i := range n {
+			k.newOrder(t, fmt.Sprintf("kio-b-%d", i), 100)
+			events = append(events, fmt.Sprintf("evt_ki_b_%d", i))
+		}
+		for i, ev := range events {
+			if r := k.sendToInbox("batched", paymentSucceeded(ev, fmt.Sprintf("pi_ki_b_%d", i), fmt.Sprintf("kio-b-%d", i), 100)); r.status != 200 {
+				t.Fatalf("delivery %d: %d %s", i, r.status, r.body)
+			}
+		}
+		k.waitRows(t, events, "processed", time.Minute)
+		for i, ev := range events {
+			row, _ := k.row(t, ev)
+			if e := k.effects(t, fmt.Sprintf("kio-b-%d", i)); len(e) != 1 || k.orderState(t, fmt.Sprintf("kio-b-%d", i)) != "confirmed" || row.Attempts != 1 {
+				t.Errorf("%s: effects %v, row %+v; want one effect on the first attempt, the order confirmed", ev, e, row)
+			}
+			var answered, ok int
+			waitFor(t, 10*time.Second, "the forward of "+ev+" to be recorded", func() bool {
+				st.Business.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE status = 200) FROM "+k.db.Deliveries().String()+" WHERE inbox_id = $1", row.ID).Scan(&answered, &ok)
+				return answered > 0
+			})
+			if answered != 1 || ok != 1 {
+				t.Errorf("%s: %d deliveries recorded, %d answered 200; want one, answered 200", ev, answered, ok)
+			}
+		}
+		resp, err := http.Get(k.keysvc.url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var forwards, carried float64
+		for _, line := range strings.Split(string(b), "\n") {
+			fmt.Sscanf(line, `keysvc_inbox_batch_events_count{endpoint="batched"} %g`, &forwards)
+			fmt.Sscanf(line, `keysvc_inbox_batch_events_sum{endpoint="batched"} %g`, &carried)
+		}
+		t.Logf("%d events forwarded in %.0f forwards (n8n executions of the target workflow)", n, forwards)
+		if carried != n || forwards < 1 || forwards >= n {
+			t.Errorf("%.0f forwards carried %.0f events; want the %d events in fewer forwards than events", forwards, carried, n)
+		}
+	})
+
 	t.Run("a re-sent forward produces no second effect", func(t *testing.T) {
 		k.newOrder(t, "kio-r", 100)
 		r := k.sendToInbox("stripe", paymentSucceeded("evt_ki_resend", "pi_ki_r", "kio-r", 100))

@@ -389,7 +389,7 @@ func addDecision(g *graph, r resolved, ids map[string]string, from string) strin
 	// n8n 2.41.1's Postgres node drops an uncaught error's message
 	// (see pgsql.Inbox.RecordEventError): what is left names the execution.
 	claimed := "$('" + NodeClaimEvents + "').all()"
-	record := postgresNode(NodeRecordBatch, g.at(col+2, 0), r.inbox.RecordBatch(r.RetryBackoff),
+	record := postgresNode(NodeRecordBatch, g.at(col+2, 0), r.inbox.RecordBatch(r.RetryBackoff, dispatchLease(r)),
 		"={{ [ JSON.stringify($('"+NodeApplyEvent+"').all().map((i, n) => i.json.error === undefined ? null : "+
 			"{ id: "+claimed+"[n]?.json.id, attempts: "+claimed+"[n]?.json.attempts, message: 'the decision did not finish in n8n (execution ' + $execution.id + '): ' + "+
 			"String(i.json.error.message || i.json.error.description || i.json.message || 'no message') }).filter(e => e && e.id !== undefined)), "+
@@ -496,9 +496,9 @@ func outboxGraph(g *graph, r resolved, _ map[string]string) error {
 	g.connect(NodeCallAPI, 0, NodeRecordSend)
 
 	// Woken by a worker, a dispatcher stays a moment for the next batch's
-	// tasks (the worker wakes none while it waits); run by the schedule or
-	// by hand, it does not.
-	wait := postgresNode(NodeWaitDue, g.at(9, 0), r.inbox.LingerForTask(min(r.SweepEvery, time.Minute)),
+	// tasks and holds the dispatch lease (the workers wake no other while
+	// it does); run by the schedule or by hand, it does neither.
+	wait := postgresNode(NodeWaitDue, g.at(9, 0), r.inbox.LingerForTask(min(r.SweepEvery, time.Minute), dispatchLease(r)),
 		"={{ [ $('"+NodeSweepOnCall+"').isExecuted && $('"+NodeSweepOnCall+"').first().json.wake_outbox === true && $runIndex < "+fmt.Sprint(drainRuns)+
 			" ? "+fmt.Sprint(drainLinger.Milliseconds())+" : 0 ] }}", r.CredentialName)
 	wait.ExecuteOnce = true
@@ -513,6 +513,12 @@ func outboxGraph(g *graph, r resolved, _ map[string]string) error {
 			"and resent only when the API says it never happened. Retries wait their backoff.")...)
 	return nil
 }
+
+// dispatchLease is how long a dispatcher a worker woke holds the outbox
+// for itself (the workers wake no other meanwhile): a pass of its two
+// phases, each at most a call's timeout, and room. A dispatcher that died
+// holds it that long; its tasks then wait for the next batch or the sweep.
+func dispatchLease(r resolved) time.Duration { return 2*r.OutboxTimeout + 5*time.Second }
 
 // outboxAnswer is the parameter list of OutboxResultCall for the answer of an
 // HTTP node: its status and body (text, in "data"), or the transport error

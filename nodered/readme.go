@@ -32,7 +32,9 @@ func readme(o Options) string {
 		b.WriteString("This flow is the **target of keysvc's durable inbox** (`--receiver keysvc`): keysvc receives and verifies the provider's\n")
 		fmt.Fprintf(&b, "deliveries and forwards each one here, at least once, with the same `Idempotency-Key`, which the flow reserves. Set the\n")
 		fmt.Fprintf(&b, "endpoint's `target` to `http://node-red:1880/%s` and its `target_token_env`; the flow reads the same token as\n", o.Path)
-		fmt.Fprintf(&b, "`%s` and answers 401 to a request without it, 400 to one without an `Idempotency-Key`.\n\n", EnvTargetToken)
+		fmt.Fprintf(&b, "`%s` and answers 401 to a request without it, 400 to one without an `Idempotency-Key`.\n", EnvTargetToken)
+		b.WriteString("Leave the endpoint's `batch` at 1, its default: the flow takes one event per forward (keysvc would send each event\n")
+		b.WriteString("of a batch it refuses again alone, so a batch costs a refused forward and changes nothing else).\n\n")
 	}
 	b.WriteString("## What it answers\n\n")
 	b.WriteString("| case | answer |\n| --- | --- |\n")

@@ -211,12 +211,15 @@ func TestClaimBatchOfferedAndRecordBatch(t *testing.T) {
 		t.Fatalf("claimed rows again while held: %v", got)
 	}
 	errs, _ := json.Marshal([]map[string]any{{"id": a, "attempts": 1, "message": "connection lost"}, {"id": b, "attempts": 7, "message": "stale"}})
-	var recorded int
-	var wake bool
-	if err := db.QueryRow(ctx, in.RecordBatch(time.Second), string(errs), 2).Scan(&recorded, &wake); err != nil {
-		t.Fatal(err)
+	record := func(errs string, tasks int) (int, bool) {
+		var recorded int
+		var wake bool
+		if err := db.QueryRow(ctx, in.RecordBatch(time.Second, time.Minute), errs, tasks).Scan(&recorded, &wake); err != nil {
+			t.Fatal(err)
+		}
+		return recorded, wake
 	}
-	if recorded != 1 || !wake {
+	if recorded, wake := record(string(errs), 2); recorded != 1 || !wake {
 		t.Errorf("recorded %d errors, wake %v; want 1 (the other attempt is stale) and a wake", recorded, wake)
 	}
 	var lastError string
@@ -224,45 +227,64 @@ func TestClaimBatchOfferedAndRecordBatch(t *testing.T) {
 	if lastError != "connection lost" {
 		t.Errorf("row a's error %q", lastError)
 	}
-	// A dispatcher waits on the outbox (a task due in 3 s keeps it there).
-	exec(t, db, "INSERT INTO "+in.Outbox().String()+" (operation_key, kind, payload, next_attempt_at) VALUES ('op:w', 'k', '{}', now() + interval '3 seconds')")
-	waiting := make(chan struct{})
-	go func() {
-		close(waiting)
-		db.Exec(ctx, in.WaitForDueTask(time.Minute))
-	}()
-	<-waiting
-	time.Sleep(500 * time.Millisecond)
-	if err := db.QueryRow(ctx, in.RecordBatch(time.Second), "[]", 2).Scan(&recorded, &wake); err != nil {
-		t.Fatal(err)
+	// The dispatcher woken holds the lease: the next batches wake no other.
+	if _, wake := record("[]", 3); wake {
+		t.Error("a dispatcher holds the lease, and a batch wakes another")
 	}
-	if wake {
-		t.Error("a dispatcher waits, and the batch wakes another")
-	}
-	if err := db.QueryRow(ctx, in.RecordBatch(time.Second), "[]", 0).Scan(&recorded, &wake); err != nil || wake {
-		t.Errorf("no task written: wake %v %v", wake, err)
+	if _, wake := record("[]", 0); wake {
+		t.Error("a batch without tasks woke the outbox")
 	}
 }
 
-// A lingering dispatcher takes a task written after it started waiting.
+// A dispatcher a worker woke takes the tasks written after it started
+// waiting (marked pending by the batches that found its lease live), and
+// gives its lease up once nothing comes: the next batch wakes one again.
 func TestOutboxWaitLingers(t *testing.T) {
 	in, db := newInbox(t)
 	ctx := context.Background()
+	batch := func(tasks int) bool {
+		var wake bool
+		if err := db.QueryRow(ctx, in.RecordBatch(time.Second, time.Minute), "[]", tasks).Scan(new(int), &wake); err != nil {
+			t.Fatal(err)
+		}
+		return wake
+	}
+	linger := func(ms int) (bool, time.Duration) {
+		start := time.Now()
+		var due bool
+		if err := db.QueryRow(ctx, in.LingerForTask(time.Minute, time.Minute), ms).Scan(&due); err != nil {
+			t.Fatal(err)
+		}
+		return due, time.Since(start)
+	}
+	if !batch(1) {
+		t.Fatal("the first batch with tasks woke no dispatcher")
+	}
+	if due, _ := linger(100); !due {
+		t.Fatal("the woken dispatcher does not take the batch's tasks")
+	}
+	written := make(chan struct{})
 	go func() {
+		defer close(written)
 		time.Sleep(400 * time.Millisecond)
-		exec(t, db, "INSERT INTO "+in.Outbox().String()+" (operation_key, kind, payload) VALUES ('op:new', 'k', '{}')")
+		db.Exec(ctx, "INSERT INTO "+in.Outbox().String()+" (operation_key, kind, payload, next_attempt_at) VALUES ('op:new', 'k', '{}', now() + interval '1 hour')")
+		batch(1) // its task is not due: the pending mark is what the dispatcher sees
 	}()
-	start := time.Now()
-	var due bool
-	if err := db.QueryRow(ctx, in.LingerForTask(time.Minute), 3000).Scan(&due); err != nil {
-		t.Fatal(err)
+	due, took := linger(3000)
+	<-written
+	if !due || took < 300*time.Millisecond || took > 2*time.Second {
+		t.Errorf("tasks written during the linger: due %v after %s, want true soon after them", due, took)
 	}
-	if !due || time.Since(start) > 2*time.Second {
-		t.Errorf("a task written during the linger: due %v after %s, want true soon after it", due, time.Since(start))
+	if batch(1) {
+		t.Error("the dispatcher holds the lease, and a batch woke another")
 	}
-	exec(t, db, "UPDATE "+in.Outbox().String()+" SET state = 'sent'")
-	start = time.Now()
-	if err := db.QueryRow(ctx, in.LingerForTask(time.Minute), 300).Scan(&due); err != nil || due || time.Since(start) > 2*time.Second {
-		t.Errorf("nothing written: due %v after %s (%v), want false after the linger", due, time.Since(start), err)
+	if due, _ := linger(300); !due {
+		t.Error("a batch's pending tasks were not taken")
+	}
+	if due, took := linger(300); due || took > 2*time.Second {
+		t.Errorf("nothing written: due %v after %s, want false after the linger", due, took)
+	}
+	if !batch(1) {
+		t.Error("the dispatcher gave its lease up, and the next batch woke none")
 	}
 }

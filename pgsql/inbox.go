@@ -254,10 +254,13 @@ SELECT id, state, attempts FROM claimed WHERE state = 'processing' ORDER BY id`,
 // row, the error of a decision that did not run to its end in n8n ($1, a
 // JSON array of {id, attempts, message}: ApplyEvent records its own errors,
 // so these are what it cannot catch, such as the connection lost), as
-// RecordEventError does; and it says whether to wake the outbox (wake_outbox):
-// the batch wrote $2 tasks and no dispatcher waits on the outbox's advisory
-// lock (OutboxWait), which would take them in its next look.
-func (in Inbox) RecordBatch(backoff time.Duration) string {
+// RecordEventError does; and, when the batch wrote tasks ($2 above 0), it
+// says whether to wake the outbox (wake_outbox): only when no dispatcher
+// holds the dispatch lease, which it then takes for the dispatcher it
+// wakes; else it marks the tasks pending for the dispatcher that holds it
+// (see OutboxWait in inbox.sql). Without the drainer row, every batch with
+// tasks wakes the outbox.
+func (in Inbox) RecordBatch(backoff, dispatchLease time.Duration) string {
 	return fmt.Sprintf(`WITH failed AS (
   UPDATE %[1]s e SET last_error = left(x.message, 2000), outcome = 'error',
     claimed_until = now() + least(interval '%[3]d milliseconds' * power(2, least(e.attempts - 1, 20)), interval '15 minutes'),
@@ -265,12 +268,15 @@ func (in Inbox) RecordBatch(backoff time.Duration) string {
   FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, attempts integer, message text)
   WHERE e.id = x.id AND e.attempts = x.attempts AND e.state = 'processing'
   RETURNING e.id
+), woken AS (
+  UPDATE %[2]s d SET outbox_pending = true,
+    outbox_woken_by = CASE WHEN d.dispatching_until IS NULL OR d.dispatching_until < now() THEN pg_current_xact_id() ELSE d.outbox_woken_by END,
+    dispatching_until = CASE WHEN d.dispatching_until IS NULL OR d.dispatching_until < now() THEN now() + interval '%[4]d seconds' ELSE d.dispatching_until END
+  WHERE d.lane = 0 AND $2::integer > 0
+  RETURNING d.outbox_woken_by = pg_current_xact_id() AS wake
 )
-SELECT (SELECT count(*) FROM failed) AS errors_recorded,
-  $2::integer > 0 AND NOT EXISTS (SELECT 1 FROM pg_locks l
-    WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-      AND l.classid = 0 AND l.objid = '%[2]s'::regclass::oid AND l.objsubid = 1) AS wake_outbox`,
-		in.Inbox(), in.Outbox(), backoff.Milliseconds())
+SELECT (SELECT count(*) FROM failed) AS errors_recorded, coalesce((SELECT wake FROM woken), $2::integer > 0) AS wake_outbox`,
+		in.Inbox(), in.Drainer(), backoff.Milliseconds(), int64(dispatchLease/time.Second))
 }
 
 // DrainNextCall runs DrainNext after a batch: $1 the batch was full, $2 the
@@ -409,10 +415,12 @@ func (in Inbox) WaitForDueTask(window time.Duration) string {
 	return fmt.Sprintf(`SELECT * FROM %s(interval '%d seconds')`, in.OutboxWait(), int64(window/time.Second))
 }
 
-// LingerForTask is WaitForDueTask that also waits $1 milliseconds for tasks
-// not written yet (OutboxWait's p_linger).
-func (in Inbox) LingerForTask(window time.Duration) string {
-	return fmt.Sprintf(`SELECT * FROM %s(interval '%d seconds', $1::integer * interval '1 millisecond')`, in.OutboxWait(), int64(window/time.Second))
+// LingerForTask is WaitForDueTask for a dispatcher a worker woke: with $1
+// above 0, it also waits $1 milliseconds for tasks not written yet and holds
+// the dispatch lease for lease (OutboxWait's p_linger and p_lease).
+func (in Inbox) LingerForTask(window, lease time.Duration) string {
+	return fmt.Sprintf(`SELECT * FROM %s(interval '%d seconds', $1::integer * interval '1 millisecond', interval '%d seconds')`,
+		in.OutboxWait(), int64(window/time.Second), int64(lease/time.Second))
 }
 
 // OutboxResultCall records an outbox answer: $1 task id, $2 attempt, $3 phase

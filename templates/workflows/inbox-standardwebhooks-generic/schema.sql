@@ -106,7 +106,12 @@ CREATE TABLE IF NOT EXISTS inbox_drainer (
   draining_until timestamptz,
   pending boolean NOT NULL DEFAULT false,
   -- The transaction that last took the lease for a worker it starts.
-  woken_by xid8
+  woken_by xid8,
+  -- The same for the outbox dispatcher a worker wakes: its lease, the
+  -- tasks written since it last looked, and who last woke one.
+  dispatching_until timestamptz,
+  outbox_pending boolean NOT NULL DEFAULT false,
+  outbox_woken_by xid8
 );
 INSERT INTO inbox_drainer (lane) VALUES (0) ON CONFLICT (lane) DO NOTHING;
 
@@ -671,18 +676,25 @@ $fn$;
 -- one waiter per table, and it goes with the waiter's transaction, so a
 -- dispatcher that dies while waiting leaves no lock behind. It reads the
 -- clock, not the transaction's start, and looks again every second so that
--- a task scheduled earlier meanwhile is not missed. For p_linger it also
--- waits for tasks not written yet, looking every 100 ms: a dispatcher the
--- worker woke stays for the next batch's tasks, and the worker, which sees
--- the lock held, does not start another.
+-- a task scheduled earlier meanwhile is not missed.
+--
+-- A dispatcher a worker woke (p_linger above 0) also waits p_linger for
+-- tasks not written yet, looking every 100 ms, and holds the dispatch lease
+-- of inbox_drainer (renewed for p_lease whenever it goes on), so that the
+-- workers wake no other: a worker that writes tasks while the lease is live
+-- marks them pending instead. It gives the lease up only by the statement
+-- that finds nothing pending under the row lock, so a batch's tasks are
+-- never left for a dispatcher that stopped.
 DROP FUNCTION IF EXISTS idemhook_outbox_wait(interval);
-CREATE OR REPLACE FUNCTION idemhook_outbox_wait(p_window interval, p_linger interval DEFAULT interval '0')
+CREATE OR REPLACE FUNCTION idemhook_outbox_wait(p_window interval, p_linger interval DEFAULT interval '0',
+  p_lease interval DEFAULT interval '0')
 RETURNS TABLE (due boolean)
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_until timestamptz := clock_timestamp() + p_window;
   v_linger timestamptz := clock_timestamp() + least(p_linger, p_window);
   v_next timestamptz;
+  v_woken boolean := p_linger > interval '0' AND EXISTS (SELECT 1 FROM inbox_drainer d WHERE d.lane = 0);
 BEGIN
   IF NOT pg_try_advisory_xact_lock('outbox_tasks'::regclass::oid::bigint) THEN
     RETURN QUERY SELECT false;
@@ -691,15 +703,25 @@ BEGIN
   LOOP
     SELECT min(CASE WHEN t.state = 'sending' THEN t.claimed_until ELSE t.next_attempt_at END) INTO v_next
     FROM outbox_tasks t WHERE t.state IN ('pending', 'ambiguous', 'sending');
-    IF v_next <= clock_timestamp() THEN
+    IF v_next <= clock_timestamp() OR (v_woken AND (SELECT d.outbox_pending FROM inbox_drainer d WHERE d.lane = 0)) THEN
+      IF v_woken THEN
+        UPDATE inbox_drainer SET outbox_pending = false, dispatching_until = clock_timestamp() + p_lease WHERE lane = 0;
+      END IF;
       RETURN QUERY SELECT true;
       RETURN;
     END IF;
     IF (v_next IS NULL OR v_next > v_until) AND clock_timestamp() >= v_linger THEN
-      RETURN QUERY SELECT false;
-      RETURN;
-    END IF;
-    IF clock_timestamp() < v_linger THEN
+      IF NOT v_woken THEN
+        RETURN QUERY SELECT false;
+        RETURN;
+      END IF;
+      UPDATE inbox_drainer SET dispatching_until = NULL WHERE lane = 0 AND NOT outbox_pending;
+      IF FOUND THEN
+        RETURN QUERY SELECT false;
+        RETURN;
+      END IF;
+      -- Tasks were written since the read above: the next look sees them.
+    ELSIF clock_timestamp() < v_linger THEN
       PERFORM pg_sleep(0.1);
     ELSE
       PERFORM pg_sleep(least(extract(epoch FROM v_next - clock_timestamp()), 1));
