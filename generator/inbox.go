@@ -34,6 +34,7 @@ const (
 	NodeWakeOutbox   = "Wake Outbox"
 	NodeDrainNext    = "Drain Next"
 	NodeDrainAgain   = "Again?"
+	NodeDrained      = "Drained"
 	NodeSweepTimer   = "Every Sweep"
 	NodeSweepOnCall  = "On Demand"
 	NodeFindDue      = "Find Due Events"
@@ -355,6 +356,10 @@ func workerGraph(g *graph, r resolved, ids map[string]string) error {
 	g.add(ifNode(g, NodeDrainAgain, g.at(g.col+1, 0), "={{ $json.again }}", opBooleanTrue, ""))
 	g.connect(NodeDrainNext, 0, NodeDrainAgain)
 	g.connect(NodeDrainAgain, 0, NodeClaimEvents)
+	// The execution's result, for a caller that waits (the recoverer goes
+	// on to count stuck work): one item, the last Drain Next.
+	g.add(node{Name: NodeDrained, Type: typeNoOp, Position: g.at(g.col+2, 1), Parameters: map[string]any{}})
+	g.connect(NodeDrainAgain, 1, NodeDrained)
 	g.addNote(NodeWorkerStart, inboxNote(r, "Worker: the effect",
 		"Claims a batch (the rows the recoverer offers, or, started by the receiver, every received row, "+fmt.Sprint(DrainBatch)+" at a time, until none comes for "+
 			duration.Format(drainLinger)+") and decides each row's effect in a transaction of its own (idemhook_apply_event): the effect key, the business change and "+

@@ -160,6 +160,7 @@ func TestInboxWorkerAndOutbox(t *testing.T) {
 	w.wantEdge(generator.NodeBatchDone, 0, generator.NodeDrainNext)
 	w.wantEdge(generator.NodeDrainNext, 0, generator.NodeDrainAgain)
 	w.wantEdge(generator.NodeDrainAgain, 0, generator.NodeClaimEvents)
+	w.wantEdge(generator.NodeDrainAgain, 1, generator.NodeDrained)
 	apply := w.node(generator.NodeApplyEvent)
 	if !strings.Contains(apply.Get("parameters.options.queryReplacement").String(), `"payment_intent.succeeded,charge.refunded"`) {
 		t.Errorf("the allowlist is not a parameter of Apply Event: %s", apply.Get("parameters.options.queryReplacement").String())
