@@ -392,7 +392,7 @@ func addDecision(g *graph, r resolved, ids map[string]string, from string) strin
 	g.add(apply)
 	g.connect(NodeClaimEvents, 0, NodeApplyEvent)
 	// n8n 2.41.1's Postgres node drops an uncaught error's message
-	// (see pgsql.Inbox.RecordEventError): what is left names the execution.
+	// (see pgsql.Inbox.RecordBatch): what is left names the execution.
 	claimed := "$('" + NodeClaimEvents + "').all()"
 	record := postgresNode(NodeRecordBatch, g.at(col+2, 0), r.inbox.RecordBatch(r.RetryBackoff, dispatchLease(r)),
 		"={{ [ JSON.stringify($('"+NodeApplyEvent+"').all().map((i, n) => i.json.error === undefined ? null : "+

@@ -17,7 +17,7 @@ import (
 // The emitter lives here, not in package rules, because this package
 // writes every statement idemhook runs: the function shares its fencing,
 // its error handling and its final update of the inbox row with the
-// statements beside it (ClaimEvent, RecordEventError, DueEvents), and one
+// statements beside it (ClaimEvent, ClaimBatch, RecordBatch, DueEvents), and one
 // reviewer of SQL reads one package. What reaches the SQL text from a
 // Decision is only ever an identifier validated as ParseTable validates
 // (tables, columns, names) or a constant written by Literal; values of the

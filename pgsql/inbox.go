@@ -253,8 +253,13 @@ SELECT id, state, attempts FROM claimed WHERE state = 'processing' ORDER BY id`,
 // RecordBatch ends a worker's batch in one statement: it keeps, on each
 // row, the error of a decision that did not run to its end in n8n ($1, a
 // JSON array of {id, attempts, message}: ApplyEvent records its own errors,
-// so these are what it cannot catch, such as the connection lost), as
-// RecordEventError does; and, when the batch wrote tasks ($2 above 0), it
+// so these are what it cannot catch, such as the connection lost). n8n
+// 2.41.1's Postgres node drops the message of such an error ("Query
+// Batching: Independent" spreads the error object, whose message is not an
+// own enumerable field), so the message is what is left: the execution to
+// read. The row is retried after the backoff doubled per attempt (at most
+// 15 minutes), as ApplyEvent retries it; only the attempt that holds the
+// claim may write. And, when the batch wrote tasks ($2 above 0), it
 // says whether to wake the outbox (wake_outbox): only when no dispatcher
 // holds the dispatch lease, which it then takes for the dispatcher it
 // wakes; else it marks the tasks pending for the dispatcher that holds it
@@ -302,23 +307,6 @@ ORDER BY e.id`, in.Inbox())
 func (in Inbox) ApplyEventCall(deferLimit, backoff time.Duration) string {
 	return fmt.Sprintf(`SELECT * FROM %s($1::bigint, $2::integer, string_to_array($3, ','), interval '%d seconds', interval '%d milliseconds')`,
 		in.ApplyEvent(), int64(deferLimit/time.Second), backoff.Milliseconds())
-}
-
-// RecordEventError keeps the error $3 of a decision that did not run to its
-// end on row $1 (attempt $2): ApplyEvent records its own errors, so this is
-// for what it cannot catch (the connection lost). n8n 2.41.1's Postgres
-// node drops the message of such an error from its error output ("Query
-// Batching: Independent" spreads the error object, whose message is not an
-// own enumerable field), so $3 is what is left: the failed query and the
-// execution to read. The row is retried after backoff doubled per attempt
-// (at most 15 minutes), as ApplyEvent retries it; only the attempt that
-// holds the claim may write.
-func (in Inbox) RecordEventError(backoff time.Duration) string {
-	return fmt.Sprintf(`UPDATE %s SET last_error = left($3, 2000), outcome = 'error',
-  claimed_until = now() + least(interval '%d milliseconds' * power(2, least(attempts - 1, 20)), interval '15 minutes'),
-  updated_at = now()
-WHERE id = $1::bigint AND attempts = $2::integer AND state = 'processing'
-RETURNING id, state, attempts`, in.Inbox(), backoff.Milliseconds())
 }
 
 // DueEvents lists up to limit rows that need a worker: received longer ago

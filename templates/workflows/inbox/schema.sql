@@ -673,7 +673,7 @@ BEGIN
     -- Everything this block wrote is rolled back; the row lock is kept. A
     -- cancelled statement (statement_timeout, an operator's
     -- pg_cancel_backend) is recorded too: it is one row's transient fault,
-    -- and n8n keeps no message for it (see RecordEventError).
+    -- and n8n keeps no message for it (see RecordBatch).
     GET STACKED DIAGNOSTICS v_detail = MESSAGE_TEXT, v_sqlstate = RETURNED_SQLSTATE;
     v_state := 'processing'; v_outcome := 'error'; v_tasks := 0;
     v_detail := format('the decision failed: %s (SQLSTATE %s); retried after %s', v_detail, v_sqlstate, v_backoff);
