@@ -228,7 +228,8 @@ const (
 // execution, as the worker does, and answers each: {"results": [{"inbox_id",
 // "status", "state"}]}, status 200 for a row taken further (decided, or
 // claimed by another worker, or finished before), 503 for one still
-// received, which keysvc sends again alone. A failed decision stays on its
+// received (another transaction held it), which keysvc sends again alone;
+// a forward of one event is answered 503 then. A failed decision stays on its
 // row for the recoverer. Posting an id here can only process an event
 // keysvc already verified and saved.
 func targetGraph(g *graph, r resolved, ids map[string]string) error {
@@ -239,6 +240,7 @@ func targetGraph(g *graph, r resolved, ids map[string]string) error {
 			map[string]any{"id": UUIDFrom(g.seed + "/set/ids"), "name": "ids", "type": "string",
 				"value": "={{ Array.isArray($json.body?.events) ? $json.body.events.map(e => String(e?.inbox_id ?? '')).join(',') : String($json.headers['x-idemhook-inbox-id'] ?? '') }}"},
 			map[string]any{"id": UUIDFrom(g.seed + "/set/drain"), "name": "drain", "type": "boolean", "value": false},
+			map[string]any{"id": UUIDFrom(g.seed + "/set/batch"), "name": "batch", "type": "boolean", "value": "={{ Array.isArray($json.body?.events) }}"},
 		}},
 		"options": map[string]any{},
 	}})
@@ -246,10 +248,13 @@ func targetGraph(g *graph, r resolved, ids map[string]string) error {
 	g.col = 2
 	last := addDecision(g, r, ids, NodeInboxEntry)
 	report := postgresNode(NodeReportBatch, g.at(g.col, 0), r.inbox.Offered(), "={{ [ $('"+NodeInboxEntry+"').first().json.ids ] }}", r.CredentialName)
-	report.ExecuteOnce = true
+	report.ExecuteOnce, report.AlwaysOutputData = true, true
 	g.add(report)
 	g.connect(last, 0, NodeReportBatch)
-	g.add(respondNode(NodeRespondTarget, g.at(g.col+1, 0), 200,
+	// A forward of one event is answered by its status alone (keysvc reads
+	// no body then): 503 when its row is still received, so it comes again.
+	g.add(respondNode(NodeRespondTarget, g.at(g.col+1, 0),
+		"={{ $('"+NodeInboxEntry+"').first().json.batch || $('"+NodeReportBatch+"').all().every(i => i.json.state !== 'received') ? 200 : 503 }}",
 		"={{ JSON.stringify({ status: 'accepted', results: $('"+NodeReportBatch+"').all().filter(i => i.json.inbox_id !== undefined).map(i => ({ inbox_id: String(i.json.inbox_id), state: i.json.state, status: i.json.state === 'received' ? 503 : 200 })) }) }}"))
 	g.connect(NodeReportBatch, 0, NodeRespondTarget)
 	g.addNote(NodeWebhook, setupNote(r, "inbox.md")...)
