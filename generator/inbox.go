@@ -21,9 +21,10 @@ const (
 	NodeSaveReceipt    = "Save Receipt"
 	NodeRespondReceipt = "Respond 200 receipt"
 	NodeRespond503Save = "Respond 503 not saved"
-	NodeNewReceipt     = "Worker Needed?"
-	NodeHandOff        = "Drain"
-	NodeStartWorker    = "Start Worker"
+	NodeNewReceipt     = "New Receipt?"
+	NodeWorkerNeeded   = "Worker Needed?"
+	NodeDrainItem      = "Drain"
+	NodeHandOff        = "Hand Off to Worker"
 
 	NodeWorkerStart  = "Offered Events"
 	NodeClaimEvents  = "Claim Events"
@@ -199,15 +200,17 @@ func receiverGraph(g *graph, r resolved, ids map[string]string) error {
 	g.add(respondNode(NodeRespondReceipt, g.at(4, 0), 200,
 		"={{ JSON.stringify({ status: $json.new === true ? 'received' : 'duplicate', state: $json.state ?? null, inbox_id: $json.id ?? null, key: $('"+NodeBuildReceipt+"').item.json.key }) }}"))
 	g.connect(NodeSaveReceipt, 0, NodeRespondReceipt)
+	g.add(ifNode(g, NodeNewReceipt, g.at(5, 0), "={{ $('"+NodeSaveReceipt+"').item.json.new }}", opBooleanTrue, ""))
+	g.connect(NodeRespondReceipt, 0, NodeNewReceipt)
 	// A worker that drains already takes the new row: only a receipt that
 	// finds none draining starts one (pgsql.Inbox.ReceiveAndWake).
-	g.add(ifNode(g, NodeNewReceipt, g.at(5, 0), "={{ $('"+NodeSaveReceipt+"').item.json.wake }}", opBooleanTrue, ""))
-	g.connect(NodeRespondReceipt, 0, NodeNewReceipt)
+	g.add(ifNode(g, NodeWorkerNeeded, g.at(6, 0), "={{ $('"+NodeSaveReceipt+"').item.json.wake }}", opBooleanTrue, ""))
+	g.connect(NodeNewReceipt, 0, NodeWorkerNeeded)
 	// The provider has its answer; the worker runs in its own execution.
-	g.add(node{Name: NodeHandOff, Type: typeSet, Position: g.at(6, 0), Parameters: drainItem(g.seed + "/handoff")})
-	g.connect(NodeNewReceipt, 0, NodeHandOff)
-	g.add(executeWorkflowNode(NodeStartWorker, g.at(7, 0), ids[FileWorker], "once", false))
-	g.connect(NodeHandOff, 0, NodeStartWorker)
+	g.add(node{Name: NodeDrainItem, Type: typeSet, Position: g.at(7, 0), Parameters: drainItem(g.seed + "/handoff")})
+	g.connect(NodeWorkerNeeded, 0, NodeDrainItem)
+	g.add(executeWorkflowNode(NodeHandOff, g.at(8, 0), ids[FileWorker], "once", false))
+	g.connect(NodeDrainItem, 0, NodeHandOff)
 	g.addNote(NodeWebhook, setupNote(r, "inbox.md")...)
 	g.addNote(NodeBuildReceipt, inboxNote(r, "Receiver: the receipt",
 		"Verifies the signature on the raw body, saves the event in inbox_events (once per account and event id), and answers 200 only after the commit; "+

@@ -80,9 +80,10 @@ func TestInboxReceiverOrder(t *testing.T) {
 	w.wantEdge(generator.NodeSaveReceipt, 0, generator.NodeRespondReceipt)
 	w.wantEdge(generator.NodeSaveReceipt, 1, generator.NodeRespond503Save)
 	w.wantEdge(generator.NodeRespondReceipt, 0, generator.NodeNewReceipt)
-	w.wantEdge(generator.NodeNewReceipt, 0, generator.NodeHandOff)
-	w.wantEdge(generator.NodeHandOff, 0, generator.NodeStartWorker)
-	if got := w.node(generator.NodeStartWorker).Get("parameters.options.waitForSubWorkflow"); got.Type != gjson.False {
+	w.wantEdge(generator.NodeNewReceipt, 0, generator.NodeWorkerNeeded)
+	w.wantEdge(generator.NodeWorkerNeeded, 0, generator.NodeDrainItem)
+	w.wantEdge(generator.NodeDrainItem, 0, generator.NodeHandOff)
+	if got := w.node(generator.NodeHandOff).Get("parameters.options.waitForSubWorkflow"); got.Type != gjson.False {
 		t.Errorf("the hand-off waits for the worker (%s); the receipt is already answered", got.Raw)
 	}
 	save := w.node(generator.NodeSaveReceipt).Get("parameters.query").String()
@@ -90,7 +91,7 @@ func TestInboxReceiverOrder(t *testing.T) {
 		t.Errorf("the receipt is not saved once per (account, event_id): %s", save)
 	}
 	// A worker is started only for a receipt that found none draining.
-	if !strings.Contains(w.node(generator.NodeNewReceipt).Get("parameters.conditions.conditions.0.leftValue").String(), ".json.wake") ||
+	if !strings.Contains(w.node(generator.NodeWorkerNeeded).Get("parameters.conditions.conditions.0.leftValue").String(), ".json.wake") ||
 		!strings.Contains(save, "inbox_drainer") {
 		t.Errorf("the receiver starts a worker for every receipt, not only when none drains")
 	}
