@@ -136,8 +136,12 @@ func (r *runner) failure(ctx context.Context) (Status, string, error) {
 	if first == "" {
 		return Fail, fmt.Sprintf("%q sends a new event to no business node", r.guard.Decision), nil
 	}
+	call := r.guard.HandOff()
 	if slices.Contains(r.guard.SubWorkflowCalls, first) {
-		return Skip, fmt.Sprintf("not checked here: the new event goes on to another workflow (%q), which runs and retries it from the saved receipt; verify that workflow on its own", first), nil
+		call = first
+	}
+	if call != "" {
+		return Skip, fmt.Sprintf("not checked here: the new event goes on to another workflow (%q), which runs and retries it from the saved receipt; verify that workflow on its own", call), nil
 	}
 	if !r.guard.HasErrorOutput(first) && r.releaser == "" && !r.selfReleases {
 		return Skip, fmt.Sprintf("weakness: %q has no error output and the workflow no error workflow that releases the key, so when it fails the key stays reserved and every retry of the provider is answered as a duplicate (the event is lost). Set its Settings → On Error to \"Continue (using error output)\" and release the key there (DELETE FROM %s WHERE key = …), or let idemhook guard put the guard in, which releases a failed execution's key from an error workflow", first, r.guard.EventsTable), nil

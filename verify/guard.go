@@ -20,6 +20,8 @@ const (
 	typeHTTP     = "n8n-nodes-base.httpRequest"
 	typeIf       = "n8n-nodes-base.if"
 	typeSwitch   = "n8n-nodes-base.switch"
+	typeSet      = "n8n-nodes-base.set"
+	typeNoOp     = "n8n-nodes-base.noOp"
 	typeRespond  = "n8n-nodes-base.respondToWebhook"
 	// typeExecuteWorkflow calls another workflow (the inbox receiver hands
 	// receipts to its worker this way).
@@ -90,6 +92,26 @@ func (gd Guard) FirstBusiness() string {
 		}
 	}
 	return ""
+}
+
+// HandOff is the workflow call a new event goes on to when the business
+// branch does nothing else: it only routes (If, Switch, Set, No Op nodes)
+// to sub-workflow calls, as the inbox receiver hands a new receipt to its
+// worker. "" otherwise.
+func (gd Guard) HandOff() string {
+	call := ""
+	for _, n := range gd.Business() {
+		switch t := gd.g.nodes[n]["type"]; {
+		case slices.Contains(gd.SubWorkflowCalls, n):
+			if call == "" {
+				call = n
+			}
+		case t == typeIf || t == typeSwitch || t == typeSet || t == typeNoOp:
+		default:
+			return ""
+		}
+	}
+	return call
 }
 
 // Decides is the node that tells a new event from a duplicate: the

@@ -181,6 +181,12 @@ func TestFindTheInboxReceiver(t *testing.T) {
 	if g.Reserve != "Save Receipt" || g.PlainEvents || g.Decision != "New Receipt?" || !slices.Equal(g.SubWorkflowCalls, []string{"Hand Off to Worker"}) {
 		t.Errorf("found reserve %q (plain events %v), decision %q, sub-workflow calls %v", g.Reserve, g.PlainEvents, g.Decision, g.SubWorkflowCalls)
 	}
+	// A new receipt only goes on to the worker (when none drains): the
+	// business branch routes to the call and does nothing else.
+	g.NewOutput = 0
+	if call := g.HandOff(); call != "Hand Off to Worker" {
+		t.Errorf("the receiver hands a new event off through %q, want Hand Off to Worker", call)
+	}
 }
 
 func TestTally(t *testing.T) {
