@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemhook/idemhook/internal/communitynode"
 	"github.com/idemhook/idemhook/internal/duration"
 	"github.com/idemhook/idemhook/rules"
 )
@@ -92,9 +93,12 @@ var Flags = []Flag{
 	{Name: "scope", Option: "scope",
 		Usage: "`SCOPE` that prefixes a preset's key (letters, digits, '.', '_', '-')",
 		set:   text(func(o *Options) *string { return &o.Scope })},
-	{Name: "hashing", Option: "hashing mode", Default: string(HashingCodeNode), Choices: []string{string(HashingCodeNode), string(HashingCryptoNode), string(HashingKeysvc)},
-		Usage: "how the workflow builds the key, a `MODE`: code-node, crypto-node or keysvc",
+	{Name: "hashing", Option: "hashing mode", Default: string(HashingCodeNode), Choices: []string{string(HashingCodeNode), string(HashingCryptoNode), string(HashingKeysvc), string(HashingNode)},
+		Usage: "how the workflow builds the key, a `MODE`: code-node, crypto-node, keysvc, or node (idemhook's community node, which n8n must have installed: docs/n8n-node.md)",
 		set:   func(o *Options, v string) error { o.Hashing = Hashing(v); return nil }},
+	{Name: "node-type", Option: "node type", Default: communitynode.Type, Choices: communitynode.Types, Pattern: PatternReserve,
+		Usage: "with --hashing node, the community node's `TYPE` as n8n loaded it: " + communitynode.Type + " (a package in ~/.n8n/nodes) or " + communitynode.CustomType + " (N8N_CUSTOM_EXTENSIONS)",
+		set:   text(func(o *Options) *string { return &o.NodeType })},
 	{Name: "guard", Option: "guard mode", Default: string(GuardReserve), Choices: []string{string(GuardReserve), string(GuardLease), string(GuardTransactional)}, Pattern: PatternReserve,
 		Usage: "how the key is held while the business step runs, a `MODE`: reserve, lease, or transactional (one SQL statement reserves and writes)",
 		set:   func(o *Options, v string) error { o.Guard = Guard(v); return nil }},

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -20,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/idemhook/idemhook/internal/communitynode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -54,7 +56,8 @@ type process struct {
 }
 
 func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
-	needs := Needs{N8N: !opts.PostgresOnly, Why: opts.Why}
+	needs := Needs{N8N: !opts.PostgresOnly, Why: opts.Why,
+		CommunityNode: opts.CommunityNode && !opts.PostgresOnly && opts.CommunityNodePackage == ""}
 	if opts.External == nil {
 		needs.Postgres = opts.PostgresMajor
 	}
@@ -114,6 +117,23 @@ func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
 		brokerPort, err := freePort()
 		if err != nil {
 			return nil, err
+		}
+		if opts.CommunityNode {
+			pkg := cmp.Or(opts.CommunityNodePackage, in.CommunityNode)
+			if err := communitynode.Install(ctx, in.NodeBin, filepath.Join(base, "n8n"), pkg); err != nil {
+				return nil, err
+			}
+			if opts.CommunityNodeCustom {
+				folder, err := communitynode.InstallCustom(ctx, in.NodeBin, filepath.Join(base, "custom-extensions"), pkg)
+				if err != nil {
+					return nil, err
+				}
+				rt.extraEnv = maps.Clone(rt.extraEnv)
+				if rt.extraEnv == nil {
+					rt.extraEnv = map[string]string{}
+				}
+				rt.extraEnv["N8N_CUSTOM_EXTENSIONS"] = folder
+			}
 		}
 		rt.n8nEnv = rt.n8nEnvironment(n8nDB, n8nPort, brokerPort)
 		rt.n8nURL = fmt.Sprintf("http://127.0.0.1:%d", n8nPort)
