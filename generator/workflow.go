@@ -169,7 +169,7 @@ func addLocalFlow(g *graph, r resolved) error {
 		return "={{ JSON.stringify({ status: '" + status + "', key: " + key + extra + " }) }}"
 	}
 	err := addGuardHead(g, r, respondNode, func(from string) {
-		g.add(businessStep(r, g.at(4, -1), key, eventTypeExprOf(r)))
+		g.add(businessStepOf(r, g.at(4, -1)))
 		g.connect(from, 0, business)
 		if r.Guard == GuardLease {
 			markDone := postgresNode(NodeMarkDone, g.at(5, -1), pgsql.MarkDone(r.events), "={{ [ "+key+" ] }}", r.CredentialName)

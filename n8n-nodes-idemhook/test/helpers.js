@@ -9,12 +9,14 @@ const dist = path.join(__dirname, '..', 'dist', 'nodes', 'IdempotencyGuard');
 class FakeNodeError extends Error {}
 
 // context returns an IExecuteFunctions-like object.
-function context({ items, params = {}, credential = {}, onError, executionId = '42' }) {
+// credential is the credential's data, or a function returning it (read
+// each time n8n is asked); credentials the node's references to them.
+function context({ items, params = {}, credential = {}, credentials = {}, onError, executionId = '42' }) {
 	return {
 		getInputData: () => items,
 		getNodeParameter: (name, _i, fallback) => (name in params ? params[name] : fallback),
-		getCredentials: async () => credential,
-		getNode: () => ({ name: 'Idempotency Guard', type: 'n8n-nodes-idemhook.idempotencyGuard', credentials: {}, onError }),
+		getCredentials: async () => (typeof credential === 'function' ? credential() : credential),
+		getNode: () => ({ name: 'Idempotency Guard', type: 'n8n-nodes-idemhook.idempotencyGuard', credentials, onError }),
 		getExecutionId: () => executionId,
 		continueOnFail: () => onError === 'continueErrorOutput' || onError === 'continueRegularOutput',
 		helpers: {

@@ -114,6 +114,40 @@ test('an error never goes to New: the error output, or the last output under "co
 	}
 });
 
+test('a credential is read once a minute, and again at once when the store refuses it', async () => {
+	const ks = await fakeKeysvc((req) =>
+		req.headers.authorization === 'Bearer good' ? [201, { key: 'evt:c', reserved: true }] : [401, { error: 'missing or invalid bearer token', code: 'unauthorized' }],
+	);
+	try {
+		let token = 'bad';
+		let reads = 0;
+		const run = () =>
+			node.execute.call(
+				context({
+					items: [webhookItem('{"id":"c"}')],
+					params: { store: 'keysvc', operation: 'reserve', options: {} },
+					credential: () => (reads++, { url: ks.url, token }),
+					credentials: { idemhookKeysvcApi: { id: 'cred-cache-test', name: 'keysvc (test)' } },
+					onError: 'continueErrorOutput',
+				}),
+			);
+		// The last output: n8n moves an error item from there to the error output.
+		let [fresh, failed] = await run();
+		assert.strictEqual(failed.length, 1);
+		assert.strictEqual(failed[0].json.details.status, 'credential');
+		assert.strictEqual(reads, 1);
+		token = 'good'; // the user fixes the credential
+		[fresh] = await run();
+		assert.strictEqual(fresh.length, 1, 'the refused store was read again and the delivery retried');
+		assert.strictEqual(reads, 2);
+		[fresh] = await run();
+		assert.strictEqual(fresh.length, 1);
+		assert.strictEqual(reads, 2, 'a working credential is not read again within the minute');
+	} finally {
+		await ks.close();
+	}
+});
+
 test('an SSH tunnel is refused with one clear message', async () => {
 	const ctx = context({
 		items: [webhookItem('{"id":"e3"}')],

@@ -1,5 +1,4 @@
 import type {
-	ICredentialDataDecryptedObject,
 	IDataObject,
 	IExecuteFunctions,
 	INodeExecutionData,
@@ -13,9 +12,9 @@ import { providers } from './generated';
 import { keyOf } from './key';
 import * as keysvc from './keysvc';
 import * as pg from './postgres';
+import { storeOf, type StoreKind } from './store';
 
 type Operation = 'reserve' | 'acquireLease' | 'complete' | 'release';
-type Store = 'postgres' | 'keysvc';
 
 // The outputs of each operation: a decision routes an item, the others pass
 // it on. Written as an expression over the parameters, as n8n's Switch node
@@ -216,7 +215,20 @@ export class IdempotencyGuard implements INodeType {
 		for (let i = 0; i < items.length; i++) {
 			try {
 				target ??= await targetOf(this);
-				const [output, idempotency] = await decide(this, target, operation, items[i], i);
+				let decided: [number, IDataObject];
+				try {
+					decided = await decide(this, target, operation, items[i], i);
+				} catch (e) {
+					// A store read from the credential a while ago that fails to
+					// connect or is refused: the credential may have changed since.
+					// Read it again, and try once more when it did.
+					if (!target.cached || !(e instanceof GuardError) || (e.kind !== 'credential' && e.kind !== 'unavailable')) throw e;
+					const again = await targetOf(this, true);
+					if (again.digest === target.digest) throw e;
+					target = again;
+					decided = await decide(this, target, operation, items[i], i);
+				}
+				const [output, idempotency] = decided;
 				routes[output].push({
 					json: { ...items[i].json, idempotency },
 					binary: items[i].binary,
@@ -243,41 +255,33 @@ export class IdempotencyGuard implements INodeType {
 	}
 }
 
-/** The store an execution uses, its credential fetched once. */
-type Target =
-	| { store: 'postgres'; pg: pg.Target }
-	| { store: 'keysvc'; keysvc: keysvc.KeysvcTarget };
+/** What an execution reserves with: its store, with this execution's settings. */
+type Target = {
+	/** Whether the store came from a credential read earlier, and that read's digest. */
+	cached: boolean;
+	digest: string;
+} & ({ kind: 'postgres'; pg: pg.Target } | { kind: 'keysvc'; keysvc: keysvc.KeysvcTarget });
 
-async function targetOf(ctx: IExecuteFunctions): Promise<Target> {
-	const store = ctx.getNodeParameter('store', 0) as Store;
+async function targetOf(ctx: IExecuteFunctions, fresh = false): Promise<Target> {
+	const kind = ctx.getNodeParameter('store', 0) as StoreKind;
 	const options = ctx.getNodeParameter('options', 0, {}) as IDataObject;
-	const credentialType = store === 'postgres' ? 'postgres' : 'idemhookKeysvcApi';
-	const credentialName = ctx.getNode().credentials?.[credentialType]?.name ?? credentialType;
-	let cred: ICredentialDataDecryptedObject;
-	try {
-		cred = await ctx.getCredentials(credentialType);
-	} catch (e) {
-		throw new GuardError(
-			'credential',
-			`The ${store === 'postgres' ? 'Postgres' : 'keysvc'} credential "${credentialName}" could not be read (${(e as Error).message}): choose one in the node. Nothing was reserved.`,
-		);
-	}
-	if (store === 'keysvc') {
+	const { store, cached, digest } = await storeOf(ctx, kind, fresh);
+	if (store.kind === 'keysvc') {
 		return {
-			store,
-			keysvc: {
-				cred: cred as unknown as keysvc.KeysvcCredential,
-				credentialName,
-				timeoutMs: 1000 * (Number(options.timeoutSeconds) || 10),
-			},
+			kind: 'keysvc',
+			cached,
+			digest,
+			keysvc: { cred: store.cred, credentialName: store.credentialName, timeoutMs: 1000 * (Number(options.timeoutSeconds) || 10) },
 		};
 	}
 	return {
-		store,
+		kind: 'postgres',
+		cached,
+		digest,
 		pg: {
-			pool: pg.poolFor(cred as unknown as pg.PostgresCredential, credentialName),
+			pool: store.pool,
 			table: pg.checkTable(String(options.eventsTable ?? 'processed_events')),
-			credentialName,
+			credentialName: store.credentialName,
 			executionId: options.recordExecution === true ? ctx.getExecutionId() : undefined,
 		},
 	};
@@ -297,11 +301,11 @@ async function decide(
 			throw new GuardError('config', `No key to ${operation === 'complete' ? 'complete' : 'release'}: set Key to the guard's idempotency.key (the node that reserved it, by its name).`);
 		}
 		if (operation === 'complete') {
-			const done = target.store === 'postgres' ? await pg.markDone(target.pg, key) : await keysvc.markDone(target.keysvc, key);
+			const done = target.kind === 'postgres' ? await pg.markDone(target.pg, key) : await keysvc.markDone(target.keysvc, key);
 			return [0, { key, status: 'done', completed: done }];
 		}
-		const attempt = target.store === 'postgres' ? attemptOf(ctx.getNodeParameter('attempt', i, '')) : undefined;
-		const released = target.store === 'postgres' ? await pg.release(target.pg, key, attempt) : await keysvc.release(target.keysvc, key);
+		const attempt = target.kind === 'postgres' ? attemptOf(ctx.getNodeParameter('attempt', i, '')) : undefined;
+		const released = target.kind === 'postgres' ? await pg.release(target.pg, key, attempt) : await keysvc.release(target.keysvc, key);
 		return [0, { key, status: 'released', released }];
 	}
 
@@ -314,7 +318,7 @@ async function decide(
 	let decision: pg.Decision & { retryAfterSeconds?: number };
 	let key = k.key;
 	let source = k.source;
-	if (target.store === 'postgres') {
+	if (target.kind === 'postgres') {
 		decision = leaseSeconds === undefined ? await pg.reserve(target.pg, k.key) : await pg.acquireLease(target.pg, k.key, leaseSeconds);
 	} else {
 		if (k.body.length === 0) {
