@@ -26,6 +26,7 @@ func runUp(args []string, stdout, stderr io.Writer) int {
 	var o generator.Options
 	optionFlags(fs, &o)
 	keepLogs := fs.Bool("keep-logs", false, "keep n8n's and PostgreSQL's logs after Ctrl-C (they are removed with the rest of the lab)")
+	nodePackage := fs.String("node-package", "", "with --hashing node, the community node package to install, a packed `FILE` (.tgz; default: built from this clone's n8n-nodes-idemhook)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
@@ -39,7 +40,11 @@ func runUp(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	l, err := lab.Start(ctx, o, stderr)
+	if *nodePackage != "" && o.Hashing != generator.HashingNode {
+		fmt.Fprintln(stderr, "idemhook up: --node-package applies to --hashing node only")
+		return exitUsage
+	}
+	l, err := lab.Start(ctx, o, *nodePackage, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemhook up: %v\n", err)
 		return exitFail
