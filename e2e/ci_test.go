@@ -16,7 +16,7 @@ import (
 
 	"github.com/idemhook/idemhook/internal/stack"
 	"github.com/jackc/pgx/v5"
-	"go.yaml.in/yaml/v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // ciCommands are the idemhook commands a CI file of docs/ci runs: the
