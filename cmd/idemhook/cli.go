@@ -62,7 +62,7 @@ Usage:
 
   idemhook version                       print the module version and VCS revision
 
-Run 'idemhook COMMAND --help' for the options of a command.
+Run 'idemhook help COMMAND' (or 'idemhook COMMAND --help') for the options of a command.
 `
 
 // commands are idemhook's commands by name; help and the flags --help and
