@@ -30,13 +30,11 @@ func runUp(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "idemhook up: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+	if err := noArgs(fs); err != nil {
+		return exitWith(stderr, "up", err)
 	}
 	if _, err := generator.Files(o); err != nil {
-		fmt.Fprintf(stderr, "idemhook up: %v\n", err)
-		return exitUsage
+		return exitWith(stderr, "up", asUsage(err))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -46,8 +44,7 @@ func runUp(args []string, stdout, stderr io.Writer) int {
 	}
 	l, err := lab.Start(ctx, o, *nodePackage, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook up: %v\n", err)
-		return exitFail
+		return exitWith(stderr, "up", stackError(err))
 	}
 	l.KeepLogs = *keepLogs
 	defer func() {
