@@ -65,7 +65,7 @@ func ErrorWorkflowName(workflow string) string {
 // user's own nodes.
 var (
 	FragmentGuards   = []Guard{GuardReserve, GuardLease}
-	FragmentHashings = []Hashing{HashingCodeNode, HashingCryptoNode}
+	FragmentHashings = []Hashing{HashingCodeNode, HashingCryptoNode, HashingNode}
 )
 
 // GuardFragment returns the guard for o (its key, signature check, guard
@@ -98,7 +98,7 @@ func GuardFragment(o Options, mode ResponseMode, seed string) (Fragment, error) 
 	case r.Pattern != PatternReserve:
 		return bad("pattern", string(r.Pattern), "guard puts a reservation into your workflow; the inbox pattern is workflows of its own: generate them")
 	case !slices.Contains(FragmentHashings, r.Hashing):
-		return bad("hashing mode", string(r.Hashing), "guard builds the key in n8n: use code-node or crypto-node (a keysvc-mode workflow is generated: idemhook generate --hashing keysvc)")
+		return bad("hashing mode", string(r.Hashing), "guard builds the key in n8n: use code-node, crypto-node or node (a keysvc-mode workflow is generated: idemhook generate --hashing keysvc)")
 	case !slices.Contains(FragmentGuards, r.Guard):
 		return bad("guard mode", string(r.Guard), "the transactional guard reserves in the business write's own statement, which guard cannot write into your node: use reserve or lease")
 	}

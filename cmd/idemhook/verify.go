@@ -102,7 +102,9 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := stack.Options{N8NEnv: n8nEnv, Why: "verify runs your workflow in it"}
+	// A workflow with idemhook's community node runs in an n8n that has the
+	// package, built from this clone's source.
+	opts := stack.Options{N8NEnv: n8nEnv, Why: "verify runs your workflow in it", CommunityNode: guard.Node}
 	if *databaseURL != "" {
 		space, err := scratch.Create(ctx, *databaseURL, scratch.Options{Extra: []string{"n8n"}, Databases: true, Purpose: "verify (n8n's tables and your workflow's)"})
 		if err != nil {
