@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +18,7 @@ import (
 	"github.com/idemhook/idemhook/conformance"
 	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/internal/communitynode"
+	"github.com/idemhook/idemhook/internal/stack"
 	"github.com/idemhook/idemhook/n8napi"
 )
 
@@ -421,4 +426,77 @@ func TestCommunityNodeCustomType(t *testing.T) {
 	opts := seedOptions("cnc", generator.HashingNode)
 	opts.NodeType = communitynode.CustomType
 	testSeedRun(t, opts)
+}
+
+// The packed package holds what n8n's community-node layout asks for and
+// nothing else, under 1 MB; it was built against the n8n-workflow that the
+// pinned n8n runs.
+func TestCommunityNodePackage(t *testing.T) {
+	needStack(t)
+	in, err := stack.Provision(context.Background(), stack.Needs{N8N: true, CommunityNode: true}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(in.CommunityNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() >= 1<<20 {
+		t.Errorf("%s is %d bytes, want under 1 MB", in.CommunityNode, fi.Size())
+	}
+	f, err := os.Open(in.CommunityNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimPrefix(h.Name, "package/")
+		names = append(names, name)
+		if !strings.HasPrefix(name, "dist/") && !slices.Contains([]string{"package.json", "README.md", "LICENSE.md"}, name) {
+			t.Errorf("the package holds %s: only dist/, README, LICENSE and package.json belong in it", name)
+		}
+	}
+	for _, want := range []string{"dist/nodes/IdempotencyGuard/IdempotencyGuard.node.js", "dist/nodes/IdempotencyGuard/keyspec.js", "dist/credentials/IdemhookKeysvcApi.credentials.js", "README.md", "LICENSE.md"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("the package has no %s", want)
+		}
+	}
+	t.Logf("%s: %d bytes, %d files", filepath.Base(in.CommunityNode), fi.Size(), len(names))
+
+	var pkg struct {
+		DevDependencies map[string]string `json:"devDependencies"`
+	}
+	raw, err := os.ReadFile(filepath.Join("..", communitynode.SourceDir, "package.json"))
+	if err != nil || json.Unmarshal(raw, &pkg) != nil {
+		t.Fatalf("read the package's package.json: %v", err)
+	}
+	var runs struct{ Version string }
+	raw, err = os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(in.N8N)), "n8n-workflow", "package.json"))
+	if err != nil || json.Unmarshal(raw, &runs) != nil {
+		t.Fatalf("read n8n's n8n-workflow: %v", err)
+	}
+	if pkg.DevDependencies["n8n-workflow"] != runs.Version {
+		t.Errorf("the package is built against n8n-workflow %s, n8n %s runs %s", pkg.DevDependencies["n8n-workflow"], stack.N8NVersion, runs.Version)
+	}
+}
+
+// n8n's editor draws the generated workflow with the node, its outputs
+// named (a screenshot, n8n-node.png, in the artifacts folder for the docs).
+func TestCommunityNodeInTheEditor(t *testing.T) {
+	needStack(t)
+	d := deploy(t, seedOptions("cne", generator.HashingNode))
+	shot(t, d.workflowID, "n8n-node", generator.NodeGuard, "New", "Duplicate")
 }
