@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/idemhook/idemhook/conformance"
@@ -47,44 +46,6 @@ func TestCommunityNode(t *testing.T) {
 			t.Errorf("an empty body left %d rows", n)
 		}
 	})
-}
-
-// testConcurrentOnce sends n concurrent deliveries of one new event and
-// wants one business row and one processed answer, every answer a 2xx.
-func testConcurrentOnce(t *testing.T, d deployment, businessTable, id string, n int) {
-	t.Helper()
-	body := []byte(fmt.Sprintf(`{"id":%q,"type":"invoice.paid"}`, id))
-	results := make([]response, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			results[i] = postNoFatal(d.url, "application/json", body)
-		}()
-	}
-	close(start)
-	wg.Wait()
-	processed := 0
-	for i, r := range results {
-		if r.status < 200 || r.status > 299 {
-			t.Errorf("delivery %d of %d: %d %s", i, n, r.status, r.body)
-		}
-		if strings.Contains(r.body, `"processed"`) {
-			processed++
-		}
-	}
-	var rows int
-	if err := st.Business.QueryRow(context.Background(), "SELECT count(*) FROM "+ident(businessTable)+" WHERE event_key = $1", "evt:"+id).Scan(&rows); err != nil {
-		t.Fatal(err)
-	}
-	if rows != 1 || processed != 1 {
-		execs, _ := st.Executions(context.Background(), d.workflowID)
-		t.Errorf("%d concurrent deliveries: %d business rows and %d processed answers, want 1 and 1 (executions %s)", n, rows, processed, executionIDs(execs))
-	}
-	t.Logf("%d concurrent deliveries of one event: %d business row, %d processed answer", n, rows, processed)
 }
 
 // Every conformance vector, and every preset's, gives through the node in
@@ -314,18 +275,7 @@ func TestCommunityNodeAgainstRemoveDuplicates(t *testing.T) {
 
 	deliverAtOnce := func(url, id string) {
 		body := []byte(fmt.Sprintf(`{"id":%q,"type":"invoice.paid"}`, id))
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				postNoFatal(url, "application/json", body)
-			}()
-		}
-		close(start)
-		wg.Wait()
+		parallel(n, func(int) response { return postNoFatal(url, "application/json", body) })
 	}
 	passed := func(table, id string) int {
 		var rows int
