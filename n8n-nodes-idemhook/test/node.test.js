@@ -11,11 +11,11 @@ const { checkTable, explain } = require(path.join(dist, 'postgres.js'));
 const node = new IdempotencyGuard();
 
 // The editor draws the outputs from this expression; n8n evaluates it.
-function outputsFor(operation) {
+function outputsFor(operation, errorOutput) {
 	const expr = node.description.outputs;
 	assert.match(expr, /^=\{\{\(.*\)\(\$parameter\)\}\}$/s);
 	const fn = eval(expr.slice(3, -'($parameter)}}'.length));
-	return fn({ operation }).map((o) => o.displayName);
+	return fn({ operation, options: errorOutput === undefined ? undefined : { errorOutput } }).map((o) => o.displayName);
 }
 
 test('each operation has its outputs', () => {
@@ -24,6 +24,22 @@ test('each operation has its outputs', () => {
 	assert.deepStrictEqual(outputsFor('acquireLease'), ['New', 'Duplicate', 'In Progress']);
 	assert.deepStrictEqual(outputsFor('complete'), ['Done']);
 	assert.deepStrictEqual(outputsFor('release'), ['Done']);
+	assert.deepStrictEqual(outputsFor('reserve', true), ['New', 'Duplicate', 'Error']);
+	assert.deepStrictEqual(outputsFor('acquireLease', true), ['New', 'Duplicate', 'In Progress', 'Error']);
+	assert.deepStrictEqual(outputsFor('complete', false), ['Done']);
+});
+
+test("with the Error Output option, errors leave by the node's own last output, and the execution goes on", async () => {
+	const ctx = context({
+		items: [webhookItem(''), webhookItem('{"id":"ok"}')],
+		params: { store: 'keysvc', operation: 'acquireLease', leaseSeconds: 60, options: { errorOutput: true } },
+		credential: { url: 'http://127.0.0.1:9', token: 't' },
+	});
+	const routes = await node.execute.call(ctx);
+	assert.strictEqual(routes.length, 4);
+	assert.deepStrictEqual(routes.slice(0, 3).map((r) => r.length), [0, 0, 0]);
+	assert.deepStrictEqual(routes[3].map((r) => r.json.details.status), ['rejected', 'unavailable']);
+	assert.deepStrictEqual(routes[3].map((r) => r.pairedItem.item), [0, 1]);
 });
 
 test('table names follow ParseTable', () => {

@@ -17,24 +17,29 @@ import { storeOf, type StoreKind } from './store';
 type Operation = 'reserve' | 'acquireLease' | 'complete' | 'release';
 
 // The outputs of each operation: a decision routes an item, the others pass
-// it on. Written as an expression over the parameters, as n8n's Switch node
-// does, so the editor draws the outputs the chosen operation has.
-const outputsOf = (parameters: { operation?: string }) => {
+// it on; with the Error Output option, errors leave by an output of the
+// node's own, last. Written as an expression over the parameters, as n8n's
+// Switch node does, so the editor draws the outputs the settings give.
+const outputsOf = (parameters: { operation?: string; options?: { errorOutput?: boolean } }) => {
 	const operation = parameters.operation ?? 'reserve';
+	let outputs = [{ type: 'main', displayName: 'Done' }];
 	if (operation === 'reserve') {
-		return [
+		outputs = [
 			{ type: 'main', displayName: 'New' },
 			{ type: 'main', displayName: 'Duplicate' },
 		];
 	}
 	if (operation === 'acquireLease') {
-		return [
+		outputs = [
 			{ type: 'main', displayName: 'New' },
 			{ type: 'main', displayName: 'Duplicate' },
 			{ type: 'main', displayName: 'In Progress' },
 		];
 	}
-	return [{ type: 'main', displayName: 'Done' }];
+	if (parameters.options?.errorOutput === true) {
+		outputs.push({ type: 'main', displayName: 'Error' });
+	}
+	return outputs;
 };
 
 const DEFAULT_KEY = "={{ $('Idempotency Guard').item.json.idempotency.key }}";
@@ -165,6 +170,14 @@ export class IdempotencyGuard implements INodeType {
 				default: {},
 				options: [
 					{
+						displayName: 'Error Output',
+						name: 'errorOutput',
+						type: 'boolean',
+						default: false,
+						description:
+							"Whether errors (an empty body, the store down, a setup to fix) leave by an Error output of the node's own instead of failing the execution. It does what Settings → On Error → Continue (using error output) does, without the few milliseconds n8n spends on that setting in every execution.",
+					},
+					{
 						displayName: 'Binary Property',
 						name: 'binaryProperty',
 						type: 'string',
@@ -210,7 +223,8 @@ export class IdempotencyGuard implements INodeType {
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		const items = this.getInputData();
 		const operation = this.getNodeParameter('operation', 0) as Operation;
-		const routes = outputsOf({ operation }).map((): INodeExecutionData[] => []);
+		const errorOutput = (this.getNodeParameter('options', 0, {}) as IDataObject).errorOutput === true;
+		const routes = outputsOf({ operation, options: { errorOutput } }).map((): INodeExecutionData[] => []);
 		let target: Target | undefined;
 		for (let i = 0; i < items.length; i++) {
 			try {
@@ -238,12 +252,13 @@ export class IdempotencyGuard implements INodeType {
 				const guardError = e instanceof GuardError ? e : new GuardError('config', String((e as Error)?.message ?? e));
 				// A node that throws under "continue" has n8n pass its input
 				// on through the first output, which runs the step: never
-				// throw then. n8n moves an item whose json is only error and
-				// details to the error output (an item.error would make it
+				// throw then. The item goes to the last output: the node's own
+				// Error output; else n8n moves an item whose json is only error
+				// and details to its error output (an item.error would make it
 				// replace that json with the message alone); under "continue
-				// (regular output)" the item goes to the last output, which
-				// does not run the step either.
-				if (!this.continueOnFail()) {
+				// (regular output)" it stays on the last output, which does
+				// not run the step either.
+				if (!errorOutput && !this.continueOnFail()) {
 					throw new NodeOperationError(this.getNode(), guardError.message, { itemIndex: i });
 				}
 				const details: IDataObject = { status: guardError.kind, httpStatus: guardError.httpStatus };
