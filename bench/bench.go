@@ -14,8 +14,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"runtime"
 	"os"
+	"runtime"
 	"slices"
 	"time"
 
