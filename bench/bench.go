@@ -14,10 +14,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"slices"
 	"time"
 
+	"github.com/idemhook/idemhook/internal/communitynode"
 	"github.com/idemhook/idemhook/internal/stack"
 )
 
@@ -99,7 +101,12 @@ func (o Options) withDefaults() Options {
 // Run starts the stack (durable PostgreSQL; n8n unless SkipN8N) and measures.
 func Run(ctx context.Context, opts Options) (*Report, error) {
 	opts = opts.withDefaults()
-	st, err := stack.Start(ctx, stack.Options{Durable: true, PostgresOnly: opts.SkipN8N, Progress: opts.Progress})
+	// The community node is built from this clone's source; from an
+	// installed binary its series is left out.
+	wd, _ := os.Getwd()
+	_, noSource := communitynode.SourceRoot(wd)
+	withNode := !opts.SkipN8N && noSource == nil
+	st, err := stack.Start(ctx, stack.Options{Durable: true, PostgresOnly: opts.SkipN8N, Progress: opts.Progress, CommunityNode: withNode})
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +137,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	rep.Results = append(rep.Results, res...)
 	if !opts.SkipN8N {
-		res, err := n8nModes(ctx, st, opts, step)
+		if !withNode {
+			step("n8n: no community node series (%v)", noSource)
+		}
+		res, err := n8nModes(ctx, st, opts, withNode, step)
 		if err != nil {
 			return nil, err
 		}

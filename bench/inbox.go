@@ -148,7 +148,7 @@ func Inbox(ctx context.Context, opts InboxOptions) (*Report, error) {
 
 // inLab runs measure in a lab started for o, and stops the lab after.
 func inLab(ctx context.Context, o generator.Options, progress io.Writer, measure func(*lab.Lab) error) error {
-	l, err := lab.Start(ctx, o, progress)
+	l, err := lab.Start(ctx, o, "", progress)
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,10 @@ import (
 
 const benchCredential = "Postgres (idemhook bench)"
 
+// CommunityNodeSeries is the name of the community node's series: the
+// Idempotency Guard (n8n-nodes-idemhook) on PostgreSQL.
+const CommunityNodeSeries = "community node"
+
 // pause separates two deliveries to n8n.
 const pause = 250 * time.Millisecond
 
@@ -65,7 +69,7 @@ func workflowWithout(id, path string, business *pgsql.Table) []byte {
 
 // n8nModes deploys the user's workflow without a guard and with each guard,
 // and times sequential deliveries of new events to each.
-func n8nModes(ctx context.Context, st *stack.Stack, opts Options, step func(string, ...any)) ([]Result, error) {
+func n8nModes(ctx context.Context, st *stack.Stack, opts Options, withNode bool, step func(string, ...any)) ([]Result, error) {
 	dir, err := os.MkdirTemp("", "idemhook-bench-n8n-")
 	if err != nil {
 		return nil, err
@@ -113,6 +117,10 @@ func n8nModes(ctx context.Context, st *stack.Stack, opts Options, step func(stri
 		{name: "transactional (crypto-node)", opts: gen("bench-txcrypto", generator.Options{Hashing: generator.HashingCryptoNode, Guard: generator.GuardTransactional}), baseline: unguarded},
 		{name: "lease", opts: gen("bench-lease", generator.Options{Guard: generator.GuardLease}), baseline: unguarded},
 		{name: "keysvc", opts: gen("bench-keysvc", generator.Options{Hashing: generator.HashingKeysvc, KeysvcURL: ksrv.URL}), baseline: unguarded},
+	}
+	if withNode {
+		// n8n-nodes-idemhook, installed from its packed tarball.
+		modes = append(modes, mode{name: CommunityNodeSeries, opts: gen("bench-node", generator.Options{Hashing: generator.HashingNode}), baseline: unguarded})
 	}
 	urls := make([]string, len(modes))
 	files := make([][]byte, len(modes))

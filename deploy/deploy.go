@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemhook/idemhook/internal/communitynode"
 	"github.com/idemhook/idemhook/n8napi"
 )
 
@@ -155,6 +156,13 @@ func Deploy(ctx context.Context, c *n8napi.Client, ws []Workflow, opts Options) 
 					taken.WorkflowID, taken.WorkflowName = holder.ID, holder.Name
 				}
 				return out, taken
+			}
+			if errors.As(err, &apiErr) && apiErr.Status == http.StatusBadRequest {
+				for _, t := range communitynode.Types {
+					if strings.Contains(apiErr.Message, "Unrecognized node type: "+t) {
+						return out, &NodeTypeMissingError{Type: t}
+					}
+				}
 			}
 			return out, fmt.Errorf("publish %s (%s): %w", w.File, d.ID, err)
 		}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/idemhook/idemhook/internal/stack"
 	"github.com/jackc/pgx/v5"
-	"go.yaml.in/yaml/v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // ciCommands are the idemhook commands a CI file of docs/ci runs: the
@@ -145,6 +145,40 @@ func TestCIRecipes(t *testing.T) {
 	}
 	timings = append(timings, fmt.Sprintf("rules test, empty cache, no --database-url: %.1f s", took.Seconds()))
 	t.Logf("CI recipes (docs/ci.md): %s", strings.Join(timings, "; "))
+	if os.Geteuid() != 0 {
+		t.Log("not root: PostgreSQL runs as this user, who reaches any cache folder; the cases of root's 0700 folders do not arise")
+		return
+	}
+	// As root, PostgreSQL runs as another user: the job's 0700 cache folder
+	// was opened to it (search only), and said so.
+	if fi, err := os.Stat(cache); err != nil || fi.Mode().Perm() != 0o701 || !strings.Contains(out, "let it enter "+cache) {
+		t.Errorf("the 0700 cache folder: %v %v, want 0701 and a line saying so\n%s", fi.Mode().Perm(), err, out)
+	}
+	// A cache folder inside a folder that is not idemhook's, which that user
+	// cannot enter: one line naming the folder, the user and the fix, exit
+	// 2, nothing installed.
+	closed := cacheDir(t)
+	inside := filepath.Join(closed, "idemhook-cache")
+	if err := os.Mkdir(inside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "rules", "test", "--rules", "effects.yaml", "--schema", "tables.sql", "samples/")
+	cmd.Dir = project
+	cmd.Env = append(os.Environ(), "IDEMHOOK_CACHE_DIR="+inside, "DATABASE_URL=")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	last := strings.TrimSpace(stderr.String())
+	if i := strings.LastIndexByte(last, '\n'); i >= 0 {
+		last = last[i+1:]
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.HasPrefix(last, "idemhook rules test: PostgreSQL runs as user ") ||
+		!strings.Contains(last, "cannot enter "+closed+" ") || !strings.Contains(last, "chmod o+x "+closed) {
+		t.Errorf("a cache inside %s (0700): exit %d (%v), want 2 and one line naming the folder, the user and the fix:\n%s", closed, code, err, stderr.String())
+	}
+	if entries, _ := os.ReadDir(inside); len(entries) != 0 {
+		t.Errorf("it installed into the cache it cannot use: %v", entries)
+	}
 }
 
 // runCI runs one command of a CI file in project, idemhook on PATH, with its
@@ -166,15 +200,12 @@ func runCI(t *testing.T, project, cmdline, bin, cache, databaseURL string) (time
 	return took, out.String()
 }
 
-// cacheDir is an empty cache folder the PostgreSQL user may read (it runs
-// the binaries installed there; a test's temporary folders are root's
-// alone).
+// cacheDir is an empty cache folder as a CI job makes it with mktemp -d:
+// 0700, its user's alone (root's, in a container), whom PostgreSQL does not
+// run as.
 func cacheDir(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "idemhook-ci-cache-")
-	if err == nil {
-		err = os.Chmod(dir, 0o755)
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +320,7 @@ func TestDatabaseURLBadInput(t *testing.T) {
 					code = ee.ExitCode()
 				}
 				lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
-				if code != 2 || !strings.Contains(lines[0], c.says) || len(lines) != 2 || lines[1] != "Nothing was created." || strings.Contains(stderr.String(), "wrong-pw") {
+				if code != 2 || !strings.Contains(lines[0], c.says) || len(lines) != 1 || !strings.HasSuffix(lines[0], "; nothing was created") || strings.Contains(stderr.String(), "wrong-pw") {
 					t.Errorf("exit %d, stderr:\n%s\nwant 2 and one line saying %q", code, stderr.String(), c.says)
 				}
 				if after := inventory(); !slices.Equal(before, after) {

@@ -29,10 +29,21 @@ func TestReservationWithDatabaseDown(t *testing.T) {
 	if _, err := api.CreateCredential(ctx, cred, "postgres", down.PostgresCredentialData()); err != nil {
 		t.Fatal(err)
 	}
-	for _, guard := range []generator.Guard{generator.GuardReserve, generator.GuardLease} {
-		t.Run(string(guard), func(t *testing.T) {
-			opts := seedOptions("dbdown_"+string(guard), generator.HashingCodeNode)
-			opts.Guard, opts.CredentialName = guard, cred
+	type variant struct {
+		hashing generator.Hashing
+		guard   generator.Guard
+	}
+	for _, v := range []variant{
+		{generator.HashingCodeNode, generator.GuardReserve}, {generator.HashingCodeNode, generator.GuardLease},
+		{generator.HashingNode, generator.GuardReserve}, {generator.HashingNode, generator.GuardLease},
+	} {
+		name := string(v.guard)
+		if v.hashing == generator.HashingNode {
+			name = "node_" + name // the Idempotency Guard community node
+		}
+		t.Run(name, func(t *testing.T) {
+			opts := seedOptions("dbdown_"+name, v.hashing)
+			opts.Guard, opts.CredentialName = v.guard, cred
 			d := deployOn(t, opts, down.Business)
 			business := generator.BusinessNodeName(opts.BusinessTable)
 			deliver := func(id string) (*http.Response, map[string]any) {

@@ -302,6 +302,23 @@ func TestDeployThroughTheAPI(t *testing.T) {
 		}
 	})
 
+	// This n8n has the community node as a package only: a workflow that
+	// names it as loaded from N8N_CUSTOM_EXTENSIONS is refused with how to
+	// fix it.
+	t.Run("the community node under a name n8n does not know", func(t *testing.T) {
+		r := runIdemhook(t, append([]string{"deploy", "--hashing", "node", "--node-type", "CUSTOM.idempotencyGuard", "--path", "dep-custom-node", "--name", "e2e deploy custom node"}, remote...)...)
+		if r.code != 1 || !strings.Contains(r.stderr, "n8n has no node CUSTOM.idempotencyGuard") || !strings.Contains(r.stderr, "--node-type n8n-nodes-idemhook.idempotencyGuard") {
+			t.Errorf("deploy with a node type n8n lacks: exit %d, want 1 naming the package and --node-type\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		for _, w := range []string{"e2e deploy custom node", "e2e deploy custom node – cleanup"} {
+			if id := workflowIDNamed(t, api, w); id != "" {
+				if err := api.DeleteWorkflow(ctx, id); err != nil {
+					t.Logf("delete %s: %v", w, err)
+				}
+			}
+		}
+	})
+
 	t.Run("check finds what is broken", func(t *testing.T) {
 		ours := workflowNamed(t, api, "Idempotent Webhook (idemhook)")
 		other := workflowNamed(t, api, "Someone else's workflow")
@@ -529,4 +546,19 @@ func workflowNamed(t *testing.T, api *n8napi.Client, name string) n8napi.Workflo
 	}
 	t.Fatalf("no workflow named %q", name)
 	return n8napi.Workflow{}
+}
+
+// workflowIDNamed is the id of the workflow named name, or "".
+func workflowIDNamed(t *testing.T, api *n8napi.Client, name string) string {
+	t.Helper()
+	ws, err := api.Workflows(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		if w.Name == name {
+			return w.ID
+		}
+	}
+	return ""
 }

@@ -73,6 +73,9 @@ func TestGuardExports(t *testing.T) {
 			c.mode = generator.GuardLease
 		}
 		c.opts = generator.Options{Guard: c.mode, CredentialName: credentialName, EventsTable: fmt.Sprintf("g%02d_events", i)}
+		if i%3 == 2 { // a third with the community node in place of the Code, Postgres and If nodes
+			c.opts.Hashing = generator.HashingNode
+		}
 		w, err := guard.Parse(c.export)
 		if err != nil {
 			t.Fatal(err)
@@ -100,7 +103,7 @@ func TestGuardExports(t *testing.T) {
 	sem := make(chan struct{}, 6)
 	t.Run("fixtures", func(t *testing.T) {
 		for _, c := range cases {
-			t.Run(c.name+"/"+string(c.mode), func(t *testing.T) {
+			t.Run(c.name+"/"+string(c.mode)+"/"+string(c.opts.WithDefaults().Hashing), func(t *testing.T) {
 				t.Parallel()
 				sem <- struct{}{}
 				defer func() { <-sem }()

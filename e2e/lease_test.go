@@ -14,34 +14,39 @@ import (
 // expired lease is taken over; an unexpired one is not.
 func TestLeaseGuard(t *testing.T) {
 	needStack(t)
-	opts := seedOptions("s6", generator.HashingCodeNode)
+	testLeaseGuard(t, "s6", generator.HashingCodeNode)
+}
+
+func testLeaseGuard(t *testing.T, prefix string, hashing generator.Hashing) {
+	opts := seedOptions(prefix, hashing)
 	opts.Guard = generator.GuardLease
 	opts.Lease = 60 * time.Second
 	d := deploy(t, opts)
 	ctx := context.Background()
 
 	// The business table misbehaves on demand: a trigger sleeps and then
-	// fails while s6_fault says so.
-	execSQL(t, `CREATE TABLE IF NOT EXISTS s6_fault (mode text NOT NULL)`)
-	execSQL(t, `DELETE FROM s6_fault`)
-	execSQL(t, `INSERT INTO s6_fault VALUES ('slow-fail')`)
-	execSQL(t, `CREATE OR REPLACE FUNCTION s6_misbehave() RETURNS trigger LANGUAGE plpgsql AS $$
+	// fails while the fault table says so.
+	fault := prefix + "_fault"
+	execSQL(t, `CREATE TABLE IF NOT EXISTS `+fault+` (mode text NOT NULL)`)
+	execSQL(t, `DELETE FROM `+fault)
+	execSQL(t, `INSERT INTO `+fault+` VALUES ('slow-fail')`)
+	execSQL(t, `CREATE OR REPLACE FUNCTION `+prefix+`_misbehave() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  IF (SELECT mode FROM s6_fault) = 'slow-fail' THEN
+  IF (SELECT mode FROM `+fault+`) = 'slow-fail' THEN
     PERFORM pg_sleep(4);
     RAISE EXCEPTION 'business step failed on purpose';
   END IF;
   RETURN NEW;
 END $$`)
-	execSQL(t, `CREATE OR REPLACE TRIGGER s6_misbehave BEFORE INSERT ON `+opts.BusinessTable+` FOR EACH ROW EXECUTE FUNCTION s6_misbehave()`)
+	execSQL(t, `CREATE OR REPLACE TRIGGER `+prefix+`_misbehave BEFORE INSERT ON `+opts.BusinessTable+` FOR EACH ROW EXECUTE FUNCTION `+prefix+`_misbehave()`)
 
 	body := []byte(`{"id":"evt_lease_1","type":"order.created"}`)
 	first := make(chan response, 1)
 	go func() { first <- postNoFatal(d.url, "application/json", body) }()
 	time.Sleep(1500 * time.Millisecond) // the first attempt holds the lease and sleeps
 	during := post(t, d.url, "application/json", body, nil)
-	if during.status != 409 || !strings.Contains(during.body, `"in_progress"`) {
-		t.Errorf("retry during the first attempt: %d %s, want 409 in_progress", during.status, during.body)
+	if during.status != 409 || !strings.Contains(during.body, `"in_progress"`) || during.retryAfter != "60" {
+		t.Errorf("retry during the first attempt: %d %s (Retry-After %q), want 409 in_progress, Retry-After 60", during.status, during.body, during.retryAfter)
 	}
 	r1 := <-first
 	if r1.status != 500 {
@@ -51,7 +56,7 @@ END $$`)
 		t.Errorf("the failed attempt did not release its lease")
 	}
 
-	execSQL(t, `UPDATE s6_fault SET mode = 'ok'`)
+	execSQL(t, `UPDATE `+fault+` SET mode = 'ok'`)
 	retry := post(t, d.url, "application/json", body, nil)
 	again := post(t, d.url, "application/json", body, nil)
 	if retry.status != 200 || !strings.Contains(retry.body, `"processed"`) {

@@ -48,7 +48,7 @@ func TestMain(m *testing.M) {
 	}
 	ctx := context.Background()
 	var err error
-	st, err = stack.Start(ctx, stack.Options{Why: "the e2e tests run them"})
+	st, err = stack.Start(ctx, stack.Options{Why: "the e2e tests run them", CommunityNode: true, CommunityNodeCustom: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: cannot start the stack:", err)
 		os.Exit(1)
@@ -119,6 +119,8 @@ func needStack(t *testing.T) {
 func useStack(t *testing.T, opts stack.Options) *stack.Stack {
 	t.Helper()
 	ctx := context.Background()
+	// Every n8n of the tests has the community node, as the main one.
+	opts.CommunityNode = true
 	s, err := stack.Start(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -206,11 +208,27 @@ func deploy(t *testing.T, opts generator.Options) deployment {
 // is created there.
 func deployOn(t *testing.T, opts generator.Options, business *pgxpool.Pool) deployment {
 	t.Helper()
+	return deployOnEdited(t, opts, business, nil)
+}
+
+// deployEdited is deploy for the generated files as edit changes them (a
+// user's edit of the generated workflow).
+func deployEdited(t *testing.T, opts generator.Options, edit func(files map[string][]byte)) deployment {
+	t.Helper()
+	opts.CredentialName = credentialName
+	return deployOnEdited(t, opts, st.Business, edit)
+}
+
+func deployOnEdited(t *testing.T, opts generator.Options, business *pgxpool.Pool, edit func(files map[string][]byte)) deployment {
+	t.Helper()
 	ctx := context.Background()
 	claimName(t, opts.WorkflowName)
 	files, err := generator.Files(opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(files)
 	}
 	dir := t.TempDir()
 	if err := writeFiles(dir, files); err != nil {

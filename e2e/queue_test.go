@@ -41,13 +41,24 @@ func TestQueueMode(t *testing.T) {
 	q := useStack(t, stack.Options{Queue: true})
 	ctx := context.Background()
 
-	for _, guard := range []generator.Guard{generator.GuardReserve, generator.GuardLease} {
-		t.Run(string(guard), func(t *testing.T) {
-			prefix := "q" + string(guard[0])
-			opts := seedOptions(prefix+"1", generator.HashingCodeNode)
+	type variant struct {
+		name, prefix string
+		hashing      generator.Hashing
+		guard        generator.Guard
+	}
+	for _, v := range []variant{
+		{"reserve", "qr", generator.HashingCodeNode, generator.GuardReserve},
+		{"lease", "ql", generator.HashingCodeNode, generator.GuardLease},
+		// The community node, run by the workers (they load the package
+		// from the user folder they share with the main process).
+		{"node", "qn", generator.HashingNode, generator.GuardReserve},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			prefix, guard := v.prefix, v.guard
+			opts := seedOptions(prefix+"1", v.hashing)
 			opts.Guard = guard
 			testSeedRun(t, opts)
-			opts = seedOptions(prefix+"2", generator.HashingCodeNode)
+			opts = seedOptions(prefix+"2", v.hashing)
 			opts.Guard = guard
 			d := deploy(t, opts)
 			body := []byte(`{"id":"evt_q_one","type":"t"}`)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/idemhook/idemhook/eventkey"
@@ -131,37 +130,32 @@ func TestConcurrentDeliveries(t *testing.T) {
 func testConcurrentDeliveries(t *testing.T, opts generator.Options) {
 	d := deploy(t, opts)
 	for _, n := range []int{8, 50} {
-		id := fmt.Sprintf("evt_concurrent_%d", n)
-		body := []byte(fmt.Sprintf(`{"id":%q,"type":"invoice.paid"}`, id))
-		results := make([]response, n)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				results[i] = postNoFatal(d.url, "application/json", body)
-			}()
+		testConcurrentOnce(t, d, opts.BusinessTable, fmt.Sprintf("evt_concurrent_%d", n), n)
+	}
+}
+
+// testConcurrentOnce sends n concurrent deliveries of one new event and
+// wants one business row and one processed answer, every answer a 2xx.
+func testConcurrentOnce(t *testing.T, d deployment, businessTable, id string, n int) {
+	t.Helper()
+	body := []byte(fmt.Sprintf(`{"id":%q,"type":"invoice.paid"}`, id))
+	results := parallel(n, func(int) response { return postNoFatal(d.url, "application/json", body) })
+	processed := 0
+	for i, r := range results {
+		if r.status < 200 || r.status > 299 {
+			t.Errorf("%d concurrent: delivery %d got %d %s", n, i, r.status, r.body)
 		}
-		close(start)
-		wg.Wait()
-		processed := 0
-		for i, r := range results {
-			if r.status < 200 || r.status > 299 {
-				t.Errorf("%d concurrent: delivery %d got %d %s", n, i, r.status, r.body)
-			}
-			if strings.Contains(r.body, `"processed"`) {
-				processed++
-			}
-		}
-		var rows int
-		if err := st.Business.QueryRow(context.Background(), "SELECT count(*) FROM "+opts.BusinessTable+" WHERE event_key = $1", "evt:"+id).Scan(&rows); err != nil {
-			t.Fatal(err)
-		}
-		if rows != 1 || processed != 1 {
-			execs, _ := st.Executions(context.Background(), d.workflowID)
-			t.Errorf("%d concurrent deliveries: %d business rows and %d processed answers, want 1 and 1 (executions %s)", n, rows, processed, executionIDs(execs))
+		if strings.Contains(r.body, `"processed"`) {
+			processed++
 		}
 	}
+	var rows int
+	if err := st.Business.QueryRow(context.Background(), "SELECT count(*) FROM "+ident(businessTable)+" WHERE event_key = $1", "evt:"+id).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 || processed != 1 {
+		execs, _ := st.Executions(context.Background(), d.workflowID)
+		t.Errorf("%d concurrent deliveries: %d business rows and %d processed answers, want 1 and 1 (executions %s)", n, rows, processed, executionIDs(execs))
+	}
+	t.Logf("%d concurrent deliveries of one event: %d business row, %d processed answer", n, rows, processed)
 }

@@ -207,3 +207,23 @@ func TestUpLabInboxThroughKeysvc(t *testing.T) {
 		t.Errorf("the outbox API %s still answers after Ctrl-C", ops)
 	}
 }
+
+// idemhook up --hashing node runs the community node's workflow: n8n gets
+// the package built from this clone, a delivery is processed and its replay
+// is a duplicate, and the printed check command passes.
+func TestUpLabCommunityNode(t *testing.T) {
+	needStack(t)
+	l := startLab(t, "--hashing", "node")
+	hook := l.printed["webhook"]
+	wantAnswer(t, hook, `{"id":"evt_lab_node_1","type":"t"}`, "processed")
+	wantAnswer(t, hook, `{"id":"evt_lab_node_1","type":"t"}`, "duplicate")
+	check := regexp.MustCompile(`(?m)^idemhook check (.*) \[the same options\](.*)$`).FindStringSubmatch(l.stdout)
+	if check == nil {
+		t.Fatalf("no check command printed:\n%s", l.stdout)
+	}
+	args := append(append([]string{"check"}, strings.Fields(check[1])...), "--hashing", "node")
+	if r := runIdemhook(t, args...); r.code != 0 {
+		t.Errorf("the printed check command, %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+	}
+	l.stop(t)
+}

@@ -180,6 +180,12 @@ func TestVerify(t *testing.T) {
 				return o
 			}},
 			{"vf11", func(o generator.Options) generator.Options { o.Guard = generator.GuardTransactional; return o }},
+			// The community node, which reserves and decides in one node.
+			{"vf13", func(o generator.Options) generator.Options { o.Hashing = generator.HashingNode; return o }},
+			{"vf14", func(o generator.Options) generator.Options {
+				o.Hashing, o.Guard = generator.HashingNode, generator.GuardLease
+				return o
+			}},
 		} {
 			o := tc.opts(seedOptions(tc.prefix, generator.HashingCodeNode))
 			r := runVerify(t, generatedWorkflow(t, o))

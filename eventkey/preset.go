@@ -95,10 +95,20 @@ func (p Preset) CheckScope(scope string) error {
 	if !ValidScope(scope) {
 		return fmt.Errorf("%w %.80q: at most %d letters, digits, '.', '_' or '-'", ErrInvalidScope, scope, MaxScopeBytes)
 	}
-	if _, scoped := presetRules[p]; !scoped && scope != "" {
+	if !p.Scoped() && scope != "" {
+		if p == PresetDefault {
+			return fmt.Errorf("%w: the default key (the body's id, or its hash) takes no scope", ErrInvalidScope)
+		}
 		return fmt.Errorf("%w: the %q preset takes no scope (its event ids are unique)", ErrInvalidScope, string(p))
 	}
 	return nil
+}
+
+// Scoped reports whether p takes a scope: the presets that read a delivery
+// id of their own (a header, or slack's event_id).
+func (p Preset) Scoped() bool {
+	_, ok := presetRules[p]
+	return ok
 }
 
 // DeriveFor returns the key of a delivery under preset p. A header preset

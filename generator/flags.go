@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemhook/idemhook/internal/communitynode"
 	"github.com/idemhook/idemhook/internal/duration"
 	"github.com/idemhook/idemhook/rules"
 )
@@ -37,13 +38,35 @@ type Flag struct {
 // Set parses v into o.
 func (f Flag) Set(o *Options, v string) error { return f.set(o, v) }
 
+// errZero refuses an empty or zero value where the options read empty or
+// zero as "the default": given on purpose, it would be replaced without a
+// word (--retention 0 would keep keys 30 days, --credential "" would name
+// the default credential).
+var errZero = errors.New("empty or zero would mean the default: give a value, or leave the option out for its default")
+
+// text sets an option whose empty value is its "none" (no scope, the
+// search_path, n8n's setting), as leaving it out is.
 func text(field func(*Options) *string) func(*Options, string) error {
 	return func(o *Options, v string) error { *field(o) = v; return nil }
+}
+
+// nonEmpty sets an option that has a default: an empty value is refused.
+func nonEmpty[T ~string](field func(*Options) *T) func(*Options, string) error {
+	return func(o *Options, v string) error {
+		if strings.TrimSpace(v) == "" {
+			return errZero
+		}
+		*field(o) = T(v)
+		return nil
+	}
 }
 
 func durationOf(field func(*Options) *time.Duration) func(*Options, string) error {
 	return func(o *Options, v string) error {
 		d, err := duration.Parse(v)
+		if err == nil && d == 0 {
+			err = errZero
+		}
 		*field(o) = d
 		return err
 	}
@@ -55,6 +78,9 @@ func integer(field func(*Options) *int) func(*Options, string) error {
 		if err != nil {
 			return errors.New("want a whole number")
 		}
+		if n == 0 {
+			return errZero
+		}
 		*field(o) = n
 		return nil
 	}
@@ -64,25 +90,25 @@ func integer(field func(*Options) *int) func(*Options, string) error {
 var Flags = []Flag{
 	{Name: "pattern", Option: "pattern", Default: string(PatternReserve), Choices: []string{string(PatternReserve), string(PatternInbox)},
 		Usage: "what the files do with a delivery, a `PATTERN`: reserve (workflow.json) or inbox (receiver, worker, recoverer and outbox workflows)",
-		set:   func(o *Options, v string) error { o.Pattern = Pattern(v); return nil }},
+		set:   nonEmpty(func(o *Options) *Pattern { return &o.Pattern })},
 	{Name: "path", Option: "webhook path",
 		Usage: "webhook path: the production URL is /webhook/`PATH` (default " + DefaultWebhookPath + "; " + DefaultInboxWebhookPath + " with --pattern inbox)",
-		set:   text(func(o *Options) *string { return &o.WebhookPath })},
+		set:   nonEmpty(func(o *Options) *string { return &o.WebhookPath })},
 	{Name: "name", Option: "workflow name",
 		Usage: "workflow `NAME` shown in n8n (default \"" + DefaultWorkflowName + "\"; \"" + DefaultInboxWorkflowName + "\" with --pattern inbox)",
-		set:   text(func(o *Options) *string { return &o.WorkflowName })},
+		set:   nonEmpty(func(o *Options) *string { return &o.WorkflowName })},
 	{Name: "credential", Option: "credential name", Default: DefaultCredentialName,
 		Usage: "`NAME` of the n8n Postgres credential the nodes use",
-		set:   text(func(o *Options) *string { return &o.CredentialName })},
+		set:   nonEmpty(func(o *Options) *string { return &o.CredentialName })},
 	{Name: "retention", Option: "retention", Default: "30d",
 		Usage: "how long cleanup keeps keys (or finished inbox work), a `DURATION` such as 30d or 720h",
 		set:   durationOf(func(o *Options) *time.Duration { return &o.Retention })},
 	{Name: "verify", Option: "verify provider",
 		Usage: "check this `PROVIDER`'s signature first: stripe, github, shopify, slack (standardwebhooks with --hashing keysvc or --receiver keysvc); none to skip (the inbox pattern verifies stripe by default)",
-		set:   text(func(o *Options) *string { return &o.Verify })},
+		set:   nonEmpty(func(o *Options) *string { return &o.Verify })},
 	{Name: "verify-credential", Option: "verify credential", Default: DefaultVerifyCredential,
 		Usage: "`NAME` of the n8n Crypto credential whose HMAC secret is the signing secret",
-		set:   text(func(o *Options) *string { return &o.VerifyCredential })},
+		set:   nonEmpty(func(o *Options) *string { return &o.VerifyCredential })},
 	{Name: "tolerance", Option: "tolerance", Default: "5m",
 		Usage: "how far a signed timestamp may be from now, both ways, a `DURATION`",
 		set:   durationOf(func(o *Options) *time.Duration { return &o.Tolerance })},
@@ -92,21 +118,24 @@ var Flags = []Flag{
 	{Name: "scope", Option: "scope",
 		Usage: "`SCOPE` that prefixes a preset's key (letters, digits, '.', '_', '-')",
 		set:   text(func(o *Options) *string { return &o.Scope })},
-	{Name: "hashing", Option: "hashing mode", Default: string(HashingCodeNode), Choices: []string{string(HashingCodeNode), string(HashingCryptoNode), string(HashingKeysvc)},
-		Usage: "how the workflow builds the key, a `MODE`: code-node, crypto-node or keysvc",
-		set:   func(o *Options, v string) error { o.Hashing = Hashing(v); return nil }},
+	{Name: "hashing", Option: "hashing mode", Default: string(HashingCodeNode), Choices: []string{string(HashingCodeNode), string(HashingCryptoNode), string(HashingKeysvc), string(HashingNode)},
+		Usage: "how the workflow builds the key, a `MODE`: code-node, crypto-node, keysvc, or node (idemhook's community node, which n8n must have installed: docs/n8n-node.md)",
+		set:   nonEmpty(func(o *Options) *Hashing { return &o.Hashing })},
+	{Name: "node-type", Option: "node type", Default: communitynode.Type, Choices: communitynode.Types, Pattern: PatternReserve,
+		Usage: "with --hashing node, the community node's `TYPE` as n8n loaded it: " + communitynode.Type + " (a package in ~/.n8n/nodes) or " + communitynode.CustomType + " (N8N_CUSTOM_EXTENSIONS)",
+		set:   nonEmpty(func(o *Options) *string { return &o.NodeType })},
 	{Name: "guard", Option: "guard mode", Default: string(GuardReserve), Choices: []string{string(GuardReserve), string(GuardLease), string(GuardTransactional)}, Pattern: PatternReserve,
 		Usage: "how the key is held while the business step runs, a `MODE`: reserve, lease, or transactional (one SQL statement reserves and writes)",
-		set:   func(o *Options, v string) error { o.Guard = Guard(v); return nil }},
+		set:   nonEmpty(func(o *Options) *Guard { return &o.Guard })},
 	{Name: "lease", Option: "lease", Default: "5m", Pattern: PatternReserve,
 		Usage: "in lease mode, how long an attempt holds the key, a `DURATION` such as 90s or 5m",
 		set:   durationOf(func(o *Options) *time.Duration { return &o.Lease })},
 	{Name: "events-table", Option: "events table", Default: DefaultEventsTable, Pattern: PatternReserve,
 		Usage: "`TABLE` of reserved keys (table or schema.table)",
-		set:   text(func(o *Options) *string { return &o.EventsTable })},
+		set:   nonEmpty(func(o *Options) *string { return &o.EventsTable })},
 	{Name: "business-table", Option: "business table", Default: DefaultBusinessTable, Pattern: PatternReserve,
 		Usage: "`TABLE` of the example business step",
-		set:   text(func(o *Options) *string { return &o.BusinessTable })},
+		set:   nonEmpty(func(o *Options) *string { return &o.BusinessTable })},
 	{Name: "save-success", Option: "save success", Choices: []string{SaveAll, SaveNone},
 		Usage: "what n8n keeps of a successful execution, which holds the webhook's body: `all|none` (default: n8n's setting; the inbox receiver: none)",
 		set:   text(func(o *Options) *string { return &o.Executions.SaveSuccess })},
@@ -121,17 +150,17 @@ var Flags = []Flag{
 		set:   durationOf(func(o *Options) *time.Duration { return &o.Executions.Timeout })},
 	{Name: "keysvc-url", Option: "keysvc URL", Default: DefaultKeysvcURL, Pattern: PatternReserve,
 		Usage: "keysvc's base `URL` as n8n reaches it (--hashing keysvc)",
-		set:   text(func(o *Options) *string { return &o.KeysvcURL })},
+		set:   nonEmpty(func(o *Options) *string { return &o.KeysvcURL })},
 	{Name: "keysvc-credential", Option: "keysvc credential", Pattern: PatternReserve,
 		Usage: "`NAME` of an n8n Bearer Auth credential holding keysvc's token (--hashing keysvc)",
 		set:   text(func(o *Options) *string { return &o.KeysvcCredential })},
 
 	{Name: "receiver", Option: "receiver", Default: string(ReceiverN8N), Choices: []string{string(ReceiverN8N), string(ReceiverKeysvc)}, Pattern: PatternInbox,
 		Usage: "inbox: who saves the provider's deliveries, a `RECEIVER`: n8n (receiver-workflow.json) or keysvc (its durable inbox forwards to target-workflow.json); keysvc by default for standardwebhooks, which n8n cannot verify",
-		set:   func(o *Options, v string) error { o.Receiver = Receiver(v); return nil }},
+		set:   nonEmpty(func(o *Options) *Receiver { return &o.Receiver })},
 	{Name: "account", Option: "account", Default: DefaultAccount, Pattern: PatternInbox,
 		Usage: "inbox: the receipt's `ACCOUNT` when the event names none (Stripe Connect events carry \"account\")",
-		set:   text(func(o *Options) *string { return &o.Account })},
+		set:   nonEmpty(func(o *Options) *string { return &o.Account })},
 	{Name: "rules", Option: "rules", Default: rules.DefaultPreset, Pattern: PatternInbox,
 		Usage: "inbox: the effect `RULES` the worker's decision is compiled from: a preset (" + strings.Join(rules.PresetNames(), ", ") + ") or a rules file, YAML or JSON (docs/inbox.md)",
 		set: func(o *Options, v string) error {
@@ -141,7 +170,13 @@ var Flags = []Flag{
 		}},
 	{Name: "events", Option: "events", Pattern: PatternInbox,
 		Usage: "inbox: the allowlist of event `TYPES` the worker acts on, comma-separated (default: every type the rules handle; else a subset of them)",
-		set:   func(o *Options, v string) error { o.Events = strings.Split(v, ","); return nil }},
+		set: func(o *Options, v string) error {
+			if strings.TrimSpace(v) == "" {
+				return errZero
+			}
+			o.Events = strings.Split(v, ",")
+			return nil
+		}},
 	{Name: "defer-limit", Option: "defer limit", Default: "24h", Pattern: PatternInbox,
 		Usage: "inbox: how long an event whose transition is not allowed yet is retried before it is failed, a `DURATION`",
 		set:   durationOf(func(o *Options) *time.Duration { return &o.DeferLimit })},

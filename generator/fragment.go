@@ -2,6 +2,7 @@ package generator
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/idemhook/idemhook/pgsql"
@@ -59,6 +60,14 @@ func ErrorWorkflowName(workflow string) string {
 	return workflow + " – release on failure (idemhook)"
 }
 
+// FragmentGuards and FragmentHashings are the --guard and --hashing modes
+// GuardFragment takes: the key is built in n8n, and held apart from the
+// user's own nodes.
+var (
+	FragmentGuards   = []Guard{GuardReserve, GuardLease}
+	FragmentHashings = []Hashing{HashingCodeNode, HashingCryptoNode, HashingNode}
+)
+
 // GuardFragment returns the guard for o (its key, signature check, guard
 // mode, tables and credential) to put into a user's workflow whose Webhook
 // answers as mode. seed makes the node and workflow ids unique to that
@@ -88,9 +97,9 @@ func GuardFragment(o Options, mode ResponseMode, seed string) (Fragment, error) 
 	switch {
 	case r.Pattern != PatternReserve:
 		return bad("pattern", string(r.Pattern), "guard puts a reservation into your workflow; the inbox pattern is workflows of its own: generate them")
-	case r.Hashing == HashingKeysvc:
-		return bad("hashing mode", string(r.Hashing), "guard builds the key in n8n: use code-node or crypto-node (a keysvc-mode workflow is generated: idemhook generate --hashing keysvc)")
-	case r.Guard == GuardTransactional:
+	case !slices.Contains(FragmentHashings, r.Hashing):
+		return bad("hashing mode", string(r.Hashing), "guard builds the key in n8n: use code-node, crypto-node or node (a keysvc-mode workflow is generated: idemhook generate --hashing keysvc)")
+	case !slices.Contains(FragmentGuards, r.Guard):
 		return bad("guard mode", string(r.Guard), "the transactional guard reserves in the business write's own statement, which guard cannot write into your node: use reserve or lease")
 	}
 	var answer answerer

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/idemhook/idemhook/internal/communitynode"
 	"github.com/tidwall/pretty"
 )
 
@@ -47,6 +48,10 @@ var TypeVersions = map[string]float64{
 	typeNoOp:         1,
 	typeErrorTrigger: 1,
 	typeSticky:       1,
+
+	// The Idempotency Guard, under either name n8n loads it by.
+	communitynode.Type:       1,
+	communitynode.CustomType: 1,
 }
 
 type credentialRef struct {

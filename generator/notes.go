@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemhook/idemhook/internal/communitynode"
 	"github.com/idemhook/idemhook/internal/duration"
 )
 
@@ -104,6 +105,9 @@ func setupNote(r resolved, page string) []string {
 		lines = append(lines, strconv.Itoa(step)+". "+s)
 		step++
 	}
+	if r.Hashing == HashingNode {
+		add("Install the community node **" + communitynode.PackageName + "** in n8n (Settings → Community Nodes, or npm into ~/.n8n/nodes): the Idempotency Guard builds and reserves the key. [Install](" + Docs + "n8n-node.md#install)")
+	}
 	if usesCodeNode(r) {
 		add("Start n8n with `NODE_FUNCTION_ALLOW_BUILTIN=crypto`: the Code nodes `require('crypto')`.")
 	}
@@ -141,6 +145,10 @@ func guardNote(r resolved) []string {
 		lines = append(lines, "keysvc derives the key from the exact bytes and reserves it: 201 runs your step once; 200 is a duplicate; keysvc unreachable answers 503, so the provider retries.")
 	case r.Guard == GuardTransactional:
 		lines = append(lines, "The key is built from the exact bytes; **Reserve and Write** reserves it and writes in one statement: both happen or neither. A duplicate is answered 200, a failure 500 (nothing kept, the retry runs it).")
+	case r.Hashing == HashingNode && r.Guard == GuardLease:
+		lines = append(lines, "The **Idempotency Guard** builds the key from the exact bytes and leases it for "+r.Lease.String()+" in one step: New runs your step, Duplicate (finished) answers 200, In Progress 409. Its error output: an empty body 400, the database down 503, a setup to fix 500.")
+	case r.Hashing == HashingNode:
+		lines = append(lines, "The **Idempotency Guard** builds the key from the exact bytes and reserves it once (INSERT … ON CONFLICT) in one step: New runs your step, Duplicate answers 200. Its error output: an empty body 400, the database down 503, a setup to fix 500.")
 	case r.Guard == GuardLease:
 		lines = append(lines, "The key is built from the exact bytes and leased for "+r.Lease.String()+": a new event runs your step, a finished one is a duplicate (200), one still running gets 409. The database down: 503.")
 	default:

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/eventkey"
+	"github.com/idemhook/idemhook/internal/communitynode"
 	"github.com/idemhook/idemhook/pgsql"
 	"github.com/idemhook/idemhook/rules"
 	"github.com/idemhook/idemhook/signature/provider"
@@ -39,6 +40,12 @@ const (
 	// reserves the key (and holds the lease in GuardLease mode): no Code
 	// node, no Crypto node, and one reservation table for many tools.
 	HashingKeysvc Hashing = "keysvc"
+	// HashingNode builds and reserves the key in one node, idemhook's
+	// community node (n8n-nodes-idemhook's Idempotency Guard), with the
+	// same key code as the Code node and the same statements, run in n8n's
+	// own process: the fewest nodes per delivery. n8n must have the package
+	// installed (docs/n8n-node.md); NodeType names how.
+	HashingNode Hashing = "node"
 )
 
 // Guard chooses how the key is held while the business step runs.
@@ -138,6 +145,11 @@ type Options struct {
 	// KeysvcCredential, when set, names an n8n "Bearer Auth" credential
 	// holding keysvc's token; the token itself is never in the workflow.
 	KeysvcCredential string
+	// NodeType is the community node's type name with HashingNode: how n8n
+	// loaded the package (communitynode.Type for a package installed in
+	// ~/.n8n/nodes, the default; communitynode.CustomType for a folder in
+	// N8N_CUSTOM_EXTENSIONS).
+	NodeType string
 	// Verify names the provider whose signature is checked before the key
 	// is reserved (stripe, github, shopify, slack; standardwebhooks only
 	// where keysvc verifies: HashingKeysvc, or the inbox pattern with
@@ -313,6 +325,7 @@ func (o Options) withDefaults() Options {
 	if o.Hashing == "" {
 		o.Hashing = HashingCodeNode
 	}
+	def(&o.NodeType, communitynode.Type)
 	if o.Guard == "" {
 		o.Guard = GuardReserve
 	}
@@ -375,9 +388,12 @@ func (o Options) resolve() (resolved, error) {
 		return bad("retention", o.Retention.String(), "must be at least 1h, in whole seconds (default 30 days)")
 	}
 	switch o.Hashing {
-	case HashingCodeNode, HashingCryptoNode, HashingKeysvc:
+	case HashingCodeNode, HashingCryptoNode, HashingKeysvc, HashingNode:
 	default:
-		return bad("hashing mode", string(o.Hashing), "use code-node, crypto-node or keysvc")
+		return bad("hashing mode", string(o.Hashing), "use code-node, crypto-node, keysvc or node")
+	}
+	if !slices.Contains(communitynode.Types, o.NodeType) {
+		return bad("node type", o.NodeType, "use "+communitynode.Type+" (the package installed in ~/.n8n/nodes, from n8n's UI or npm) or "+communitynode.CustomType+" (a folder in N8N_CUSTOM_EXTENSIONS)")
 	}
 	u, err := url.Parse(o.KeysvcURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
@@ -417,8 +433,8 @@ func (o Options) resolve() (resolved, error) {
 	switch o.Guard {
 	case GuardReserve, GuardLease:
 	case GuardTransactional:
-		if o.Hashing == HashingKeysvc {
-			return bad("guard mode", string(o.Guard), "keysvc reserves in its own statement: the transactional guard needs the reservation and the business write in one, with --hashing code-node or crypto-node")
+		if o.Hashing == HashingKeysvc || o.Hashing == HashingNode {
+			return bad("guard mode", string(o.Guard), string(o.Hashing)+" reserves in its own statement: the transactional guard needs the reservation and the business write in one, with --hashing code-node or crypto-node")
 		}
 	default:
 		return bad("guard mode", string(o.Guard), "use reserve, lease or transactional")

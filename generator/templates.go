@@ -17,6 +17,8 @@ var Templates = []Template{
 	{Name: "lease", Options: Options{Guard: GuardLease}},
 	{Name: "transactional", Options: Options{Guard: GuardTransactional}},
 	{Name: "keysvc", Options: Options{Hashing: HashingKeysvc}},
+	{Name: "node", Options: Options{Hashing: HashingNode}},
+	{Name: "node-lease", Options: Options{Hashing: HashingNode, Guard: GuardLease}},
 	{Name: "verify-stripe", Options: Options{Verify: "stripe"}},
 	{Name: "inbox", Options: Options{Pattern: PatternInbox}},
 	{Name: "inbox-keysvc", Options: Options{Pattern: PatternInbox, Receiver: ReceiverKeysvc}},

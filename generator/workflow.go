@@ -98,6 +98,8 @@ func modeAnchor(r resolved) string {
 		return string(r.Guard)
 	case r.Hashing == HashingCryptoNode:
 		return "crypto-node"
+	case r.Hashing == HashingNode:
+		return "node"
 	}
 	return "reserve"
 }
@@ -111,6 +113,8 @@ func firstGuardNode(r resolved) string {
 		return NodePrepareSignature
 	case r.Hashing == HashingCryptoNode:
 		return NodeHashBody
+	case r.Hashing == HashingNode:
+		return NodeGuard
 	}
 	return NodeBuildKey
 }
@@ -160,14 +164,19 @@ func addLocalFlow(g *graph, r resolved) error {
 		return nil
 	}
 	business := BusinessNodeName(r.BusinessTable)
+	key := keyExprOf(r)
 	respond := func(status, extra string) string {
-		return "={{ JSON.stringify({ status: '" + status + "', key: " + keyExpr + extra + " }) }}"
+		return "={{ JSON.stringify({ status: '" + status + "', key: " + key + extra + " }) }}"
 	}
 	err := addGuardHead(g, r, respondNode, func(from string) {
-		g.add(businessStep(r, g.at(4, -1), keyExpr, eventTypeExpr))
+		g.add(businessStepOf(r, g.at(4, -1)))
 		g.connect(from, 0, business)
 		if r.Guard == GuardLease {
-			g.add(postgresNode(NodeMarkDone, g.at(5, -1), pgsql.MarkDone(r.events), "={{ [ "+keyExpr+" ] }}", r.CredentialName))
+			markDone := postgresNode(NodeMarkDone, g.at(5, -1), pgsql.MarkDone(r.events), "={{ [ "+key+" ] }}", r.CredentialName)
+			if r.Hashing == HashingNode {
+				markDone = nodeMarkDone(r, g.at(5, -1))
+			}
+			g.add(markDone)
 			g.connect(business, 0, NodeMarkDone)
 			g.add(respondNode(NodeRespond200, g.at(6, -1), 200, respond("processed", "")))
 			g.connect(NodeMarkDone, 0, NodeRespond200)
@@ -179,10 +188,13 @@ func addLocalFlow(g *graph, r resolved) error {
 	if err != nil {
 		return err
 	}
-	release := postgresNode(NodeRelease, g.at(5, 0), pgsql.Release(r.events), "={{ [ "+keyExpr+" ] }}", r.CredentialName)
-	if r.Guard == GuardLease {
+	release := postgresNode(NodeRelease, g.at(5, 0), pgsql.Release(r.events), "={{ [ "+key+" ] }}", r.CredentialName)
+	switch {
+	case r.Hashing == HashingNode:
+		release = nodeRelease(r, g.at(5, 0))
+	case r.Guard == GuardLease:
 		release = postgresNode(NodeRelease, g.at(5, 0), pgsql.ReleaseLease(r.events),
-			"={{ [ "+keyExpr+", $('"+NodeAcquireLease+"').item.json.attempt ] }}", r.CredentialName)
+			"={{ [ "+key+", $('"+NodeAcquireLease+"').item.json.attempt ] }}", r.CredentialName)
 	}
 	g.add(release)
 	g.connect(business, 1, NodeRelease)
@@ -207,6 +219,10 @@ func addGuardHead(g *graph, r resolved, answer answerer, onNew func(from string)
 	from, err := addVerifyNodesAnswering(g, r, answer)
 	if err != nil {
 		return err
+	}
+	if r.Hashing == HashingNode {
+		addNodeGuardHead(g, r, answer, from, onNew)
+		return nil
 	}
 	afterKey, err := addKeyNodes(g, r)
 	if err != nil {

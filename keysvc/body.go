@@ -186,3 +186,47 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// drainLimit bounds what keysvc reads, after its answer, of a body it did
+// not read to the end: one over --max-body, or one refused before it was
+// read (401, 404, 429...).
+const drainLimit = 64 << 20
+
+// countedBody is a request body that knows whether it was read, and to its
+// end.
+type countedBody struct {
+	io.ReadCloser
+	read bool // a Read was made: a 100 Continue, if the client asked for one, went out
+	eof  bool
+}
+
+func (b *countedBody) Read(p []byte) (int, error) {
+	b.read = true
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+// finishBody sends the answer, then reads and discards what is left of the
+// body, up to drainLimit (and within --read-timeout). A connection closed
+// with bytes still arriving is reset, and the reset can destroy the answer
+// before the client reads it: a client that sends its whole body before it
+// reads (Python's http.client, many webhook senders) would see a dropped
+// connection instead of the 413, and retry blindly. A client that asked
+// for 100-continue and was answered before anything was read sends no body:
+// there is nothing to read, and net/http closes the connection. Past
+// drainLimit, net/http closes it too.
+func (s *Server) finishBody(w http.ResponseWriter, r *http.Request, b *countedBody) {
+	if b.eof || r.ContentLength == 0 || r.ProtoMajor != 1 {
+		return
+	}
+	if !b.read && strings.Contains(strings.ToLower(r.Header.Get("Expect")), "100-continue") {
+		return
+	}
+	if err := http.NewResponseController(w).Flush(); err != nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, b, drainLimit)
+}

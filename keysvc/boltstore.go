@@ -3,6 +3,7 @@ package keysvc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -31,11 +32,19 @@ type boltRecord struct {
 	Attempts   int       `json:"attempts"`
 }
 
-// OpenBolt opens (or creates) the bbolt file at path.
+// ErrStoreLocked is OpenBolt's error when another process holds the file.
+var ErrStoreLocked = errors.New("the embedded store is locked by another process")
+
+// OpenBolt opens (or creates) the bbolt file at path. A file another
+// process holds (bbolt locks it) fails with ErrStoreLocked after two
+// seconds; a path it cannot open, with the *fs.PathError that says why.
 func OpenBolt(path string) (*BoltStore, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("%w (another keysvc using %s? one process per file: run several on PostgreSQL)", ErrStoreLocked, path)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w (is another keysvc using it?)", path, err)
+		return nil, err // a *fs.PathError: it names the path and the reason
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {
 		_, err := tx.CreateBucketIfNotExists(boltBucket)

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -272,6 +273,12 @@ func (s *Server) dispatch(path string, rts []route) http.Handler {
 				writeError(w, http.StatusForbidden, "forbidden", "this route needs the "+string(need)+" scope, which the token lacks")
 				return
 			}
+			if r.ContentLength > s.cfg.MaxBodyBytes {
+				// Said before it is sent: answered before it is read (a
+				// client that asked for 100-continue sends none of it).
+				writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is larger than %d bytes", s.cfg.MaxBodyBytes))
+				return
+			}
 			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 			if err := rt.handle(s, w, r); err != nil {
 				s.answer(w, r, err)
@@ -320,7 +327,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id = newRequestID()
 	}
 	w.Header().Set("X-Request-Id", id)
+	// The handlers see a copy whose Body counts what they read: net/http
+	// keeps judging the connection by the body it gave (a body left
+	// unread closes it), and finishBody reads what they left.
+	body := &countedBody{ReadCloser: r.Body}
+	r = r.WithContext(r.Context())
+	r.Body = body
+	// HTTP/1: let finishBody read the body after the answer is sent
+	// (net/http otherwise gives up on a body over 256 KiB when the answer
+	// starts). HTTP/2 always can, and says so with an error.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	defer s.finishBody(w, r, body)
 	if !s.limit(rec, r) {
 		s.metrics.observe("rate_limited", rec.status, time.Since(start))
 		return

@@ -573,3 +573,68 @@ func TestKeysMatchTheVectorsInPieces(t *testing.T) {
 		}
 	}
 }
+
+// A client that sends its whole body before it reads hears the answer to a
+// body it was refused: over the limit without a Content-Length (chunked: it
+// is read up to the limit, answered, and the rest read and discarded), and
+// refused before it is read (401, with a Content-Length over the limit).
+// Once the body is read to its end, the same connection serves the next
+// request. Before issue 41 the connection was closed with the body still
+// arriving, and the reset threw the answer away.
+func TestRefusedBodiesAreAnsweredToClientsThatSendAllFirst(t *testing.T) {
+	srv := httptest.NewServer(keysvc.New(keysvc.Config{Store: newBoltStore(t), Token: "tok", MaxBodyBytes: 64 << 10}))
+	t.Cleanup(srv.Close)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	chunked := func() []byte {
+		var b bytes.Buffer
+		for range 64 { // 4 MiB
+			fmt.Fprintf(&b, "%x\r\n%s\r\n", len(chunk), chunk)
+		}
+		b.WriteString("0\r\n\r\n")
+		return b.Bytes()
+	}()
+	large := bytes.Repeat([]byte("y"), 4<<20)
+	for _, tc := range []struct {
+		name, head string
+		body       []byte
+		status     int
+	}{
+		{"chunked, over the limit", "POST /v1/keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok\r\nTransfer-Encoding: chunked\r\n\r\n", chunked, 413},
+		{"no token, a Content-Length over the limit", fmt.Sprintf("POST /v1/reservations HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", len(large)), large, 401},
+		{"no token, chunked", "POST /v1/reservations HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", chunked, 401},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := range 20 {
+				conn, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				conn.SetDeadline(time.Now().Add(20 * time.Second))
+				if _, err := conn.Write(append([]byte(tc.head), tc.body...)); err != nil {
+					conn.Close()
+					t.Fatalf("try %d: send: %v", i+1, err)
+				}
+				br := bufio.NewReader(conn)
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					conn.Close()
+					t.Fatalf("try %d: %v", i+1, err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != tc.status {
+					t.Fatalf("try %d: %d, want %d", i+1, resp.StatusCode, tc.status)
+				}
+				// The body was read to its end: the connection serves on.
+				io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+				resp, err = http.ReadResponse(br, nil)
+				if err != nil || resp.StatusCode != 200 {
+					t.Fatalf("try %d: the next request on the connection: %v", i+1, err)
+				}
+				resp.Body.Close()
+				conn.Close()
+			}
+		})
+	}
+}

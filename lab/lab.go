@@ -89,8 +89,15 @@ func (l *Lab) ExecutionsStarted(ctx context.Context) (int64, error) {
 // calls the lab's Recorder; with --receiver keysvc, keysvc's inbox (in this
 // process) verifies and saves the deliveries and forwards them to the target
 // workflow, as docker-compose's keysvc profile does.
-func Start(ctx context.Context, o generator.Options, progress io.Writer) (l *Lab, err error) {
-	l, err = StartEmpty(ctx, stack.Options{Runtime: "local", Why: "the lab runs them"}, progress) // keysvc in this process must be reachable from n8n
+//
+// With --hashing node, n8n gets the community node package: nodePackage (a
+// packed .tgz), or else the one built from this clone's source.
+func Start(ctx context.Context, o generator.Options, nodePackage string, progress io.Writer) (l *Lab, err error) {
+	opts := stack.Options{Runtime: "local", Why: "the lab runs them"} // keysvc in this process must be reachable from n8n
+	if o.Hashing == generator.HashingNode {
+		opts.CommunityNode, opts.CommunityNodePackage = true, nodePackage
+	}
+	l, err = StartEmpty(ctx, opts, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -144,8 +151,8 @@ func Start(ctx context.Context, o generator.Options, progress io.Writer) (l *Lab
 	return l, nil
 }
 
-// StartEmpty starts PostgreSQL and n8n as opts says (its Runtime, N8NEnv
-// and External are used; the PostgreSQL is durable), creates n8n's owner
+// StartEmpty starts PostgreSQL and n8n as opts says (its Runtime, N8NEnv,
+// External and CommunityNode settings are used; the PostgreSQL is durable), creates n8n's owner
 // account and an API key, and deploys nothing: `idemhook verify` deploys
 // the user's workflow itself.
 func StartEmpty(ctx context.Context, opts stack.Options, progress io.Writer) (l *Lab, err error) {
@@ -153,7 +160,8 @@ func StartEmpty(ctx context.Context, opts stack.Options, progress io.Writer) (l 
 	if err != nil {
 		return nil, err
 	}
-	st, err := stack.Start(ctx, stack.Options{Durable: true, Runtime: opts.Runtime, Progress: progress, N8NEnv: opts.N8NEnv, External: opts.External, Why: opts.Why})
+	st, err := stack.Start(ctx, stack.Options{Durable: true, Runtime: opts.Runtime, Progress: progress, N8NEnv: opts.N8NEnv, External: opts.External, Why: opts.Why,
+		CommunityNode: opts.CommunityNode, CommunityNodePackage: opts.CommunityNodePackage})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err

@@ -332,7 +332,10 @@ type Run struct {
 	Errors map[string]string
 	// First has, for each node that sent items on its first output, the
 	// first item's JSON; FirstBinary its binary properties.
-	First       map[string]map[string]any
+	First map[string]map[string]any
+	// JSON has, for each node that ran, the JSON of the items it sent on
+	// each output (its error output last), over all its runs.
+	JSON        map[string][][]map[string]any
 	FirstBinary map[string]map[string]Binary
 	// Took has, for each node that ran, the time n8n recorded for it
 	// (summed over the node's runs).
@@ -383,7 +386,7 @@ func (c *Client) ExecutionRun(ctx context.Context, id ID) (Run, error) {
 		return Run{}, err
 	}
 	r := Run{Execution: raw.Execution, Outputs: map[string][]int{}, Errors: map[string]string{}, First: map[string]map[string]any{},
-		FirstBinary: map[string]map[string]Binary{}, Took: map[string]time.Duration{}}
+		FirstBinary: map[string]map[string]Binary{}, JSON: map[string][][]map[string]any{}, Took: map[string]time.Duration{}}
 	for node, runs := range raw.Data.ResultData.RunData {
 		var counts []int
 		for _, run := range runs {
@@ -392,6 +395,17 @@ func (c *Client) ExecutionRun(ctx context.Context, id ID) (Run, error) {
 					counts = append(counts, 0)
 				}
 				counts[i] += len(items)
+				for len(r.JSON[node]) <= i {
+					r.JSON[node] = append(r.JSON[node], nil)
+				}
+				for _, raw := range items {
+					var item struct {
+						JSON map[string]any `json:"json"`
+					}
+					if json.Unmarshal(raw, &item) == nil {
+						r.JSON[node][i] = append(r.JSON[node][i], item.JSON)
+					}
+				}
 				if _, seen := r.First[node]; i == 0 && len(items) > 0 && !seen {
 					var item struct {
 						JSON   map[string]any    `json:"json"`

@@ -9,7 +9,9 @@ package pgsql
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -23,9 +25,12 @@ func (e *IdentifierError) Error() string {
 	return fmt.Sprintf("invalid SQL identifier %q: %s", e.Name, e.Reason)
 }
 
-// A plain lower-case identifier needs no quoting; upper case or punctuation
-// would need quoting rules that users get wrong, so they are refused.
-var identPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+// IdentifierPattern is one part of a table name: a plain lower-case
+// identifier needs no quoting; upper case or punctuation would need quoting
+// rules that users get wrong, so they are refused.
+const IdentifierPattern = `^[a-z_][a-z0-9_]{0,62}$`
+
+var identPattern = regexp.MustCompile(IdentifierPattern)
 
 // PostgreSQL's reserved key words (SQL Key Words appendix, "reserved" and
 // "reserved (can be function or type)"): unusable as bare table names.
@@ -42,6 +47,12 @@ func init() {
 		window with`) {
 		reservedWords[w] = true
 	}
+}
+
+// ReservedWords lists the words ParseTable refuses as a part of a name,
+// sorted: the n8n community node validates table names by the same rules.
+func ReservedWords() []string {
+	return slices.Sorted(maps.Keys(reservedWords))
 }
 
 // Table is a validated, optionally schema-qualified table name.

@@ -27,6 +27,7 @@ import (
 	"github.com/idemhook/idemhook/conformance"
 	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/communitynode"
 	"github.com/idemhook/idemhook/internal/headless"
 	"github.com/idemhook/idemhook/keysvc"
 	"github.com/idemhook/idemhook/planner"
@@ -694,6 +695,8 @@ var guidedChoices = []choice{
 	{Provider: "stripe", Guarantee: "crypto-node"},
 	{Provider: "standardwebhooks", Guarantee: "keysvc", Options: map[string]string{"keysvc-url": "http://keysvc:8080", "keysvc-credential": "keysvc token"}},
 	{Provider: "slack", Guarantee: "keysvc", Options: map[string]string{"guard": "lease", "lease": "2m"}},
+	{Provider: "github", Guarantee: "node"},
+	{Provider: "stripe", Guarantee: "node", Options: map[string]string{"guard": "lease", "node-type": "CUSTOM.idempotencyGuard"}},
 	{Provider: "stripe", Guarantee: "inbox", Options: map[string]string{"outbox-url": "https://fulfilment.example/v1/operations", "outbox-batch": "5"}},
 	{Provider: "", Guarantee: "inbox", Options: map[string]string{"db-schema": "payments"}},
 	{Provider: "standardwebhooks", Guarantee: "inbox"},
@@ -797,6 +800,12 @@ func workflowDrawing(t *testing.T, raw []byte) drawn {
 		Nodes []struct {
 			Name, Type, OnError string
 			Position            [2]int
+			Parameters          struct {
+				Operation string
+				Options   struct {
+					ErrorOutput bool `json:"errorOutput"`
+				}
+			}
 		}
 		Connections map[string]map[string][][]struct {
 			Node  string
@@ -813,6 +822,21 @@ func workflowDrawing(t *testing.T, raw []byte) drawn {
 		labels[n.Name] = []string{""}
 		if n.Type == "n8n-nodes-base.if" {
 			labels[n.Name] = []string{"true", "false"}
+		}
+		// The Idempotency Guard names its outputs (n8n-nodes-idemhook's
+		// outputsOf; e2e's editor screenshot shows them).
+		if slices.Contains(communitynode.Types, n.Type) {
+			switch n.Parameters.Operation {
+			case "reserve", "":
+				labels[n.Name] = []string{"New", "Duplicate"}
+			case "acquireLease":
+				labels[n.Name] = []string{"New", "Duplicate", "In Progress"}
+			default:
+				labels[n.Name] = []string{"Done"}
+			}
+			if n.Parameters.Options.ErrorOutput {
+				labels[n.Name] = append(labels[n.Name], "Error")
+			}
 		}
 		if n.OnError == "continueErrorOutput" {
 			labels[n.Name] = append(labels[n.Name], "error")
@@ -987,7 +1011,7 @@ func TestPageGuidesTheChoices(t *testing.T) {
 var optionSamples = map[string][]string{
 	"pattern": {"inbox", "reserve"}, "path": {"other/path"}, "name": {"Other name"}, "credential": {"Other Postgres"},
 	"retention": {"45d"}, "verify": {"stripe", "shopify", "none"}, "verify-credential": {"Other secret"}, "tolerance": {"2m"},
-	"hashing": {"crypto-node", "keysvc", "code-node"}, "guard": {"lease", "transactional", "reserve"}, "lease": {"90s", "3m"},
+	"hashing": {"crypto-node", "keysvc", "node", "code-node"}, "node-type": {"CUSTOM.idempotencyGuard", "n8n-nodes-idemhook.idempotencyGuard"}, "guard": {"lease", "transactional", "reserve"}, "lease": {"90s", "3m"},
 	"events-table": {"other_events"}, "business-table": {"other_business"}, "save-success": {"all", "none"},
 	"save-errors": {"all", "none"}, "save-manual": {"true", "false"}, "execution-timeout": {"7m"},
 	"keysvc-url": {"http://keysvc.other:1"}, "keysvc-credential": {"keysvc token", "other token"}, "receiver": {"keysvc", "n8n"},

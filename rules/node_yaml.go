@@ -3,22 +3,28 @@
 package rules
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
+	"go.yaml.in/yaml/v4"
 )
 
 func parseYAMLTree(name string, data []byte) (*node, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		// yaml's messages start "yaml: line N: …".
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		line := 0
-		if _, err := fmt.Sscanf(msg, "line %d:", &line); err == nil {
-			_, msg, _ = strings.Cut(msg, ": ")
+		// The line is where the parser found the problem (Mark), not
+		// where the construct it was in began (ContextMark, often lines
+		// above an indentation mistake).
+		var load *yaml.LoadError
+		if errors.As(err, &load) {
+			reason := "not valid YAML: " + load.Message
+			if load.ContextMsg != "" && load.ContextMark.Line > 0 && load.ContextMark.Line != load.Mark.Line {
+				reason += fmt.Sprintf(" (%s begun on line %d)", load.ContextMsg, load.ContextMark.Line)
+			}
+			return nil, &Error{File: name, Line: load.Mark.Line, Reason: reason}
 		}
-		return nil, &Error{File: name, Line: line, Reason: "not valid YAML: " + msg}
+		return nil, &Error{File: name, Reason: "not valid YAML: " + err.Error()}
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil, &Error{File: name, Line: 1, Reason: "the file is empty"}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/idemhook/idemhook/rules"
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"go.yaml.in/yaml/v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // base is a small valid rules file the bad files below change one line of.
@@ -273,7 +273,14 @@ func TestErrorsNameFileLineAndField(t *testing.T) {
 			`effects.json:17: rules[0].transition.sett: unknown key; the keys here are from, to, defer, reject, match, set`,
 			`effects.json:19: rules[0].effect: template "confirm:{order}:{pi}": {pi} is not a field of this rule`,
 		}},
-		{"YAML syntax", "effects.yaml", "version: 1\nrules: [\n  {name: a\n", []string{"effects.yaml:2: not valid YAML"}},
+		// The line where the parser found the mistake, and where the
+		// construct it was in began (issue 41: an indentation mistake on
+		// line 6 was reported on line 3, where its mapping began).
+		{"YAML syntax", "effects.yaml", "version: 1\nrules: [\n  {name: a\n", []string{"effects.yaml:4: not valid YAML: did not find expected ',' or '}' (while parsing a flow mapping begun on line 3)"}},
+		{"YAML indentation", "effects.yaml", "version: 1\nprovider: stripe\nentities:\n  order:\n    table: orders\n   key: id\n    state: state\n",
+			[]string{"effects.yaml:6: not valid YAML: did not find expected key (while parsing a block mapping begun on line 4)"}},
+		{"YAML indentation, deeper", "effects.yaml", "version: 1\nprovider: stripe\nentities:\n  order:\n    table: orders\n      key: id\n",
+			[]string{"effects.yaml:6: not valid YAML: mapping values are not allowed in this context"}},
 		{"JSON syntax", "effects.json", "{\n  \"version\": 1,\n  \"rules\": [}\n", []string{"effects.json:3: not valid JSON"}},
 		{"wrong type", "effects.yaml", strings.Replace(base, "version: 1", "version: [1]", 1), []string{"effects.yaml:1: version: want 1"}},
 	} {

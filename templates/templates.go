@@ -11,10 +11,32 @@ import (
 )
 
 // CodeNodeScript is the JavaScript of the "Build Idempotency Key" Code node
-// for the default spec, embedded as is into generated workflows.
+// for the default spec, embedded as is into generated workflows: the Code
+// node's own part (code-node/idempotency-key.js) with the key spec's
+// functions (KeySpecScript) where it marks their place.
+var CodeNodeScript = mustInsert(codeNodeScript, keySpecMarker, KeySpecScript)
+
+// KeySpecScript is the key spec's functions in JavaScript
+// (code-node/key-spec.js): the one source of the key code that the Code node
+// and the n8n community node (n8n-nodes-idemhook, whose build reads the file)
+// both run. It needs a crypto binding (require('crypto')) in scope.
 //
+//go:embed code-node/key-spec.js
+var KeySpecScript string
+
 //go:embed code-node/idempotency-key.js
-var CodeNodeScript string
+var codeNodeScript string
+
+// keySpecMarker is the line of code-node/idempotency-key.js that
+// KeySpecScript replaces.
+const keySpecMarker = "// @key-spec: templates/code-node/key-spec.js, the key spec's functions, goes here.\n"
+
+func mustInsert(script, marker, part string) string {
+	if strings.Count(script, marker) != 1 {
+		panic("templates: the Code node script must mark the key spec's place exactly once")
+	}
+	return strings.Replace(script, marker, part, 1)
+}
 
 // CryptoIDExpression is the crypto-node mode's event id: that mode cannot
 // read the raw bytes as text, so this n8n expression takes the id from the

@@ -5,12 +5,14 @@
 package verify
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/idemhook/idemhook/internal/communitynode"
 	"github.com/idemhook/idemhook/n8napi"
 )
 
@@ -41,6 +43,9 @@ type Guard struct {
 	KeysvcBase string
 	// Lease: the reservation holds a lease (state and lease_until).
 	Lease bool
+	// Node: Reserve is idemhook's community node, the Idempotency Guard,
+	// which decides too (Decision is Reserve; New is its first output).
+	Node bool
 	// Decision is the If or Switch node after Reserve that sends a new
 	// event one way and a duplicate another; "" for Transactional.
 	Decision string
@@ -161,6 +166,15 @@ func Find(w n8napi.Workflow) (Guard, error) {
 		return Guard{}, err
 	}
 	g := gd.g
+	if gd.Node {
+		gd.Decision, gd.NewOutput = gd.Reserve, 0
+		for _, name := range g.order {
+			if operation, _ := param(g.nodes[name], "operation"); slices.Contains(communitynode.Types, fmt.Sprint(g.nodes[name]["type"])) && (operation == "release" || operation == "complete") {
+				gd.Releases = append(gd.Releases, name)
+			}
+		}
+		return gd, nil
+	}
 	for _, name := range g.reach(g.outs(gd.Reserve, false), false) {
 		if t := g.nodes[name]["type"]; t == typeIf || t == typeSwitch {
 			gd.Decision = name
@@ -198,6 +212,24 @@ func Find(w n8napi.Workflow) (Guard, error) {
 		gd.NewOutput = releasing[0]
 	}
 	return gd, nil
+}
+
+// guardReserves tells an enabled Idempotency Guard that reserves or
+// acquires a lease (its default operation is reserve).
+func guardReserves(n map[string]any) bool {
+	if n["disabled"] == true || !slices.Contains(communitynode.Types, fmt.Sprint(n["type"])) {
+		return false
+	}
+	operation, _ := param(n, "operation")
+	return operation == "" || operation == "reserve" || operation == "acquireLease"
+}
+
+// guardOption is an option of the Idempotency Guard's Options collection.
+func guardOption(n map[string]any, name string) string {
+	params, _ := n["parameters"].(map[string]any)
+	options, _ := params["options"].(map[string]any)
+	s, _ := options[name].(string)
+	return s
 }
 
 func param(n map[string]any, name string) (string, bool) {
@@ -288,7 +320,7 @@ func reservation(g graph, hook string) string {
 		n := g.nodes[name]
 		q, _ := param(n, "query")
 		url, _ := param(n, "url")
-		if n["disabled"] != true && ((n["type"] == typePostgres && insertOnConflict.MatchString(q)) || (n["type"] == typeHTTP && keysvcReserve.MatchString(url))) {
+		if n["disabled"] != true && ((n["type"] == typePostgres && insertOnConflict.MatchString(q)) || (n["type"] == typeHTTP && keysvcReserve.MatchString(url)) || guardReserves(n)) {
 			return name
 		}
 	}
@@ -343,6 +375,16 @@ func findReservation(w n8napi.Workflow) (Guard, error) {
 	downstream := g.reach([]string{gd.Webhook}, true)
 	for _, name := range downstream {
 		n := g.nodes[name]
+		if guardReserves(n) {
+			gd.Reserve, gd.Node, gd.PlainEvents = name, true, true
+			gd.EventsTable = cmp.Or(guardOption(n, "eventsTable"), "processed_events")
+			operation, _ := param(n, "operation")
+			gd.Lease = operation == "acquireLease"
+			if store, _ := param(n, "store"); store == "keysvc" {
+				return Guard{}, &UnsupportedError{fmt.Sprintf("node %q reserves on keysvc's store; verify checks the Idempotency Guard on PostgreSQL", name)}
+			}
+			break
+		}
 		q, _ := param(n, "query")
 		if n["type"] == typePostgres && n["disabled"] != true {
 			if m := insertOnConflict.FindStringSubmatch(q); m != nil {

@@ -49,6 +49,9 @@ func TestFindGeneratedGuards(t *testing.T) {
 		{opts: generator.Options{Guard: generator.GuardLease}, reserve: "Acquire Lease", decision: "Lease Acquired?", first: "Business Step (insert business_log)", lease: true},
 		{opts: generator.Options{Verify: "stripe", EventsTable: "stripe_events"}, reserve: "Reserve Key", decision: "Row Returned?", first: "Business Step (insert business_log)"},
 		{opts: generator.Options{Hashing: generator.HashingKeysvc, KeysvcURL: "http://keysvc.internal:8080"}, reserve: "Reserve via keysvc", decision: "Reserved?", first: "Business Step (insert business_log)", keysvc: "http://keysvc.internal:8080"},
+		// The community node reserves and decides in one node.
+		{opts: generator.Options{Hashing: generator.HashingNode}, reserve: "Idempotency Guard", decision: "Idempotency Guard", first: "Business Step (insert business_log)"},
+		{opts: generator.Options{Hashing: generator.HashingNode, Guard: generator.GuardLease, EventsTable: "shop.events"}, reserve: "Idempotency Guard", decision: "Idempotency Guard", first: "Business Step (insert business_log)", lease: true},
 	} {
 		g, err := Find(generated(t, tc.opts))
 		if err != nil {

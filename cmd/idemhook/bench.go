@@ -32,26 +32,26 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
+	if err := noArgs(fs); err != nil {
+		return exitWith(stderr, "bench", err)
+	}
 	switch *pattern {
 	case "":
 	case "inbox":
 		return benchInbox(*senders, *events, *burst, *out, stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "idemhook bench: --pattern %q: the pattern measured on its own is inbox\n", *pattern)
-		return exitUsage
+		return exitWith(stderr, "bench", usagef("--pattern %q: the pattern measured on its own is inbox", *pattern))
 	}
 	opts := bench.Options{Duration: runFor, Deliveries: *deliveries, SkipN8N: *skipN8N, KeysvcBinary: *keysvcBin, Progress: stderr}
 	for _, c := range strings.Split(*concurrency, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
 		if err != nil || n < 1 || n > 1000 {
-			fmt.Fprintf(stderr, "idemhook bench: --concurrency %q: give numbers of clients such as 8,32\n", *concurrency)
-			return exitUsage
+			return exitWith(stderr, "bench", usagef("--concurrency %q: give numbers of clients such as 8,32", *concurrency))
 		}
 		opts.Concurrency = append(opts.Concurrency, n)
 	}
 	if runFor < time.Second || *deliveries < 1 {
-		fmt.Fprintln(stderr, "idemhook bench: --duration must be at least 1s and --deliveries at least 1")
-		return exitUsage
+		return exitWith(stderr, "bench", usagef("--duration must be at least 1s and --deliveries at least 1"))
 	}
 	if opts.KeysvcBinary == "" {
 		opts.KeysvcBinary = buildKeysvc(stderr)
@@ -60,8 +60,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	rep, err := bench.Run(ctx, opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook bench: %v\n", err)
-		return exitFail
+		return exitWith(stderr, "bench", stackError(err))
 	}
 	return printReport(rep, *out, "bench", stdout, stderr)
 }
@@ -88,14 +87,12 @@ func benchInbox(senders string, events, burst int, out string, stdout, stderr io
 	for _, c := range strings.Split(senders, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
 		if err != nil || n < 1 || n > 64 {
-			fmt.Fprintf(stderr, "idemhook bench: --senders %q: give numbers of senders from 1 to 64, such as 1,2,4\n", senders)
-			return exitUsage
+			return exitWith(stderr, "bench", usagef("--senders %q: give numbers of senders from 1 to 64, such as 1,2,4", senders))
 		}
 		opts.Senders = append(opts.Senders, n)
 	}
 	if events < 1 || events > 100000 || burst < 0 || burst > 100000 {
-		fmt.Fprintln(stderr, "idemhook bench: --events must be between 1 and 100000, --burst between 0 and 100000")
-		return exitUsage
+		return exitWith(stderr, "bench", usagef("--events must be between 1 and 100000, --burst between 0 and 100000"))
 	}
 	if burst == 0 {
 		opts.Burst = -1
@@ -104,8 +101,7 @@ func benchInbox(senders string, events, burst int, out string, stdout, stderr io
 	defer stop()
 	rep, err := bench.Inbox(ctx, opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook bench: %v\n", err)
-		return exitFail
+		return exitWith(stderr, "bench", stackError(err))
 	}
 	return printReport(rep, out, "bench-inbox", stdout, stderr)
 }
@@ -115,9 +111,5 @@ func benchInbox(senders string, events, burst int, out string, stdout, stderr io
 func printReport(rep *bench.Report, out, name string, stdout, stderr io.Writer) int {
 	md := rep.Markdown()
 	fmt.Fprint(stdout, md)
-	if err := writeFiles(out, map[string][]byte{name + ".md": []byte(md), name + ".svg": rep.SVG()}, stdout); err != nil {
-		fmt.Fprintf(stderr, "idemhook bench: %v\n", err)
-		return exitFail
-	}
-	return exitOK
+	return exitWith(stderr, "bench", writeFiles(out, map[string][]byte{name + ".md": []byte(md), name + ".svg": rep.SVG()}, stdout))
 }

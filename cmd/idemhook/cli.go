@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,14 +18,6 @@ import (
 	"github.com/idemhook/idemhook/nodered"
 	"github.com/idemhook/idemhook/planner"
 	"github.com/idemhook/idemhook/signature"
-)
-
-// Exit codes: 1 when the work failed, 2 when the command line or the input
-// was wrong.
-const (
-	exitOK    = 0
-	exitFail  = 1
-	exitUsage = 2
 )
 
 // maxKeyInput bounds `idemhook key`; webhook bodies are far smaller.
@@ -69,8 +62,30 @@ Usage:
 
   idemhook version                       print the module version and VCS revision
 
-Run 'idemhook COMMAND --help' for the options of a command.
+Run 'idemhook help COMMAND' (or 'idemhook COMMAND --help') for the options of a command.
 `
+
+// commands are idemhook's commands by name; help and the flags --help and
+// --version are run's own.
+var commands = map[string]func(args []string, stdin io.Reader, stdout, stderr io.Writer) int{
+	"generate": withoutStdin(runGenerate),
+	"schema":   withoutStdin(runSchema),
+	"key":      runKey,
+	"planner":  withoutStdin(runPlanner),
+	"bench":    withoutStdin(runBench),
+	"deploy":   withoutStdin(runDeploy),
+	"check":    withoutStdin(runCheck),
+	"cleanup":  withoutStdin(runCleanup),
+	"up":       withoutStdin(runUp),
+	"verify":   withoutStdin(runVerify),
+	"guard":    withoutStdin(runGuard),
+	"rules":    withoutStdin(runRules),
+	"version":  withoutStdin(runVersion),
+}
+
+func withoutStdin(f func(args []string, stdout, stderr io.Writer) int) func([]string, io.Reader, io.Writer, io.Writer) int {
+	return func(args []string, _ io.Reader, stdout, stderr io.Writer) int { return f(args, stdout, stderr) }
+}
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -78,44 +93,61 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	switch args[0] {
-	case "generate":
-		return runGenerate(args[1:], stdout, stderr)
-	case "schema":
-		return runSchema(args[1:], stdout, stderr)
-	case "key":
-		return runKey(args[1:], stdin, stdout, stderr)
-	case "planner":
-		return runPlanner(args[1:], stdout, stderr)
-	case "bench":
-		return runBench(args[1:], stdout, stderr)
-	case "deploy":
-		return runDeploy(args[1:], stdout, stderr)
-	case "check":
-		return runCheck(args[1:], stdout, stderr)
-	case "cleanup":
-		return runCleanup(args[1:], stdout, stderr)
-	case "up":
-		return runUp(args[1:], stdout, stderr)
-	case "verify":
-		return runVerify(args[1:], stdout, stderr)
-	case "guard":
-		return runGuard(args[1:], stdout, stderr)
-	case "rules":
-		return runRules(args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
+	case "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
-	case "version", "--version", "-version":
-		fs := newFlagSet("version", "idemhook version\n\nPrints the module version and the VCS revision idemhook was built from.", stderr)
-		if code, ok := parse(fs, args[1:], stdout); !ok {
-			return code
+	case "help":
+		switch len(args) {
+		case 1:
+			fmt.Fprint(stdout, usage)
+			return exitOK
+		case 2: // a command's own help
+			return run([]string{args[1], "--help"}, stdin, stdout, stderr)
 		}
-		fmt.Fprintln(stdout, buildinfo.Describe("idemhook"))
-		return exitOK
-	default:
-		fmt.Fprintf(stderr, "idemhook: unknown command %q\n\n%s", args[0], usage)
-		return exitUsage
+		return exitWith(stderr, "help", usagef("give one command, as in 'idemhook help generate'"))
+	case "--version", "-version":
+		return runVersion(args[1:], stdout, stderr)
 	}
+	if cmd, ok := commands[args[0]]; ok {
+		return cmd(args[1:], stdin, stdout, stderr)
+	}
+	return exitWith(stderr, "", unknownCommand(args[0], slices.Sorted(maps.Keys(commands)), "idemhook help"))
+}
+
+// unknownCommand refuses word as a command of names, with the one meant
+// when it is close to one; a word that starts with a dash is measured
+// against --help and --version. help names the command listing them.
+func unknownCommand(word string, names []string, help string) error {
+	meant := suggest(word, names)
+	if bare := strings.TrimLeft(word, "-"); bare != word {
+		if meant = suggest(bare, []string{"help", "version"}); meant != "" {
+			meant = "--" + meant
+		}
+	}
+	if meant != "" {
+		return usagef("unknown command %q: did you mean %s? ('%s' lists the commands)", word, meant, help)
+	}
+	return usagef("unknown command %q ('%s' lists the commands)", word, help)
+}
+
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("version", "idemhook version\n\nPrints the module version and the VCS revision idemhook was built from.", stderr)
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	if err := noArgs(fs); err != nil {
+		return exitWith(stderr, "version", err)
+	}
+	fmt.Fprintln(stdout, buildinfo.Describe("idemhook"))
+	return exitOK
+}
+
+// noArgs refuses the arguments left after fs's flags.
+func noArgs(fs *flag.FlagSet) error {
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q (run 'idemhook %s --help' for its usage)", fs.Arg(0), fs.Name())
+	}
+	return nil
 }
 
 // optionFlags registers the generator options on fs (only those named,
@@ -150,9 +182,10 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 
 // parse parses args and maps the outcome to an exit code; ok is false when
 // the command must stop with that code. --help prints the usage once, on
-// stdout; a mistake prints one line, the flag package's reason, and where
-// the help is. A generate option that does not apply to the chosen pattern
-// is a mistake too (generator.CheckApplies), when o holds the options.
+// stdout; a mistake is one line (exitWith): the flag package's reason, the
+// flag meant when an unknown one is close to one, and where the help is. A
+// generate option that does not apply to the chosen pattern is a mistake
+// too (generator.CheckApplies), when o holds the options.
 func parse(fs *flag.FlagSet, args []string, stdout io.Writer, o ...*generator.Options) (code int, ok bool) {
 	stderr := fs.Output()
 	fs.SetOutput(io.Discard)
@@ -165,13 +198,26 @@ func parse(fs *flag.FlagSet, args []string, stdout io.Writer, o ...*generator.Op
 		return exitOK, false
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook %s: %v\nrun 'idemhook %s --help' for its options\n", fs.Name(), err, fs.Name())
-		return exitUsage, false
+		return exitWith(stderr, fs.Name(), flagError(fs, err)), false
 	}
 	if len(o) > 0 {
 		return checkApplies(fs, o[0])
 	}
 	return exitOK, true
+}
+
+// flagError is the flag package's err as a usage error, with the flag
+// meant when an unknown one is close to one of fs's, and where the help is.
+func flagError(fs *flag.FlagSet, err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if meant := suggest(strings.TrimLeft(name, "-"), names); meant != "" {
+			msg += ": did you mean --" + meant + "?"
+		}
+	}
+	return usagef("%s (run 'idemhook %s --help' for its options)", msg, fs.Name())
 }
 
 // checkApplies refuses, after parse, a set option that o's pattern does
@@ -180,8 +226,7 @@ func checkApplies(fs *flag.FlagSet, o *generator.Options) (code int, ok bool) {
 	var set []string
 	fs.Visit(func(f *flag.Flag) { set = append(set, f.Name) })
 	if err := generator.CheckApplies(*o, set); err != nil {
-		fmt.Fprintf(fs.Output(), "idemhook %s: %v\nrun 'idemhook %s --help' for its options\n", fs.Name(), err, fs.Name())
-		return exitUsage, false
+		return exitWith(fs.Output(), fs.Name(), usagef("%v (run 'idemhook %s --help' for its options)", err, fs.Name())), false
 	}
 	return exitOK, true
 }
@@ -197,59 +242,52 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if *target == "node-red" {
-		return generateNodeRED(fs, &o, *out, stdout, stderr)
+		return exitWith(stderr, "generate", generateNodeRED(fs, &o, *out, stdout, stderr))
 	}
 	if code, ok := checkApplies(fs, &o); !ok {
 		return code
 	}
-	if *target != "n8n" {
-		fmt.Fprintf(stderr, "idemhook generate: --target %q: use n8n or node-red\n", *target)
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "idemhook generate: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
-	}
-	if *out == "" {
-		fmt.Fprintln(stderr, "idemhook generate: --out DIR is required")
-		return exitUsage
-	}
-	files, err := generator.Files(o)
-	if err != nil {
-		fmt.Fprintf(stderr, "idemhook generate: %v\n", err)
-		return exitUsage
-	}
-	if err := writeFiles(*out, files, stdout); err != nil {
-		fmt.Fprintf(stderr, "idemhook generate: %v\n", err)
-		return exitFail
-	}
-	notes, _ := generator.Notes(o) // o is valid: Files accepted it
-	for _, n := range notes {
-		fmt.Fprintf(stderr, "idemhook generate: note: %s\n", n)
-	}
-	return exitOK
+	return exitWith(stderr, "generate", func() error {
+		switch err := noArgs(fs); {
+		case *target != "n8n":
+			return usagef("--target %q: use n8n or node-red", *target)
+		case err != nil:
+			return err
+		case *out == "":
+			return usagef("--out DIR is required")
+		}
+		files, err := generator.Files(o)
+		if err != nil {
+			return asUsage(err)
+		}
+		if err := writeFiles(*out, files, stdout); err != nil {
+			return err
+		}
+		notes, _ := generator.Notes(o) // o is valid: Files accepted it
+		for _, n := range notes {
+			fmt.Fprintf(stderr, "idemhook generate: note: %s\n", n)
+		}
+		return nil
+	}())
 }
 
 // generateNodeRED is generate --target node-red: the options the flow takes
 // are read as generate reads them (the same names, values and checks), and
 // an n8n option is refused with the reason.
-func generateNodeRED(fs *flag.FlagSet, o *generator.Options, out string, stdout, stderr io.Writer) int {
+func generateNodeRED(fs *flag.FlagSet, o *generator.Options, out string, stdout, stderr io.Writer) error {
 	var refused []string
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name != "out" && f.Name != "target" && !slices.Contains(nodered.Flags, f.Name) {
 			refused = append(refused, "--"+f.Name)
 		}
 	})
-	switch {
+	switch err := noArgs(fs); {
 	case len(refused) > 0:
-		fmt.Fprintf(stderr, "idemhook generate: %s: n8n's, not the Node-RED flow's (keysvc keeps the keys; the flow takes --%s)\n", strings.Join(refused, ", "), strings.Join(nodered.Flags, ", --"))
-		return exitUsage
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "idemhook generate: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+		return usagef("%s: n8n's, not the Node-RED flow's (keysvc keeps the keys; the flow takes --%s)", strings.Join(refused, ", "), strings.Join(nodered.Flags, ", --"))
+	case err != nil:
+		return err
 	case out == "":
-		fmt.Fprintln(stderr, "idemhook generate: --out DIR is required")
-		return exitUsage
+		return usagef("--out DIR is required")
 	}
 	no, err := nodered.FromGenerate(*o)
 	var files map[string][]byte
@@ -257,15 +295,13 @@ func generateNodeRED(fs *flag.FlagSet, o *generator.Options, out string, stdout,
 		files, err = nodered.Files(no)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook generate: %v\n", err)
-		return exitUsage
+		return asUsage(err)
 	}
 	if err := writeFiles(out, files, stdout); err != nil {
-		fmt.Fprintf(stderr, "idemhook generate: %v\n", err)
-		return exitFail
+		return err
 	}
 	fmt.Fprintf(stderr, "idemhook generate: note: Node-RED reads KEYSVC_URL and KEYSVC_TOKEN (an admin token) from its environment; see %s\n", filepath.Join(out, nodered.FileReadme))
-	return exitOK
+	return nil
 }
 
 func runSchema(args []string, stdout, stderr io.Writer) int {
@@ -275,14 +311,12 @@ func runSchema(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args, stdout, &o); !ok {
 		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "idemhook schema: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+	if err := noArgs(fs); err != nil {
+		return exitWith(stderr, "schema", err)
 	}
 	sql, err := generator.Schema(o)
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook schema: %v\n", err)
-		return exitUsage
+		return exitWith(stderr, "schema", asUsage(err))
 	}
 	fmt.Fprint(stdout, sql)
 	return exitOK
@@ -292,60 +326,119 @@ func runSchema(args []string, stdout, stderr io.Writer) int {
 var schemaFlags = []string{"pattern", "events-table", "business-table", "guard", "db-schema"}
 
 func runKey(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("key", "idemhook key [--preset PROVIDER] [--header 'NAME: VALUE']... [FILE]\n\n"+
+	fs := newFlagSet("key", "idemhook key [--preset PROVIDER [--scope SCOPE] [--header 'NAME: VALUE']...] [FILE]\n\n"+
 		"Prints the idempotency key of a webhook body (docs/key-spec.md), as the workflows, keysvc and the planner\n"+
 		"derive it; reads stdin without FILE. A preset reads the provider's delivery id from its --header.", stderr)
 	preset := fs.String("preset", "", "where the event id is read, a `PROVIDER` preset: "+signature.Names()+" (default: the body's id)")
-	scope := fs.String("scope", "", "`SCOPE` that prefixes a preset's key")
+	scope := fs.String("scope", "", "`SCOPE` that prefixes a preset's key (with --preset "+strings.Join(scopedPresets(), ", ")+")")
 	var headers multiFlag
-	fs.Var(&headers, "header", "a request header of the delivery, `'NAME: VALUE'` (repeatable)")
+	fs.Var(&headers, "header", "a request header of the delivery, `'NAME: VALUE'`, where a --preset reads the delivery id (repeatable)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
-	p, err := eventkey.ParsePreset(*preset)
-	if err != nil {
-		fmt.Fprintf(stderr, "idemhook key: --preset: %v\n", err)
-		return exitUsage
-	}
-	h := http.Header{}
-	for _, kv := range headers {
-		name, value, ok := strings.Cut(kv, ":")
-		if !ok || strings.TrimSpace(name) == "" {
-			fmt.Fprintf(stderr, "idemhook key: --header %q: want 'NAME: VALUE'\n", kv)
-			return exitUsage
-		}
-		h.Add(strings.TrimSpace(name), strings.TrimSpace(value))
-	}
-	if fs.NArg() > 1 {
-		fmt.Fprintln(stderr, "idemhook key: give at most one FILE")
-		return exitUsage
-	}
-	in, name := stdin, "stdin"
-	if fs.NArg() == 1 {
-		f, err := os.Open(fs.Arg(0))
+	body, err := readKeyInput(fs, *preset, *scope, headers, stdin)
+	var k eventkey.Key
+	if err == nil {
+		k, err = eventkey.DeriveFor(eventkey.Preset(*preset), body.header, body.bytes, *scope)
 		if err != nil {
-			fmt.Fprintf(stderr, "idemhook key: %v\n", err)
-			return exitUsage
+			err = usagef("%s: %v", body.name, err)
 		}
-		defer f.Close()
-		in, name = f, fs.Arg(0)
 	}
-	body, err := io.ReadAll(io.LimitReader(in, maxKeyInput+1))
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook key: read %s: %v\n", name, err)
-		return exitFail
-	}
-	if len(body) > maxKeyInput {
-		fmt.Fprintf(stderr, "idemhook key: %s is larger than %d MiB\n", name, maxKeyInput>>20)
-		return exitUsage
-	}
-	k, err := eventkey.DeriveFor(p, h, body, *scope)
-	if err != nil {
-		fmt.Fprintf(stderr, "idemhook key: %s: %v\n", name, err)
-		return exitUsage
+		return exitWith(stderr, "key", err)
 	}
 	fmt.Fprintln(stdout, k.Value)
 	return exitOK
+}
+
+// keyInput is what `idemhook key` derives a key from.
+type keyInput struct {
+	name   string // the file's, or "stdin"
+	bytes  []byte
+	header http.Header
+}
+
+// readKeyInput checks key's options and reads its body, from the file
+// argument or stdin. A scope, or a header, that the preset does not read is
+// refused: the key would ignore it without a word.
+func readKeyInput(fs *flag.FlagSet, preset, scope string, headers []string, stdin io.Reader) (keyInput, error) {
+	p, err := eventkey.ParsePreset(preset)
+	if err != nil {
+		return keyInput{}, usagef("--preset: %v", err)
+	}
+	if err := p.CheckScope(scope); err != nil {
+		return keyInput{}, usagef("--scope %q: %v; a scope prefixes the key of --preset %s", scope, err, strings.Join(scopedPresets(), ", "))
+	}
+	in := keyInput{name: "stdin", header: http.Header{}}
+	for _, kv := range headers {
+		name, value, ok := strings.Cut(kv, ":")
+		if !ok || strings.TrimSpace(name) == "" {
+			return keyInput{}, usagef("--header %q: want 'NAME: VALUE'", kv)
+		}
+		name = http.CanonicalHeaderKey(strings.TrimSpace(name))
+		if name != "Content-Type" && !slices.Contains(p.Headers(), name) {
+			reads := "only Content-Type (for a multipart form)"
+			if len(p.Headers()) > 0 {
+				reads = strings.Join(p.Headers(), ", ") + " and Content-Type (for a multipart form)"
+			}
+			return keyInput{}, usagef("--header %q: %s reads %s, not %s%s", kv, presetName(p), reads, name, presetReading(name))
+		}
+		in.header.Add(name, strings.TrimSpace(value))
+	}
+	if fs.NArg() > 1 {
+		return keyInput{}, usagef("give at most one FILE")
+	}
+	src := stdin
+	if fs.NArg() == 1 {
+		in.name = fs.Arg(0)
+		if fi, err := os.Stat(in.name); err == nil && fi.IsDir() {
+			return keyInput{}, usagef("%s is a folder: give the file of one body (or the body on stdin)", in.name)
+		}
+		f, err := os.Open(in.name)
+		if err != nil {
+			return keyInput{}, asUsage(err)
+		}
+		defer f.Close()
+		src = f
+	}
+	if in.bytes, err = io.ReadAll(io.LimitReader(src, maxKeyInput+1)); err != nil {
+		return keyInput{}, fmt.Errorf("read %s: %w", in.name, err)
+	}
+	if len(in.bytes) > maxKeyInput {
+		return keyInput{}, usagef("%s is larger than %d MiB", in.name, maxKeyInput>>20)
+	}
+	return in, nil
+}
+
+// presetName names p in a sentence.
+func presetName(p eventkey.Preset) string {
+	if p == eventkey.PresetDefault {
+		return "the default key"
+	}
+	return "--preset " + string(p)
+}
+
+// presetReading is "; --preset P reads it" for the preset that reads
+// header, or "".
+func presetReading(header string) string {
+	for _, p := range signature.Providers {
+		if slices.Contains(eventkey.Preset(p).Headers(), header) {
+			return "; --preset " + string(p) + " reads it"
+		}
+	}
+	return ""
+}
+
+// scopedPresets are the presets that take a scope (and read a header or
+// a body member of their own).
+func scopedPresets() []string {
+	var out []string
+	for _, p := range signature.Providers {
+		if eventkey.Preset(p).Scoped() {
+			out = append(out, string(p))
+		}
+	}
+	return out
 }
 
 func runPlanner(args []string, stdout, stderr io.Writer) int {
@@ -354,25 +447,23 @@ func runPlanner(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "idemhook planner: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
-	}
-	if *out == "" {
-		fmt.Fprintln(stderr, "idemhook planner: --out DIR is required")
-		return exitUsage
-	}
-	files, err := planner.Files()
-	if err != nil {
-		fmt.Fprintf(stderr, "idemhook planner: %v\n", err)
-		return exitFail
-	}
-	if err := writeFiles(*out, files, stdout); err != nil {
-		fmt.Fprintf(stderr, "idemhook planner: %v\n", err)
-		return exitFail
-	}
-	fmt.Fprintf(stdout, "open %s in a browser, or serve the folder from any static host\n", filepath.Join(*out, "index.html"))
-	return exitOK
+	return exitWith(stderr, "planner", func() error {
+		if err := noArgs(fs); err != nil {
+			return err
+		}
+		if *out == "" {
+			return usagef("--out DIR is required")
+		}
+		files, err := planner.Files()
+		if err != nil {
+			return err
+		}
+		if err := writeFiles(*out, files, stdout); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "open %s in a browser, or serve the folder from any static host\n", filepath.Join(*out, "index.html"))
+		return nil
+	}())
 }
 
 // writeFiles writes files into dir (created if missing), in name order,

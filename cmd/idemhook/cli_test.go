@@ -130,7 +130,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"a reserve option with the inbox pattern", []string{"generate", "--out", "x", "--pattern", "inbox", "--guard", "lease"}, "--guard applies to --pattern reserve only"},
 		{"an option schema does not read", []string{"schema", "--outbox-url", "https://api.example"}, "flag provided but not defined: -outbox-url"},
 		{"a bad preset for key", []string{"key", "--preset", "paypal"}, "--preset"},
-		{"a bad header for key", []string{"key", "--header", "no colon"}, "want 'NAME: VALUE'"},
+		{"a bad header for key", []string{"key", "--preset", "github", "--header", "no colon"}, "want 'NAME: VALUE'"},
 		{"stray argument", []string{"schema", "extra"}, "unexpected argument"},
 		{"two files", []string{"key", "a", "b"}, "at most one FILE"},
 		{"missing file", []string{"key", "/nonexistent/body.json"}, "no such file"},
@@ -158,13 +158,13 @@ func TestHelpExitsZero(t *testing.T) {
 	}
 }
 
-// A mistake on the command line is one line and where the help is, not
-// the whole usage.
+// A mistake on the command line is one line, the error and where the help
+// is, not the whole usage.
 func TestFlagErrorsAreOneLine(t *testing.T) {
 	code, stdout, stderr := runCLI("", "generate", "--out", "x", "--bogus")
-	lines := strings.Split(strings.TrimSpace(stderr), "\n")
-	if code != 2 || stdout != "" || len(lines) != 2 || !strings.Contains(lines[1], "run 'idemhook generate --help'") {
-		t.Errorf("exit %d, stderr %q: want two lines, the error and where the help is", code, stderr)
+	if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "idemhook generate: flag provided but not defined: -bogus") ||
+		!strings.Contains(stderr, "run 'idemhook generate --help'") {
+		t.Errorf("exit %d, stderr %q: want one line, the error and where the help is", code, stderr)
 	}
 }
 

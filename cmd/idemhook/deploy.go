@@ -89,74 +89,64 @@ func (r *remote) runProbe(ctx context.Context, c *n8napi.Client, ws []deploy.Wor
 	return verify.Probe(ctx, c, t, opts)
 }
 
-// setup returns the API client and the workflows, or an exit code and a
-// message when the command line is wrong.
-func (r *remote) setup(cmd string, fs *flag.FlagSet, stderr io.Writer) (*n8napi.Client, []deploy.Workflow, bool) {
-	fail := func(format string, args ...any) (*n8napi.Client, []deploy.Workflow, bool) {
-		fmt.Fprintf(stderr, "idemhook %s: "+format+"\n", append([]any{cmd}, args...)...)
-		return nil, nil, false
+// setup returns the API client and the workflows, or a usage error when
+// the command line is wrong.
+func (r *remote) setup(fs *flag.FlagSet) (*n8napi.Client, []deploy.Workflow, error) {
+	if err := noArgs(fs); err != nil {
+		return nil, nil, err
 	}
-	if fs.NArg() > 0 {
-		return fail("unexpected argument %q", fs.Arg(0))
+	client, err := r.client()
+	if err != nil {
+		return nil, nil, err
 	}
-	client, ok := r.client(cmd, stderr)
-	if !ok {
-		return nil, nil, false
-	}
-	var err error
 	files := map[string][]byte{}
 	if r.from != "" {
 		entries, err := os.ReadDir(r.from)
 		if err != nil {
-			return fail("--from: %v", err)
+			return nil, nil, usagef("--from: %v", err)
 		}
 		for _, e := range entries {
 			if e.Type().IsRegular() && filepath.Ext(e.Name()) == ".json" {
 				if files[e.Name()], err = os.ReadFile(filepath.Join(r.from, e.Name())); err != nil {
-					return fail("--from: %v", err)
+					return nil, nil, usagef("--from: %v", err)
 				}
 			}
 		}
 	} else if files, err = generator.Files(r.opts); err != nil {
-		return fail("%v", err)
+		return nil, nil, asUsage(err)
 	}
 	if why := r.probeRefusal(); r.probe && why != "" {
-		return fail("%s", why)
+		return nil, nil, usagef("%s", why)
 	}
 	ws, err := deploy.Load(files)
 	if err != nil {
-		return fail("%v", err)
+		return nil, nil, asUsage(err)
 	}
-	return client, ws, true
+	return client, ws, nil
 }
 
 // client is n8n's public API at --n8n-url with the key of --api-key-file
-// (or $N8N_API_KEY), or false when they are missing or wrong (said on
-// stderr).
-func (r *remote) client(cmd string, stderr io.Writer) (*n8napi.Client, bool) {
-	fail := func(format string, args ...any) (*n8napi.Client, bool) {
-		fmt.Fprintf(stderr, "idemhook %s: "+format+"\n", append([]any{cmd}, args...)...)
-		return nil, false
-	}
+// (or $N8N_API_KEY), or a usage error when they are missing or wrong.
+func (r *remote) client() (*n8napi.Client, error) {
 	if r.n8nURL == "" {
-		return fail("--n8n-url is required (or set N8N_URL)")
+		return nil, usagef("--n8n-url is required (or set N8N_URL)")
 	}
 	key := os.Getenv("N8N_API_KEY")
 	if r.apiKeyFile != "" {
 		b, err := os.ReadFile(r.apiKeyFile)
 		if err != nil {
-			return fail("--api-key-file: %v", err)
+			return nil, usagef("--api-key-file: %v", err)
 		}
 		key = string(b)
 	}
 	if strings.TrimSpace(key) == "" {
-		return fail("an n8n API key is required: --api-key-file FILE or N8N_API_KEY (create one in n8n: Settings → n8n API)")
+		return nil, usagef("an n8n API key is required: --api-key-file FILE or N8N_API_KEY (create one in n8n: Settings → n8n API)")
 	}
 	client, err := n8napi.New(r.n8nURL, key)
 	if err != nil {
-		return fail("%v", err)
+		return nil, asUsage(err)
 	}
-	return client, true
+	return client, nil
 }
 
 func (r *remote) deployOptions(stderr io.Writer) deploy.Options {
@@ -180,9 +170,9 @@ func runDeploy(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
-	client, ws, ok := r.setup("deploy", fs, stderr)
-	if !ok {
-		return exitUsage
+	client, ws, err := r.setup(fs)
+	if err != nil {
+		return exitWith(stderr, "deploy", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -190,8 +180,7 @@ func runDeploy(args []string, stdout, stderr io.Writer) int {
 	opts.CredentialIDs = credIDs
 	deployed, err := deploy.Deploy(ctx, client, ws, opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook deploy: %v\n", err)
-		return deployExit(err)
+		return exitWith(stderr, "deploy", deployError(err))
 	}
 	for _, d := range deployed {
 		what := "updated"
@@ -206,8 +195,7 @@ func runDeploy(args []string, stdout, stderr io.Writer) int {
 	if r.probe {
 		seen, err := r.runProbe(ctx, client, ws, credIDs, opts)
 		if err != nil {
-			fmt.Fprintf(stderr, "idemhook deploy: deployed, but %v\n", err)
-			return exitFail
+			return exitWith(stderr, "deploy", fmt.Errorf("deployed, but %w", err))
 		}
 		fmt.Fprintln(stdout, seen)
 	} else if slices.ContainsFunc(deployed, func(d deploy.Deployed) bool { return !d.Created && !d.Unchanged && d.URL != "" }) {
@@ -223,17 +211,18 @@ func runDeploy(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// deployExit: the user's n8n or options need a change (2), or the
-// work failed (1).
-func deployExit(err error) int {
+// deployError marks as a usage error what deploy refuses in the user's n8n
+// or options (a credential missing or ambiguous, a workflow ambiguous, a
+// path taken); any other error is the work failing.
+func deployError(err error) error {
 	var missing *deploy.MissingCredentialError
 	var ambiguous *deploy.AmbiguousCredentialError
 	var ambiguousWF *deploy.AmbiguousWorkflowError
 	var taken *deploy.PathTakenError
 	if errors.As(err, &missing) || errors.As(err, &ambiguous) || errors.As(err, &ambiguousWF) || errors.As(err, &taken) {
-		return exitUsage
+		return asUsage(err)
 	}
-	return exitFail
+	return err
 }
 
 func runCheck(args []string, stdout, stderr io.Writer) int {
@@ -249,9 +238,9 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
-	client, ws, ok := r.setup("check", fs, stderr)
-	if !ok {
-		return exitUsage
+	client, ws, err := r.setup(fs)
+	if err != nil {
+		return exitWith(stderr, "check", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -259,8 +248,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	checkOpts.CredentialIDs = credIDs
 	problems, err := deploy.Check(ctx, client, ws, checkOpts)
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook check: %v\n", err)
-		return exitFail
+		return exitWith(stderr, "check", err)
 	}
 	// A workflow that differs from the options can still be probed: what it
 	// does with a delivery tells the user more than the difference.
@@ -279,7 +267,10 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	for _, p := range problems {
 		fmt.Fprintln(stdout, "problem:", p)
 	}
-	return exitFail
+	if len(problems) == 1 {
+		return exitWith(stderr, "check", errors.New("1 problem, above"))
+	}
+	return exitWith(stderr, "check", fmt.Errorf("%d problems, above", len(problems)))
 }
 
 func runCleanup(args []string, stdout, stderr io.Writer) int {
@@ -309,12 +300,11 @@ func runCleanup(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemhook cleanup: note: %s change nothing here: the cleanup workflow deployed with them runs as it is\n", strings.Join(ignored, ", "))
 	}
 	if !*now {
-		fmt.Fprintln(stderr, "idemhook cleanup: --now is required (the deployed workflow's schedule runs it otherwise)")
-		return exitUsage
+		return exitWith(stderr, "cleanup", usagef("--now is required (the deployed workflow's schedule runs it otherwise)"))
 	}
-	client, ws, ok := r.setup("cleanup", fs, stderr)
-	if !ok {
-		return exitUsage
+	client, ws, err := r.setup(fs)
+	if err != nil {
+		return exitWith(stderr, "cleanup", err)
 	}
 	name := ""
 	for _, w := range ws {
@@ -323,14 +313,12 @@ func runCleanup(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if name == "" {
-		fmt.Fprintln(stderr, "idemhook cleanup: no cleanup workflow among the files")
-		return exitUsage
+		return exitWith(stderr, "cleanup", usagef("no cleanup workflow among the files"))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := deploy.CleanupNow(ctx, client, name, r.deployOptions(stderr)); err != nil {
-		fmt.Fprintf(stderr, "idemhook cleanup: %v\n", err)
-		return exitFail
+		return exitWith(stderr, "cleanup", err)
 	}
 	fmt.Fprintf(stdout, "ran %q\n", name)
 	return exitOK

@@ -34,8 +34,13 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 		"credentials.example.json. Live, it changes nothing without --apply.", stderr)
 	var o generator.Options
 	optionFlags(fs, &o, guardFlags...)
+	// The modes guard takes, not every one generate takes.
+	fs.Lookup("guard").Usage = "how the key is held while your nodes run, a `MODE`: " + orList(generator.FragmentGuards) + " (default reserve)"
+	fs.Lookup("hashing").Usage = "how the workflow builds the key, a `MODE`: " + orList(generator.FragmentHashings) + " (default code-node)"
+	fs.Lookup("verify").Usage = "check this `PROVIDER`'s signature first: stripe, github, shopify or slack (Standard Webhooks needs keysvc, which guard does not use); default none"
 	file := fs.String("workflow", "", "the exported workflow `FILE` (the editor's or the CLI's export, or the API's)")
-	out := fs.String("out", "", "the guarded workflow's `FILE`; the other files are written beside it")
+	out := fs.String("out", "", "the guarded workflow's `FILE`, not the input; the other files are written beside it")
+	force := fs.Bool("force", false, "replace --out when it exists")
 	webhook := fs.String("webhook", "", "the Webhook node to guard, by `NAME`, when the workflow has several")
 	errorFile := fs.String("error-workflow", "", "the export `FILE` of the error workflow the workflow's settings name: it stays the workflow's, the key's release put in front of its nodes (live, it is read from n8n)")
 	remove := fs.Bool("remove", false, "take the guard out again, from what guard recorded in the workflow: --workflow FILE --out FILE writes the original, live it changes nothing without --apply")
@@ -50,26 +55,26 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
-	fail := func(code int, format string, args ...any) int {
-		fmt.Fprintf(stderr, "idemhook guard: "+format+"\n", args...)
-		return code
+	fail := func(err error) int { return exitWith(stderr, "guard", err) }
+	if *out != "" {
+		*out = filepath.Clean(*out) // "sub/../my.json" is my.json, whether sub exists or not
 	}
 	live := r.n8nURL != "" || *id != "" || *name != ""
 	switch {
 	case fs.NArg() > 0:
-		return fail(exitUsage, "unexpected argument %q", fs.Arg(0))
+		return fail(usagef("unexpected argument %q", fs.Arg(0)))
 	case live && *file != "":
-		return fail(exitUsage, "give --workflow FILE, or --workflow-id/--workflow-name with --n8n-url, not both")
+		return fail(usagef("give --workflow FILE, or --workflow-id/--workflow-name with --n8n-url, not both"))
 	case !live && *file == "":
-		return fail(exitUsage, "--workflow FILE is required (or --n8n-url with --workflow-id or --workflow-name)")
+		return fail(usagef("--workflow FILE is required (or --n8n-url with --workflow-id or --workflow-name)"))
 	case !live && *out == "":
-		return fail(exitUsage, "--out FILE is required")
+		return fail(usagef("--out FILE is required"))
 	case !live && *apply:
-		return fail(exitUsage, "--apply edits a workflow in n8n: give --n8n-url and --workflow-id or --workflow-name")
+		return fail(usagef("--apply edits a workflow in n8n: give --n8n-url and --workflow-id or --workflow-name"))
 	case live && (*id == "") == (*name == ""):
-		return fail(exitUsage, "live: give one of --workflow-id and --workflow-name")
+		return fail(usagef("live: give one of --workflow-id and --workflow-name"))
 	case live && *errorFile != "":
-		return fail(exitUsage, "live, the error workflow is read from n8n: give --error-workflow with --workflow FILE only")
+		return fail(usagef("live, the error workflow is read from n8n: give --error-workflow with --workflow FILE only"))
 	}
 	var userErrors *guard.Workflow
 	if *errorFile != "" {
@@ -78,62 +83,36 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 			userErrors, err = guard.Parse(raw)
 		}
 		if err != nil {
-			return fail(exitUsage, "--error-workflow: %v\nNothing was written.", err)
+			return fail(usagef("--error-workflow: %v; nothing was written", err))
 		}
 	}
 	if *remove {
 		if live {
 			return removeLive(r, *id, *name, *apply, *backup, stdout, stderr)
 		}
-		return removeFile(*file, *out, userErrors, stdout, stderr)
+		return removeFile(*file, *out, *errorFile, *force, userErrors, stdout, stderr)
 	}
 	opts := guard.Options{Generate: o, Webhook: *webhook, ErrorWorkflow: userErrors}
 	if !live {
-		raw, err := os.ReadFile(*file)
-		if err != nil {
-			return fail(exitUsage, "%v", err)
-		}
-		res, code := guardExport(raw, opts, stderr)
-		if res == nil {
-			return code
-		}
-		if err := writeGuarded(*out, res, stdout); err != nil {
-			return fail(exitUsage, "%v", err)
-		}
-		printGuarded(stdout, res)
-		dir := filepath.Dir(*out)
-		if res.Files[guard.FileErrorWorkflow] == nil {
-			fmt.Fprintf(stdout, "\nImport %s (it keeps the workflow's id, so the import replaces the original: keep %s),\n"+
-				"apply %s, then check it:\n  idemhook verify --workflow %s\n", *out, *file, filepath.Join(dir, guard.FileSchema), *out)
-			return exitOK
-		}
-		errorWF := filepath.Join(dir, guard.FileErrorWorkflow)
-		replaces := "its own error workflow"
-		if res.KeptErrorWorkflow {
-			replaces = "your error workflow " + res.ErrorWorkflow + ", with the release in front of its nodes (keep " + *errorFile + ")"
-		}
-		fmt.Fprintf(stdout, "\nImport %s (it keeps the workflow's id, so the import replaces the original: keep %s),\n"+
-			"import and publish %s first (%s), apply %s, then check it:\n  idemhook verify --workflow %s --with %s\n",
-			*out, *file, errorWF, replaces, filepath.Join(dir, guard.FileSchema), *out, errorWF)
-		return exitOK
+		return fail(guardFile(*file, *out, *errorFile, *force, opts, stdout))
 	}
 
-	client, ok := r.client("guard", stderr)
-	if !ok {
-		return exitUsage
+	client, err := r.client()
+	if err != nil {
+		return fail(err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if *name != "" {
 		found, err := workflowByName(ctx, client, *name)
 		if err != nil {
-			return fail(exitUsage, "%v", err)
+			return fail(asUsage(err))
 		}
 		*id = found
 	}
 	raw, err := client.WorkflowJSON(ctx, *id)
 	if err != nil {
-		return fail(exitFail, "read workflow %s: %v", *id, err)
+		return fail(fmt.Errorf("read workflow %s: %v", *id, err))
 	}
 	// The error workflow the settings name stays the workflow's: guard
 	// needs it, and n8n runs only a published one.
@@ -142,22 +121,22 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 		ewID := w.ErrorWorkflowID()
 		ew, err := client.Workflow(ctx, ewID)
 		if err != nil {
-			return fail(exitUsage, "the workflow's settings run error workflow %s, which cannot be read: %v\nNothing was changed.", ewID, err)
+			return fail(usagef("the workflow's settings run error workflow %s, which cannot be read: %v; nothing was changed", ewID, err))
 		}
 		if !ew.Active {
-			return fail(exitUsage, "the workflow's settings run error workflow %s (%q), which is not published: n8n runs none of an unpublished error workflow, so neither your nodes in it "+
-				"nor the key's release would run; publish it (or clear the setting, and guard writes an error workflow of its own)\nNothing was changed.", ewID, ew.Name)
+			return fail(usagef("the workflow's settings run error workflow %s (%q), which is not published: n8n runs none of an unpublished error workflow, so neither your nodes in it "+
+				"nor the key's release would run; publish it (or clear the setting, and guard writes an error workflow of its own); nothing was changed", ewID, ew.Name))
 		}
 		if errorRaw, err = client.WorkflowJSON(ctx, ewID); err == nil {
 			opts.ErrorWorkflow, err = guard.Parse(errorRaw)
 		}
 		if err != nil {
-			return fail(exitFail, "read error workflow %s: %v", ewID, err)
+			return fail(fmt.Errorf("read error workflow %s: %v", ewID, err))
 		}
 	}
-	res, code := guardExport(raw, opts, stderr)
-	if res == nil {
-		return code
+	res, err := guardExport(raw, opts)
+	if err != nil {
+		return fail(err)
 	}
 	printGuarded(stdout, res)
 	if !*apply {
@@ -166,7 +145,7 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 	}
 	saved, err := saveBackup(*backup, *id, "before-guard", raw)
 	if err != nil {
-		return fail(exitFail, "save the original: %v (nothing was changed)", err)
+		return fail(fmt.Errorf("save the original: %v (nothing was changed)", err))
 	}
 	fmt.Fprintf(stdout, "\nsaved the original to %s\n", saved)
 	files := map[string][]byte{"guarded.json": res.Workflow}
@@ -176,13 +155,13 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 	if res.KeptErrorWorkflow && errorRaw != nil {
 		savedErrors, err := saveBackup(*backup, res.ErrorWorkflow, "before-guard", errorRaw)
 		if err != nil {
-			return fail(exitFail, "save the error workflow: %v (nothing was changed)", err)
+			return fail(fmt.Errorf("save the error workflow: %v (nothing was changed)", err))
 		}
 		fmt.Fprintf(stdout, "saved error workflow %s to %s\n", res.ErrorWorkflow, savedErrors)
 	}
 	ws, err := deploy.Load(files)
 	if err != nil {
-		return fail(exitFail, "%v", err)
+		return fail(err)
 	}
 	for i := range ws {
 		switch {
@@ -195,8 +174,7 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 	dopts := r.deployOptions(stderr)
 	deployed, err := deploy.Deploy(ctx, client, ws, dopts)
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook guard: %v (the original is in %s)\n", err, saved)
-		return deployExit(err)
+		return fail(fmt.Errorf("%w (the original is in %s)", deployError(err), saved))
 	}
 	for _, d := range deployed {
 		fmt.Fprintf(stdout, "%-36s %s  %q\n", d.File, d.ID, d.Name)
@@ -208,7 +186,7 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 	}
 	bound, err := deploy.Bind(ctx, client, ws, nil)
 	if err != nil {
-		return fail(exitFail, "%v", err)
+		return fail(err)
 	}
 	t := verify.ProbeTarget{WorkflowID: *id, Preset: eventkey.Preset(o.Preset), Scope: o.Scope}
 	for ref, cid := range bound {
@@ -223,11 +201,22 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 	}
 	seen, err := verify.Probe(ctx, client, t, dopts)
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook guard: applied, but %v (the original is in %s)\n", err, saved)
-		return exitFail
+		return fail(fmt.Errorf("applied, but %w (the original is in %s)", err, saved))
 	}
 	fmt.Fprintln(stdout, seen)
 	return exitOK
+}
+
+// orList is "a, b or c".
+func orList[T ~string](values []T) string {
+	s := make([]string, len(values))
+	for i, v := range values {
+		s[i] = string(v)
+	}
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }
 
 // saveBackup writes a workflow as n8n held it into dir, before a change.
@@ -236,24 +225,83 @@ func saveBackup(dir, id, what string, raw []byte) (string, error) {
 	return path, os.WriteFile(path, raw, 0o600)
 }
 
-// guardExport guards raw, or says why not (exit 2).
-func guardExport(raw []byte, opts guard.Options, stderr io.Writer) (*guard.Result, int) {
+// guardExport guards raw, or says why not: a usage error for a workflow or
+// options guard refuses.
+func guardExport(raw []byte, opts guard.Options) (*guard.Result, error) {
 	w, err := guard.Parse(raw)
 	if err == nil {
 		var res *guard.Result
 		if res, err = guard.Guard(w, opts); err == nil {
-			return res, exitOK
+			return res, nil
 		}
 	}
 	var refused *guard.RefusedError
 	var option *generator.OptionError
 	var needs *guard.ErrorWorkflowNeededError
 	if errors.As(err, &refused) || errors.As(err, &option) || errors.As(err, &needs) {
-		fmt.Fprintf(stderr, "idemhook guard: %v\nNothing was written.\n", err)
-		return nil, exitUsage
+		return nil, usagef("%v; nothing was written", err)
 	}
-	fmt.Fprintf(stderr, "idemhook guard: %v\n", err)
-	return nil, exitFail
+	return nil, err
+}
+
+// guardFile guards the export in file and writes the result to out (and
+// its companions beside it).
+func guardFile(file, out, errorFile string, force bool, opts guard.Options, stdout io.Writer) error {
+	if err := checkOut(out, force, file, errorFile); err != nil {
+		return err
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return asUsage(err)
+	}
+	res, err := guardExport(raw, opts)
+	if err != nil {
+		return err
+	}
+	if err := writeGuarded(out, res, stdout); err != nil {
+		return err
+	}
+	printGuarded(stdout, res)
+	dir := filepath.Dir(out)
+	if res.Files[guard.FileErrorWorkflow] == nil {
+		fmt.Fprintf(stdout, "\nImport %s (it keeps the workflow's id, so the import replaces the original: keep %s),\n"+
+			"apply %s, then check it:\n  idemhook verify --workflow %s\n", out, file, filepath.Join(dir, guard.FileSchema), out)
+		return nil
+	}
+	errorWF := filepath.Join(dir, guard.FileErrorWorkflow)
+	replaces := "its own error workflow"
+	if res.KeptErrorWorkflow {
+		replaces = "your error workflow " + res.ErrorWorkflow + ", with the release in front of its nodes (keep " + errorFile + ")"
+	}
+	fmt.Fprintf(stdout, "\nImport %s (it keeps the workflow's id, so the import replaces the original: keep %s),\n"+
+		"import and publish %s first (%s), apply %s, then check it:\n  idemhook verify --workflow %s --with %s\n",
+		out, file, errorWF, replaces, filepath.Join(dir, guard.FileSchema), out, errorWF)
+	return nil
+}
+
+// checkOut refuses an --out that is one of the files given as input (even
+// with force: the user's only copy would go), or a folder, or a file that
+// exists unless force.
+func checkOut(out string, force bool, inputs ...string) error {
+	have, err := os.Stat(out)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return asUsage(err)
+	}
+	for _, in := range inputs {
+		if given, err := os.Stat(in); in != "" && err == nil && os.SameFile(have, given) {
+			return usagef("--out %s is the file you gave as input: write to another file, and keep %s; nothing was written", out, in)
+		}
+	}
+	switch {
+	case have.IsDir():
+		return usagef("--out %s is a folder: give the file to write; nothing was written", out)
+	case !force:
+		return usagef("--out %s exists: give another file, or --force to replace it; nothing was written", out)
+	}
+	return nil
 }
 
 // writeGuarded writes the guarded workflow to out and its companions beside
@@ -263,7 +311,7 @@ func writeGuarded(out string, res *guard.Result, stdout io.Writer) error {
 	for name, b := range res.Files {
 		path := filepath.Join(dir, name)
 		if old, err := os.ReadFile(path); err == nil && !bytes.Equal(old, b) {
-			return fmt.Errorf("%s exists with other content (another workflow's, or other options'): write to another folder; nothing was written", path)
+			return usagef("%s exists with other content (another workflow's, or other options'): write to another folder; nothing was written", path)
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -21,21 +21,21 @@ const fileRemovedErrorWorkflow = "error-workflow.json"
 
 // removeFile takes the guard out of an exported guarded workflow (and out
 // of its error workflow when given) and writes the original.
-func removeFile(file, out string, errorWF *guard.Workflow, stdout, stderr io.Writer) int {
-	fail := func(code int, format string, args ...any) int {
-		fmt.Fprintf(stderr, "idemhook guard --remove: "+format+"\n", args...)
-		return code
-	}
+func removeFile(file, out, errorFile string, force bool, errorWF *guard.Workflow, stdout, stderr io.Writer) int {
+	fail := func(err error) int { return exitWith(stderr, "guard --remove", err) }
 	if file == "" || out == "" {
-		return fail(exitUsage, "give --workflow FILE (the guarded export) and --out FILE (where the original goes), or --n8n-url with --workflow-id or --workflow-name")
+		return fail(usagef("give --workflow FILE (the guarded export) and --out FILE (where the original goes), or --n8n-url with --workflow-id or --workflow-name"))
+	}
+	if err := checkOut(out, force, file, errorFile); err != nil {
+		return fail(err)
 	}
 	raw, err := os.ReadFile(file)
 	if err != nil {
-		return fail(exitUsage, "%v", err)
+		return fail(asUsage(err))
 	}
-	removed, code := removeExport(raw, guard.RemoveOptions{ErrorWorkflow: errorWF}, stderr)
-	if removed == nil {
-		return code
+	removed, err := removeExport(raw, guard.RemoveOptions{ErrorWorkflow: errorWF})
+	if err != nil {
+		return fail(err)
 	}
 	files := map[string][]byte{filepath.Base(out): removed.Workflow}
 	if removed.ErrorWorkflow != nil {
@@ -44,31 +44,30 @@ func removeFile(file, out string, errorWF *guard.Workflow, stdout, stderr io.Wri
 	dir := filepath.Dir(out)
 	for name, b := range files {
 		if old, err := os.ReadFile(filepath.Join(dir, name)); err == nil && !bytes.Equal(old, b) {
-			return fail(exitUsage, "%s exists with other content: write to another folder; nothing was written", filepath.Join(dir, name))
+			return fail(usagef("%s exists with other content: write to another folder; nothing was written", filepath.Join(dir, name)))
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fail(exitFail, "%v", err)
+		return fail(err)
 	}
 	if _, err := writeFilesIn(dir, files, stdout); err != nil {
-		return fail(exitFail, "%v", err)
+		return fail(err)
 	}
 	printRemoved(stdout, removed, errorWF != nil)
 	return exitOK
 }
 
-// removeExport runs guard.Remove on raw, or says why not (exit 2).
-func removeExport(raw []byte, opts guard.RemoveOptions, stderr io.Writer) (*guard.Removed, int) {
+// removeExport runs guard.Remove on raw, or says why not (a usage error).
+func removeExport(raw []byte, opts guard.RemoveOptions) (*guard.Removed, error) {
 	w, err := guard.Parse(raw)
 	var removed *guard.Removed
 	if err == nil {
 		removed, err = guard.Remove(w, opts)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook guard --remove: %v\nNothing was written.\n", err)
-		return nil, exitUsage
+		return nil, usagef("%v; nothing was written", err)
 	}
-	return removed, exitOK
+	return removed, nil
 }
 
 func printRemoved(w io.Writer, r *guard.Removed, releaseTaken bool) {
@@ -91,39 +90,36 @@ func printRemoved(w io.Writer, r *guard.Removed, releaseTaken bool) {
 // shares it, and deletes guard's own error workflow unless another workflow
 // names it.
 func removeLive(r remote, id, name string, apply bool, backup string, stdout, stderr io.Writer) int {
-	fail := func(code int, format string, args ...any) int {
-		fmt.Fprintf(stderr, "idemhook guard --remove: "+format+"\n", args...)
-		return code
-	}
-	client, ok := r.client("guard", stderr)
-	if !ok {
-		return exitUsage
+	fail := func(err error) int { return exitWith(stderr, "guard --remove", err) }
+	client, err := r.client()
+	if err != nil {
+		return fail(err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if name != "" {
 		found, err := workflowByName(ctx, client, name)
 		if err != nil {
-			return fail(exitUsage, "%v", err)
+			return fail(asUsage(err))
 		}
 		id = found
 	}
 	raw, err := client.WorkflowJSON(ctx, id)
 	if err != nil {
-		return fail(exitFail, "read workflow %s: %v", id, err)
+		return fail(fmt.Errorf("read workflow %s: %v", id, err))
 	}
 	w, err := guard.Parse(raw)
 	if err != nil {
-		return fail(exitUsage, "%v", err)
+		return fail(asUsage(err))
 	}
 	table, userErrors, recorded := w.Recorded()
 	if !recorded {
-		_, code := removeExport(raw, guard.RemoveOptions{}, stderr)
-		return code
+		_, err := removeExport(raw, guard.RemoveOptions{})
+		return fail(err)
 	}
 	all, err := client.Workflows(ctx)
 	if err != nil {
-		return fail(exitFail, "list workflows: %v", err)
+		return fail(fmt.Errorf("list workflows: %v", err))
 	}
 	opts := guard.RemoveOptions{}
 	var errorRaw []byte
@@ -132,13 +128,13 @@ func removeLive(r remote, id, name string, apply bool, backup string, stdout, st
 			opts.ErrorWorkflow, err = guard.Parse(errorRaw)
 		}
 		if err != nil {
-			return fail(exitFail, "read error workflow %s: %v", userErrors, err)
+			return fail(fmt.Errorf("read error workflow %s: %v", userErrors, err))
 		}
 		opts.KeepRelease = sharedRelease(all, id, userErrors, table) != ""
 	}
-	removed, code := removeExport(raw, opts, stderr)
-	if removed == nil {
-		return code
+	removed, err := removeExport(raw, opts)
+	if err != nil {
+		return fail(err)
 	}
 	deleteGuards := removed.GuardErrorWorkflow != "" && namedBy(all, id, removed.GuardErrorWorkflow) == ""
 	printRemoved(stdout, removed, removed.ErrorWorkflow != nil)
@@ -154,14 +150,14 @@ func removeLive(r remote, id, name string, apply bool, backup string, stdout, st
 	}
 	saved, err := saveBackup(backup, id, "before-guard-remove", raw)
 	if err != nil {
-		return fail(exitFail, "save the guarded workflow: %v (nothing was changed)", err)
+		return fail(fmt.Errorf("save the guarded workflow: %v (nothing was changed)", err))
 	}
 	fmt.Fprintf(stdout, "\nsaved the guarded workflow to %s\n", saved)
 	files := map[string][]byte{"original.json": removed.Workflow}
 	targets := map[string]string{"original.json": id}
 	if removed.ErrorWorkflow != nil {
 		if saved, err = saveBackup(backup, userErrors, "before-guard-remove", errorRaw); err != nil {
-			return fail(exitFail, "save the error workflow: %v (nothing was changed)", err)
+			return fail(fmt.Errorf("save the error workflow: %v (nothing was changed)", err))
 		}
 		fmt.Fprintf(stdout, "saved error workflow %s to %s\n", userErrors, saved)
 		files[fileRemovedErrorWorkflow] = removed.ErrorWorkflow
@@ -169,22 +165,21 @@ func removeLive(r remote, id, name string, apply bool, backup string, stdout, st
 	}
 	ws, err := deploy.Load(files)
 	if err != nil {
-		return fail(exitFail, "%v", err)
+		return fail(err)
 	}
 	for i := range ws {
 		ws[i].TargetID = targets[ws[i].File]
 	}
 	deployed, err := deploy.Deploy(ctx, client, ws, r.deployOptions(stderr))
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook guard --remove: %v (the guarded workflow is in %s)\n", err, saved)
-		return deployExit(err)
+		return fail(fmt.Errorf("%w (the guarded workflow is in %s)", deployError(err), saved))
 	}
 	for _, d := range deployed {
 		fmt.Fprintf(stdout, "%-36s %s  %q\n", d.File, d.ID, d.Name)
 	}
 	if deleteGuards {
 		if err := client.DeleteWorkflow(ctx, removed.GuardErrorWorkflow); err != nil {
-			return fail(exitFail, "the original is back, but guard's error workflow %s could not be deleted: %v", removed.GuardErrorWorkflow, err)
+			return fail(fmt.Errorf("the original is back, but guard's error workflow %s could not be deleted: %v", removed.GuardErrorWorkflow, err))
 		}
 		fmt.Fprintf(stdout, "deleted guard's error workflow %s\n", removed.GuardErrorWorkflow)
 	}

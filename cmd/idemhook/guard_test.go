@@ -57,7 +57,7 @@ func TestGuardRefusesAndWritesNothing(t *testing.T) {
 			dir := t.TempDir()
 			file := filepath.Join("../../guard/testdata", c.file)
 			code, _, stderr := runCLI("", append([]string{"guard", "--workflow", file, "--out", filepath.Join(dir, "g.json")}, c.args...)...)
-			if code != 2 || !strings.Contains(stderr, c.says) || !strings.Contains(stderr, "Nothing was written") {
+			if code != 2 || !strings.Contains(stderr, c.says) || !strings.Contains(stderr, "nothing was written") {
 				t.Errorf("exit %d, stderr %q; want 2 saying %q and that nothing was written", code, stderr, c.says)
 			}
 			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
@@ -75,7 +75,7 @@ func TestGuardWithTheUsersErrorWorkflow(t *testing.T) {
 	orders, alerts := "../../guard/testdata/error-workflow/orders.json", "../../guard/testdata/error-workflow/alerts.json"
 	out := filepath.Join(dir, "guarded", "orders.json")
 	code, _, stderr := runCLI("", "guard", "--workflow", orders, "--out", out)
-	if code != 2 || !strings.Contains(stderr, "--error-workflow FILE") || !strings.Contains(stderr, "Nothing was written") {
+	if code != 2 || !strings.Contains(stderr, "--error-workflow FILE") || !strings.Contains(stderr, "nothing was written") {
 		t.Errorf("without --error-workflow: exit %d %s", code, stderr)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -33,31 +35,40 @@ var rulesUsage = `Usage:
 RULES is a preset (` + strings.Join(rules.PresetNames(), ", ") + `) or a rules file (YAML or JSON). See docs/inbox.md.
 `
 
+// rulesCommands are the commands of idemhook rules.
+var rulesCommands = map[string]func(args []string, stdout, stderr io.Writer) int{
+	"init":   runRulesInit,
+	"check":  runRulesCheck,
+	"schema": runRulesSchema,
+	"test":   runRulesTest,
+}
+
 func runRules(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, rulesUsage)
 		return exitUsage
 	}
 	switch args[0] {
-	case "init":
-		return runRulesInit(args[1:], stdout, stderr)
-	case "check":
-		return runRulesCheck(args[1:], stdout, stderr)
-	case "schema":
-		if len(args) > 1 {
-			fmt.Fprintf(stderr, "idemhook rules schema: unexpected argument %q\n", args[1])
-			return exitUsage
-		}
-		stdout.Write(rules.Schema)
-		return exitOK
-	case "test":
-		return runRulesTest(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, rulesUsage)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "idemhook rules: unknown command %q\n\n%s", args[0], rulesUsage)
-	return exitUsage
+	if cmd, ok := rulesCommands[args[0]]; ok {
+		return cmd(args[1:], stdout, stderr)
+	}
+	return exitWith(stderr, "rules", unknownCommand(args[0], slices.Sorted(maps.Keys(rulesCommands)), "idemhook rules --help"))
+}
+
+func runRulesSchema(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("rules schema", "idemhook rules schema\n\nPrints the JSON Schema of rules files (an editor validates and completes a rules file with it).", stderr)
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	if err := noArgs(fs); err != nil {
+		return exitWith(stderr, "rules schema", err)
+	}
+	stdout.Write(rules.Schema)
+	return exitOK
 }
 
 func runRulesInit(args []string, stdout, stderr io.Writer) int {
@@ -68,26 +79,26 @@ func runRulesInit(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if fs.NArg() > 0 || *preset == "" {
-		fmt.Fprintln(stderr, "idemhook rules init: give --preset NAME and no argument")
-		return exitUsage
+		return exitWith(stderr, "rules init", usagef("give --preset NAME and no argument"))
 	}
 	data, err := rules.PresetFile(*preset)
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook rules init: %v\n", err)
-		return exitUsage
+		return exitWith(stderr, "rules init", asUsage(err))
 	}
 	if *out == "" {
 		stdout.Write(data)
 		return exitOK
 	}
 	f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return exitWith(stderr, "rules init", usagef("--out %s exists: give another file (rules init never replaces one)", *out))
+	}
 	if err == nil {
 		_, err = f.Write(data)
 		err = errorsJoin(err, f.Close())
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook rules init: %v\n", err)
-		return exitFail
+		return exitWith(stderr, "rules init", err)
 	}
 	fmt.Fprintf(stdout, "wrote %s (preset %s); its tables: %s\n", *out, *preset, tablesOf(mustPreset(*preset)))
 	return exitOK
@@ -114,24 +125,24 @@ func tablesOf(rs *rules.Rules) string {
 }
 
 func runRulesCheck(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("rules check", "idemhook rules check --rules RULES\n\nValidates rules and compiles them; prints the event types they handle.", stderr)
+	fs := newFlagSet("rules check", "idemhook rules check --rules RULES\n\nValidates rules and compiles them; prints the event types they handle. Whether your tables and columns\nexist is not checked here: schema.sql checks it when applied, and rules test with your tables (--schema).", stderr)
 	name := fs.String("rules", "", "a preset or a rules `FILE` (required)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
 	if fs.NArg() > 0 || *name == "" {
-		fmt.Fprintln(stderr, "idemhook rules check: give --rules RULES and no argument")
-		return exitUsage
+		return exitWith(stderr, "rules check", usagef("give --rules RULES and no argument"))
 	}
 	rs, err := rules.Load(*name)
 	if err == nil {
 		_, err = generator.Schema(generator.Options{Pattern: generator.PatternInbox, Rules: rs})
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook rules check: %v\n", err)
-		return exitUsage
+		return exitWith(stderr, "rules check", asUsage(err))
 	}
 	fmt.Fprintf(stdout, "%s: %d rules on %s; they handle %s\n", rs.Source, len(rs.Rules), tablesOf(rs), strings.Join(rs.Types(), ", "))
+	fmt.Fprintln(stdout, "checked: the file's form, names and references, and that it compiles; not checked: that its tables and columns exist "+
+		"and take its values, which schema.sql checks when applied, and rules test with your tables (--schema)")
 	return exitOK
 }
 
@@ -154,46 +165,43 @@ func runRulesTest(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
-	fail := func(format string, args ...any) int {
-		fmt.Fprintf(stderr, "idemhook rules test: "+format+"\n", args...)
-		return exitUsage
-	}
+	fail := func(err error) int { return exitWith(stderr, "rules test", err) }
 	if fs.NArg() != 1 || *name == "" {
-		return fail("give --rules RULES and one folder of samples")
+		return fail(usagef("give --rules RULES and one folder of samples"))
 	}
 	rs, err := rules.Load(*name)
 	if err != nil {
-		return fail("%v", err)
+		return fail(asUsage(err))
 	}
 	all, err := rules.LoadSamples(fs.Arg(0))
 	if err != nil {
-		return fail("%v", err)
+		return fail(asUsage(err))
 	}
 	opts := generator.Options{Pattern: generator.PatternInbox, Rules: rs, DBSchema: *dbSchema}
 	if *events != "" {
 		opts.Events = strings.Split(*events, ",")
 	}
 	if opts.DeferLimit, err = duration.Parse(*deferLimit); err != nil {
-		return fail("--defer-limit: %v", err)
+		return fail(usagef("--defer-limit: %v", err))
 	}
 	schema, err := generator.Schema(opts)
 	if err != nil {
-		return fail("%v", err)
+		return fail(asUsage(err))
 	}
 	extra, err := readFiles(schemas)
 	if err != nil {
-		return fail("--schema: %v", err)
+		return fail(usagef("--schema: %v", err))
 	}
 
 	if *keep && *databaseURL == "" {
-		return fail("--keep leaves the scratch database of --database-url: give --database-url")
+		return fail(usagef("--keep leaves the scratch database of --database-url: give --database-url"))
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	db, code := rulesDatabase(ctx, *databaseURL, *dbSchema, *keep, stderr)
-	if db == nil {
-		return code
+	db, err := rulesDatabase(ctx, *databaseURL, *dbSchema, *keep, stderr)
+	if err != nil {
+		return fail(err)
 	}
 	defer db.close()
 	for i, sql := range append(extra, schema) {
@@ -202,15 +210,13 @@ func runRulesTest(args []string, stdout, stderr io.Writer) int {
 			if i < len(extra) {
 				what = schemas[i]
 			}
-			fmt.Fprintf(stderr, "idemhook rules test: %s: %v\n", what, err)
-			return exitUsage
+			return fail(usagef("%s: %v", what, err))
 		}
 	}
 	results, err := samples.Run(ctx, db.pool, rs, all, samples.Options{
 		Inbox: pgsql.Inbox{Schema: *dbSchema}, Allowed: opts.Events, DeferLimit: opts.DeferLimit})
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook rules test: %v\n", err)
-		return exitFail
+		return fail(err)
 	}
 	samples.WriteTable(stdout, results)
 	failed := 0
@@ -229,13 +235,11 @@ func runRulesTest(args []string, stdout, stderr io.Writer) int {
 			err = writeReport(*report, b.Bytes())
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "idemhook rules test: --report: %v\n", err)
-			return exitFail
+			return fail(fmt.Errorf("--report: %w", err))
 		}
 	}
 	if failed > 0 {
-		fmt.Fprintf(stderr, "idemhook rules test: %d of %d samples decided otherwise than they expect\n", failed, len(results))
-		return exitFail
+		return fail(fmt.Errorf("%d of %d samples decided otherwise than they expect", failed, len(results)))
 	}
 	return exitOK
 }
@@ -248,29 +252,24 @@ type rulesDB struct {
 }
 
 // rulesDatabase starts PostgreSQL (installing it alone), or creates the
-// scratch space on the server of databaseURL; nil and an exit code when it
-// cannot (2 for a server it refuses, with nothing created).
-func rulesDatabase(ctx context.Context, databaseURL, dbSchema string, keep bool, stderr io.Writer) (*rulesDB, int) {
+// scratch space on the server of databaseURL; an error when it cannot (a
+// usage error for a server or a machine it cannot use as it is, with
+// nothing created).
+func rulesDatabase(ctx context.Context, databaseURL, dbSchema string, keep bool, stderr io.Writer) (*rulesDB, error) {
 	if databaseURL == "" {
 		pg, err := stack.Start(ctx, stack.Options{PostgresOnly: true, Progress: stderr, Why: "rules test runs the samples in it"})
-		if err != nil {
-			fmt.Fprintf(stderr, "idemhook rules test: PostgreSQL: %v\n", err)
-			var platform *stack.PlatformError
-			if errors.As(err, &platform) {
-				return nil, exitUsage
-			}
-			return nil, exitFail
+		var unreachable *stack.UnreachableError
+		if err != nil && !errors.As(err, &unreachable) { // that one's own words start with PostgreSQL
+			err = fmt.Errorf("PostgreSQL: %w", err)
 		}
-		return &rulesDB{pool: pg.Business, close: func() { pg.CloseAndRemove() }}, exitOK
+		if err != nil {
+			return nil, stackError(err)
+		}
+		return &rulesDB{pool: pg.Business, close: func() { pg.CloseAndRemove() }}, nil
 	}
 	space, err := scratch.Create(ctx, databaseURL, scratch.Options{Purpose: "rules test"})
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook rules test: %v\nNothing was created.\n", err)
-		var refused *scratch.Error
-		if errors.As(err, &refused) {
-			return nil, exitUsage
-		}
-		return nil, exitFail
+		return nil, scratchError(err)
 	}
 	drop := func() {
 		if keep {
@@ -283,17 +282,39 @@ func rulesDatabase(ctx context.Context, databaseURL, dbSchema string, keep bool,
 	}
 	if space.Schema && dbSchema != "" {
 		drop()
-		fmt.Fprintf(stderr, "idemhook rules test: --db-schema %s would create a schema beside the scratch one, in your database: give a user with CREATEDB (a scratch database holds it), or leave --db-schema out\nNothing was created.\n", dbSchema)
-		return nil, exitUsage
+		return nil, usagef("--db-schema %s would create a schema beside the scratch one, in your database: give a user with CREATEDB (a scratch database holds it), or leave --db-schema out; nothing was created", dbSchema)
 	}
 	pool, err := pgxpool.New(ctx, space.URL)
 	if err != nil {
 		drop()
-		fmt.Fprintf(stderr, "idemhook rules test: %v\n", err)
-		return nil, exitFail
+		return nil, err
 	}
 	fmt.Fprintf(stderr, "idemhook rules test: running in %s\n", space.What())
-	return &rulesDB{pool: pool, close: func() { pool.Close(); drop() }}, exitOK
+	return &rulesDB{pool: pool, close: func() { pool.Close(); drop() }}, nil
+}
+
+// scratchError is scratch.Create's err, saying that nothing was created;
+// a server that refuses the scratch space (*scratch.Error) is a usage
+// error.
+func scratchError(err error) error {
+	err = fmt.Errorf("%w; nothing was created", err)
+	var refused *scratch.Error
+	if errors.As(err, &refused) {
+		return asUsage(err)
+	}
+	return err
+}
+
+// stackError marks as a usage error what this machine cannot run as it is:
+// a platform without builds (*stack.PlatformError), a cache folder the
+// PostgreSQL user cannot reach (*stack.UnreachableError).
+func stackError(err error) error {
+	var platform *stack.PlatformError
+	var unreachable *stack.UnreachableError
+	if errors.As(err, &platform) || errors.As(err, &unreachable) {
+		return asUsage(err)
+	}
+	return err
 }
 
 // writeReport writes a JUnit report, its folder made if need be (a CI

@@ -26,23 +26,25 @@ func runUp(args []string, stdout, stderr io.Writer) int {
 	var o generator.Options
 	optionFlags(fs, &o)
 	keepLogs := fs.Bool("keep-logs", false, "keep n8n's and PostgreSQL's logs after Ctrl-C (they are removed with the rest of the lab)")
+	nodePackage := fs.String("node-package", "", "with --hashing node, the community node package to install, a packed `FILE` (.tgz; default: built from this clone's n8n-nodes-idemhook)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "idemhook up: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+	if err := noArgs(fs); err != nil {
+		return exitWith(stderr, "up", err)
 	}
 	if _, err := generator.Files(o); err != nil {
-		fmt.Fprintf(stderr, "idemhook up: %v\n", err)
-		return exitUsage
+		return exitWith(stderr, "up", asUsage(err))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	l, err := lab.Start(ctx, o, stderr)
+	if *nodePackage != "" && o.Hashing != generator.HashingNode {
+		fmt.Fprintln(stderr, "idemhook up: --node-package applies to --hashing node only")
+		return exitUsage
+	}
+	l, err := lab.Start(ctx, o, *nodePackage, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook up: %v\n", err)
-		return exitFail
+		return exitWith(stderr, "up", stackError(err))
 	}
 	l.KeepLogs = *keepLogs
 	defer func() {

@@ -45,25 +45,22 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
-	fail := func(format string, args ...any) int {
-		fmt.Fprintf(stderr, "idemhook verify: "+format+"\n", args...)
-		return exitUsage
-	}
-	switch {
-	case fs.NArg() > 0:
-		return fail("unexpected argument %q", fs.Arg(0))
+	fail := func(err error) int { return exitWith(stderr, "verify", err) }
+	switch err := noArgs(fs); {
+	case err != nil:
+		return fail(err)
 	case *file == "":
-		return fail("--workflow FILE is required")
+		return fail(usagef("--workflow FILE is required"))
 	case *deliveries < 1 || *deliveries > 1000:
-		return fail("--deliveries %d: want 1 to 1000", *deliveries)
+		return fail(usagef("--deliveries %d: want 1 to 1000", *deliveries))
 	case *concurrency < 2 || *concurrency > 200:
-		return fail("--concurrency %d: want 2 to 200", *concurrency)
+		return fail(usagef("--concurrency %d: want 2 to 200", *concurrency))
 	}
 	n8nEnv := map[string]string{}
 	for _, kv := range env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return fail("--env %q: want KEY=VALUE", kv)
+			return fail(usagef("--env %q: want KEY=VALUE", kv))
 		}
 		n8nEnv[k] = v
 	}
@@ -74,47 +71,44 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	}
 	w, err := readWorkflow(*file)
 	if err != nil {
-		return fail("%v", err)
+		return fail(asUsage(err))
 	}
 	var companions []n8napi.Workflow
 	for _, f := range with {
 		c, err := readWorkflow(f)
 		if err != nil {
-			return fail("--with: %v", err)
+			return fail(usagef("--with: %v", err))
 		}
 		companions = append(companions, c)
 	}
 	guard, err := verify.Find(w)
 	if err != nil {
-		return fail("%s: %v", *file, err)
+		return fail(usagef("%s: %v", *file, err))
 	}
 	var schema string
 	switch {
 	case guard.Keysvc: // keysvc creates its own table
 	case guard.PlainEvents:
 		if schema, err = eventsSchema(guard); err != nil {
-			return fail("%v", err)
+			return fail(asUsage(err))
 		}
 	case len(schemas) == 0:
-		return fail("%q reserves into %s, which is not a table idemhook schema creates: pass its schema with --schema FILE (for the inbox pattern, the schema.sql idemhook generate wrote)", guard.Reserve, guard.EventsTable)
+		return fail(usagef("%q reserves into %s, which is not a table idemhook schema creates: pass its schema with --schema FILE (for the inbox pattern, the schema.sql idemhook generate wrote)", guard.Reserve, guard.EventsTable))
 	}
 	extra, err := readFiles(schemas)
 	if err != nil {
-		return fail("--schema: %v", err)
+		return fail(usagef("--schema: %v", err))
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := stack.Options{N8NEnv: n8nEnv, Why: "verify runs your workflow in it"}
+	// A workflow with idemhook's community node runs in an n8n that has the
+	// package, built from this clone's source.
+	opts := stack.Options{N8NEnv: n8nEnv, Why: "verify runs your workflow in it", CommunityNode: guard.Node}
 	if *databaseURL != "" {
 		space, err := scratch.Create(ctx, *databaseURL, scratch.Options{Extra: []string{"n8n"}, Databases: true, Purpose: "verify (n8n's tables and your workflow's)"})
 		if err != nil {
-			fmt.Fprintf(stderr, "idemhook verify: %v\nNothing was created.\n", err)
-			var refused *scratch.Error
-			if errors.As(err, &refused) {
-				return exitUsage
-			}
-			return exitFail
+			return fail(scratchError(err))
 		}
 		defer func() {
 			if *keep {
@@ -130,12 +124,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	}
 	l, err := lab.StartEmpty(ctx, opts, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook verify: %v\n", err)
-		var platform *stack.PlatformError
-		if errors.As(err, &platform) {
-			return exitUsage
-		}
-		return exitFail
+		return fail(stackError(err))
 	}
 	defer l.Close()
 	for i, sql := range append([]string{schema}, extra...) {
@@ -147,16 +136,14 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 			if i > 0 {
 				name = schemas[i-1]
 			}
-			fmt.Fprintf(stderr, "idemhook verify: %s: %v\n", name, err)
-			return exitUsage
+			return fail(usagef("%s: %v", name, err))
 		}
 	}
 	target := verify.Target{API: l.API, WebhookURL: l.WebhookURL, SigningSecret: l.SigningSecret, Credentials: map[string]n8napi.Credential{}}
 	for _, typ := range []string{"postgres", "crypto"} {
 		c, err := l.CreateCredential(ctx, typ, "idemhook verify "+typ)
 		if err != nil {
-			fmt.Fprintf(stderr, "idemhook verify: %v\n", err)
-			return exitFail
+			return fail(err)
 		}
 		target.Credentials[typ] = c
 	}
@@ -170,41 +157,39 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 			target.Credentials["httpBearerAuth"], err = l.API.CreateCredential(ctx, "idemhook verify keysvc", "httpBearerAuth", map[string]any{"token": "scratch-keysvc-accepts-any"})
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "idemhook verify: keysvc: %v\n", err)
-			return exitFail
+			return fail(fmt.Errorf("keysvc: %w", err))
 		}
 	}
 	res, err := verify.Run(ctx, target, w, verify.Options{Concurrency: *concurrency, Deliveries: *deliveries, Keep: *keep, Progress: stderr, Companions: companions})
+	var reportErr error
 	if res != nil {
 		res.WriteTable(stdout)
 		if *report != "" {
 			var b bytes.Buffer
-			werr := res.WriteJUnit(&b)
-			if werr == nil {
-				werr = writeReport(*report, b.Bytes())
-			}
-			if werr != nil {
-				fmt.Fprintf(stderr, "idemhook verify: --report: %v\n", werr)
+			if reportErr = res.WriteJUnit(&b); reportErr == nil {
+				reportErr = writeReport(*report, b.Bytes())
 			}
 		}
 	}
 	// The logs are kept for a run that failed: they say why.
 	l.KeepLogs = err != nil || res == nil || !res.OK()
 	if err != nil {
-		fmt.Fprintf(stderr, "idemhook verify: %v (n8n and PostgreSQL logs: %s)\n", err, l.LogDir)
+		err = fmt.Errorf("%w (n8n and PostgreSQL logs: %s)", err, l.LogDir)
 		var unsupported *verify.UnsupportedError
 		if errors.As(err, &unsupported) {
-			return exitUsage
+			err = asUsage(err)
 		}
-		return exitFail
+		return fail(err)
 	}
 	if *keep {
 		fmt.Fprintf(stderr, "idemhook verify: n8n at %s (log in as %s, password %s); Ctrl-C stops it\n", l.EditorURL, l.Email, l.Password)
 		<-ctx.Done()
 	}
 	if !res.OK() {
-		fmt.Fprintf(stderr, "idemhook verify: the workflow does not guard as it should (n8n and PostgreSQL logs: %s)\n", l.LogDir)
-		return exitFail
+		return fail(fmt.Errorf("the workflow does not guard as it should (n8n and PostgreSQL logs: %s)", l.LogDir))
+	}
+	if reportErr != nil {
+		return fail(fmt.Errorf("--report: %w", reportErr))
 	}
 	return exitOK
 }

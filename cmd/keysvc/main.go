@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -89,8 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	store, kind, err := openStore(ctx, cfg)
 	if err != nil {
-		logger.Error("cannot open the store", "error", err)
-		return 1
+		return cannotStart(stderr, err)
 	}
 	defer store.Close()
 	var in *inbox.Inbox
@@ -98,12 +98,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.inboxOpts.Logger = logger
 		in, err = inbox.Open(ctx, store.(*keysvc.PGStore).Pool(), cfg.endpoints, cfg.inboxOpts)
 		if err != nil {
-			logger.Error("cannot open the inbox", "error", err)
-			return 1
+			return cannotStart(stderr, fmt.Errorf("open the inbox: %w", err))
 		}
 		if err := in.Start(ctx); err != nil {
-			logger.Error("cannot start the inbox", "error", err)
-			return 1
+			return cannotStart(stderr, fmt.Errorf("start the inbox: %w", err))
 		}
 		logger.Info("inbox started", "worker", in.WorkerID())
 		defer func() {
@@ -116,8 +114,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var pattern *console.Pattern
 	if cfg.patternSchema != "" {
 		if pattern, err = console.OpenPattern(ctx, store.(*keysvc.PGStore).Pool(), cfg.patternSchema, logger); err != nil {
-			logger.Error("cannot show the inbox pattern", "error", err)
-			return 1
+			return cannotStart(stderr, fmt.Errorf("--pattern-schema: %w", err))
 		}
 	}
 
@@ -136,8 +133,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
-		logger.Error("cannot listen", "addr", cfg.addr, "error", err)
-		return 1
+		return cannotStart(stderr, fmt.Errorf("--addr: %w", err))
 	}
 	ln = handler.LimitConnections(ln, cfg.maxConnsPerClient)
 	if cfg.tokensFile != "" {
@@ -186,12 +182,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// cannotStart says why keysvc stops before it serves, in the form of every
+// start-up error (a flag's, a variable's, the store's, the address's): one
+// plain line on stderr, "keysvc: CAUSE"; the JSON log lines begin once it
+// serves. It exits 1 (the work failed; parseConfig exits 2 for a command
+// line or an environment that is wrong).
+func cannotStart(stderr io.Writer, err error) int {
+	fmt.Fprintf(stderr, "keysvc: %s\n", strings.Join(strings.Fields(err.Error()), " ")) // a driver's error can hold line breaks
+	return 1
+}
+
 func openStore(ctx context.Context, cfg config) (keysvc.Store, string, error) {
 	if cfg.databaseURL != "" {
 		s, err := keysvc.OpenPG(ctx, cfg.databaseURL, keysvc.PGOptions{Table: cfg.table, CreateSchema: cfg.createSchema})
 		return s, "postgres", err
 	}
 	s, err := keysvc.OpenBolt(cfg.dbFile)
+	if err != nil {
+		err = fmt.Errorf("--db-file: %w", err)
+	}
 	return s, "embedded:" + cfg.dbFile, err
 }
 
@@ -250,6 +259,12 @@ func warnInsecure(ctx context.Context, logger *slog.Logger) {
 		case <-t.C:
 		}
 	}
+}
+
+// isDir reports whether path is a folder.
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }
 
 // loopback reports whether addr listens on loopback only.
@@ -429,6 +444,16 @@ func parseConfig(args []string, stdout, stderr io.Writer) (config, int, bool) {
 	if cfg.tokensFile != "" {
 		if cfg.tokens, err = readTokens(cfg.tokensFile); err != nil {
 			fmt.Fprintf(stderr, "keysvc: %v\n", err)
+			return config{}, 2, false
+		}
+	}
+	if _, port, err := net.SplitHostPort(cfg.addr); err != nil || port == "" {
+		fmt.Fprintf(stderr, "keysvc: --addr %q: want HOST:PORT, such as 127.0.0.1:8080, or :8080 for every address\n", cfg.addr)
+		return config{}, 2, false
+	}
+	if cfg.databaseURL == "" {
+		if dir := filepath.Dir(cfg.dbFile); !isDir(dir) {
+			fmt.Fprintf(stderr, "keysvc: --db-file %s: the folder %s does not exist: create it, or give a file in a folder that does (or DATABASE_URL for PostgreSQL)\n", cfg.dbFile, dir)
 			return config{}, 2, false
 		}
 	}

@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -199,6 +201,79 @@ func TestParseConfigConsole(t *testing.T) {
 			cfg, code, ok := parseConfig(tc.args, io.Discard, &stderr)
 			if ok != tc.ok || (!ok && (code != 2 || !strings.Contains(stderr.String(), tc.want))) || (ok && !tc.check(cfg)) {
 				t.Errorf("ok=%v code=%d %s %+v", ok, code, stderr.String(), cfg)
+			}
+		})
+	}
+}
+
+// Every reason keysvc stops before it serves comes in one form, as a user
+// starting it sees it: one plain line, "keysvc: CAUSE", the cause first,
+// exit 2 for the command line or the environment, 1 when the work failed;
+// never a JSON log line, never a wrong hint (issue 41).
+func TestStartupErrorsAreOneLine(t *testing.T) {
+	dir := t.TempDir()
+	held := filepath.Join(dir, "held.db")
+	_, running, _ := startKeysvcBinary(t, "--db-file", held)
+	bin := keysvcBinary(t)
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		env      []string
+		code     int
+		want     []string
+		mustNot  []string
+		pathOnce string
+	}{
+		{"an address without a port", []string{"--addr", "nonsense"}, nil, 2,
+			[]string{`--addr "nonsense": want HOST:PORT`}, []string{"token"}, ""},
+		{"a store in a folder that does not exist", []string{"--db-file", "/nonexistent-folder/keysvc.db"}, nil, 2,
+			[]string{"the folder /nonexistent-folder does not exist"}, []string{"another keysvc"}, "/nonexistent-folder/keysvc.db"},
+		{"a store another keysvc holds", []string{"--db-file", held}, nil, 1,
+			[]string{"--db-file: the embedded store is locked by another process"}, nil, held},
+		{"an address in use", []string{"--addr", running, "--db-file", filepath.Join(dir, "other.db")}, nil, 1,
+			[]string{"--addr: listen tcp " + running + ": bind: address already in use"}, nil, ""},
+		{"a PostgreSQL that does not answer", nil, []string{"DATABASE_URL=postgres://u:p@127.0.0.1:1/db"}, 1,
+			[]string{"connection refused"}, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if !slices.Contains(args, "--addr") {
+				args = append([]string{"--addr", freeAddr(t, "127.0.0.1")}, args...)
+			}
+			if !slices.Contains(args, "--db-file") {
+				args = append(args, "--db-file", filepath.Join(t.TempDir(), "k.db"))
+			}
+			cmd := exec.Command(bin, args...)
+			cmd.Env = append(append(os.Environ(), "DATABASE_URL="), tc.env...)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			done := make(chan error, 1)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				t.Fatalf("keysvc did not stop:\n%s", stderr.String())
+			}
+			msg := stderr.String()
+			if code := cmd.ProcessState.ExitCode(); code != tc.code || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "keysvc: ") {
+				t.Errorf("exit %d, stderr %q: want exit %d and one line \"keysvc: …\"", code, msg, tc.code)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("%q does not say %q", msg, w)
+				}
+			}
+			for _, w := range tc.mustNot {
+				if strings.Contains(msg, w) {
+					t.Errorf("%q points at %q, not the cause", msg, w)
+				}
+			}
+			if tc.pathOnce != "" && strings.Count(msg, tc.pathOnce) != 1 {
+				t.Errorf("%q names %s %d times", msg, tc.pathOnce, strings.Count(msg, tc.pathOnce))
 			}
 		})
 	}

@@ -1,36 +1,42 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// startKeysvcBinary builds keysvc and runs it on a free local address
-// until the test ends (DATABASE_URL unset), and returns the process, its
-// address and its log.
+// startKeysvcBinary runs the keysvc binary on a free local address until
+// the test ends (DATABASE_URL unset), and returns the process, its address
+// and its log.
 func startKeysvcBinary(t *testing.T, args ...string) (*exec.Cmd, string, *syncBuffer) {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "keysvc")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	return startKeysvcBinaryEnv(t, []string{"DATABASE_URL="}, args...)
+}
+
+// startKeysvcBinaryEnv is startKeysvcBinary with env added to the
+// environment.
+func startKeysvcBinaryEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, string, *syncBuffer) {
+	t.Helper()
+	bin := keysvcBinary(t)
 	addr := freeAddr(t, "127.0.0.1")
 	logs := &syncBuffer{}
 	cmd := exec.Command(bin, append([]string{"--addr", addr}, args...)...)
-	cmd.Env = append(os.Environ(), "DATABASE_URL=")
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
 			resp.Body.Close()
 			return cmd, addr, logs
@@ -39,6 +45,41 @@ func startKeysvcBinary(t *testing.T, args ...string) (*exec.Cmd, string, *syncBu
 			t.Fatalf("keysvc did not start:\n%s", logs.String())
 		}
 	}
+}
+
+var (
+	buildKeysvc    sync.Once
+	keysvcBin      string
+	keysvcBuildErr error
+)
+
+// TestMain removes the binary keysvcBinary built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if keysvcBin != "" {
+		os.RemoveAll(filepath.Dir(keysvcBin))
+	}
+	os.Exit(code)
+}
+
+// keysvcBinary builds keysvc once for the package's tests.
+func keysvcBinary(t *testing.T) string {
+	t.Helper()
+	buildKeysvc.Do(func() {
+		dir, err := os.MkdirTemp("", "keysvc-test-bin-")
+		if err != nil {
+			keysvcBuildErr = err
+			return
+		}
+		keysvcBin = filepath.Join(dir, "keysvc")
+		if out, err := exec.Command("go", "build", "-o", keysvcBin, ".").CombinedOutput(); err != nil {
+			keysvcBuildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if keysvcBuildErr != nil {
+		t.Fatal(keysvcBuildErr)
+	}
+	return keysvcBin
 }
 
 // SIGTERM lets a request already in flight finish, then keysvc exits 0.

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idemhook/idemhook/internal/communitynode"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/testcontainers/testcontainers-go"
 	tcexec "github.com/testcontainers/testcontainers-go/exec"
@@ -107,10 +109,21 @@ func startDocker(ctx context.Context, opts Options) (s *Stack, err error) {
 	}
 	maps.Copy(env, n8nStackSettings)
 	maps.Copy(env, N8NSettings)
+	var files []testcontainers.ContainerFile
+	if opts.CommunityNode {
+		// Installed on the host as n8n installs it, then copied into the
+		// image's user folder.
+		nodes, err := hostCommunityNode(ctx, logDir, opts)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, testcontainers.ContainerFile{HostFilePath: nodes, ContainerFilePath: "/home/node/.n8n/nodes", FileMode: 0o755})
+	}
 	rt.n8n, err = testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{Started: true,
 		ContainerRequest: testcontainers.ContainerRequest{
 			Image:        "n8nio/n8n:" + N8NVersion,
 			Env:          env,
+			Files:        files,
 			ExposedPorts: []string{"5678/tcp"},
 			Networks:     []string{rt.net.Name},
 			WaitingFor:   wait.ForHTTP("/healthz/readiness").WithPort("5678/tcp").WithStartupTimeout(3 * time.Minute),
@@ -264,4 +277,18 @@ func (rt *dockerRuntime) killWorker(context.Context, int) error {
 
 func (rt *dockerRuntime) startWorker(context.Context, int) error {
 	return errors.New("queue mode runs on the local runtime only")
+}
+
+// hostCommunityNode installs the community node package into a folder of
+// dir and returns its .n8n/nodes folder, to copy into the container.
+func hostCommunityNode(ctx context.Context, dir string, opts Options) (string, error) {
+	in, err := Provision(ctx, Needs{CommunityNode: opts.CommunityNodePackage == "", Why: opts.Why}, opts.Progress)
+	if err != nil {
+		return "", err
+	}
+	user := filepath.Join(dir, "n8n-user")
+	if err := communitynode.Install(ctx, in.NodeBin, user, cmp.Or(opts.CommunityNodePackage, in.CommunityNode)); err != nil {
+		return "", err
+	}
+	return filepath.Join(user, ".n8n", "nodes"), nil
 }

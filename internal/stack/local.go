@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/idemhook/idemhook/internal/communitynode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -35,6 +36,7 @@ type localRuntime struct {
 	durable  bool
 	pgMajor  string
 	tls      bool              // Options.PostgresTLS
+	runner   *postgresUser     // the user PostgreSQL runs as (nil: this process's)
 	extraEnv map[string]string // Options.N8NEnv
 	// Queue mode: the webhook process's URL (n8nURL otherwise) and the
 	// environment of each worker, kept to start it again.
@@ -54,13 +56,35 @@ type process struct {
 }
 
 func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
-	needs := Needs{N8N: !opts.PostgresOnly, Why: opts.Why}
+	needs := Needs{N8N: !opts.PostgresOnly, Why: opts.Why,
+		CommunityNode: opts.CommunityNode && !opts.PostgresOnly && opts.CommunityNodePackage == ""}
 	if opts.External == nil {
 		needs.Postgres = opts.PostgresMajor
+	}
+	// Root runs PostgreSQL as another user, who must reach its binaries
+	// in the cache and its data in the temporary folder: said before
+	// anything is installed when it cannot.
+	var runner *postgresUser
+	cache := ""
+	if needs.Postgres != "" {
+		if runner, err = runAs(); err != nil {
+			return nil, err
+		}
+		if cache, err = CacheDir(); err != nil {
+			return nil, err
+		}
+		if err := runner.openTo(cache, cache, opts.Progress); err != nil {
+			return nil, err
+		}
 	}
 	in, err := Provision(ctx, needs, opts.Progress)
 	if err != nil {
 		return nil, err
+	}
+	if needs.Postgres != "" {
+		if err := runner.openTo(filepath.Join(in.PostgresBin, "initdb"), cache, opts.Progress); err != nil {
+			return nil, err
+		}
 	}
 	base, err := os.MkdirTemp("", "idemhook-e2e-")
 	if err != nil {
@@ -69,8 +93,12 @@ func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
 	if err := os.Chmod(base, 0o755); err != nil {
 		return nil, err
 	}
+	if err := runner.openTo(base, "", opts.Progress); err != nil {
+		os.RemoveAll(base)
+		return nil, err
+	}
 	rt := &localRuntime{installs: in, base: base, logDir: filepath.Join(base, "logs"), durable: opts.Durable, pgMajor: opts.PostgresMajor,
-		tls: opts.PostgresTLS, extraEnv: opts.N8NEnv}
+		tls: opts.PostgresTLS, extraEnv: opts.N8NEnv, runner: runner}
 	defer func() {
 		if err != nil {
 			rt.close()
@@ -114,6 +142,23 @@ func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
 		brokerPort, err := freePort()
 		if err != nil {
 			return nil, err
+		}
+		if opts.CommunityNode {
+			pkg := cmp.Or(opts.CommunityNodePackage, in.CommunityNode)
+			if err := communitynode.Install(ctx, in.NodeBin, filepath.Join(base, "n8n"), pkg); err != nil {
+				return nil, err
+			}
+			if opts.CommunityNodeCustom {
+				folder, err := communitynode.InstallCustom(ctx, in.NodeBin, filepath.Join(base, "custom-extensions"), pkg)
+				if err != nil {
+					return nil, err
+				}
+				rt.extraEnv = maps.Clone(rt.extraEnv)
+				if rt.extraEnv == nil {
+					rt.extraEnv = map[string]string{}
+				}
+				rt.extraEnv["N8N_CUSTOM_EXTENSIONS"] = folder
+			}
 		}
 		rt.n8nEnv = rt.n8nEnvironment(n8nDB, n8nPort, brokerPort)
 		rt.n8nURL = fmt.Sprintf("http://127.0.0.1:%d", n8nPort)
@@ -161,29 +206,8 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// postgresCredential returns the user PostgreSQL runs as: PostgreSQL refuses
-// to run as root, so a root process runs it as "postgres" (or "nobody").
-func postgresCredential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	for _, name := range []string{"postgres", "nobody"} {
-		u, err := user.Lookup(name)
-		if err != nil {
-			continue
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-	}
-	return nil, fmt.Errorf("running as root and no unprivileged user (postgres, nobody) to run PostgreSQL as")
-}
-
 func (rt *localRuntime) startPostgres(ctx context.Context, port int) error {
-	cred, err := postgresCredential()
-	if err != nil {
-		return err
-	}
+	cred := rt.runner.credential()
 	data := filepath.Join(rt.base, "pgdata")
 	sock := filepath.Join(rt.base, "pgsock")
 	for _, d := range []string{data, sock} {
@@ -219,10 +243,7 @@ func (rt *localRuntime) startPostgres(ctx context.Context, port int) error {
 // runPostgres starts the server on the initialised data folder and waits
 // until it accepts connections.
 func (rt *localRuntime) runPostgres(ctx context.Context) error {
-	cred, err := postgresCredential()
-	if err != nil {
-		return err
-	}
+	cred := rt.runner.credential()
 	port := rt.pgPort
 	args := []string{"-D", filepath.Join(rt.base, "pgdata"), "-p", strconv.Itoa(port), "-k", filepath.Join(rt.base, "pgsock"), "-c", "listen_addresses=127.0.0.1"}
 	for _, kv := range postgresSettings(rt.durable, rt.pgMajor) {

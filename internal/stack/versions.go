@@ -58,4 +58,7 @@ var N8NSettings = map[string]string{
 	// marks those executions crashed without reading their data.
 	"N8N_EVENTBUS_RECOVERY_MODE": "simple",
 	"N8N_DIAGNOSTICS_ENABLED":    "false",
+	// The Idempotency Guard community node is an unverified package: n8n
+	// 2.x loads those by default, and n8n 3 turns the default off.
+	"N8N_UNVERIFIED_PACKAGES_ENABLED": "true",
 }

@@ -26,6 +26,8 @@ const GUARANTEES = [
     'Reserve without a Code node: n8n\'s Crypto node hashes, no environment variable to set. Costs: the id is read from n8n\'s parsed body (JSON sent as text/plain is hashed); body ids only.'],
   ['keysvc', 'keysvc', 'reserve', 'keysvc', 'reserve',
     'keysvc derives and reserves the key and checks the signature: no Code or Crypto node, one table shared with other tools. Costs: one more service, reachable from n8n.'],
+  ['node', 'Community node', 'reserve', 'node', 'reserve',
+    'Reserve in one node: the Idempotency Guard (npm n8n-nodes-idemhook) builds and reserves the key, the cheapest per delivery. Costs: the package installed in n8n.'],
   ['inbox', 'Inbox', 'inbox', 'code-node', 'reserve',
     'Save, answer 200, then decide: one effect per business change even across events, none lost, external calls through an outbox. Costs: four or five workflows and effect rules.'],
 ].map(([value, title, pattern, hashing, guard, line]) => ({ value, title, flags: { pattern, hashing, guard }, line }));
@@ -33,7 +35,7 @@ const GUARANTEES = [
 // Where each option is shown. Options not named here are shown among the
 // advanced ones, so a new flag of the generator is never left out.
 const GROUPS = [
-  { id: 'group-basic', legend: 'The workflow', flags: ['path', 'name', 'credential', 'retention', 'lease', 'keysvc-url', 'keysvc-credential', 'receiver', 'outbox-url', 'outbox-credential', 'account', 'events'] },
+  { id: 'group-basic', legend: 'The workflow', flags: ['path', 'name', 'credential', 'retention', 'lease', 'keysvc-url', 'keysvc-credential', 'node-type', 'receiver', 'outbox-url', 'outbox-credential', 'account', 'events'] },
   { id: 'group-mode', legend: 'Set by the steps above', advanced: true, flags: ['pattern', 'hashing', 'guard', 'verify'] },
   { id: 'group-signature', legend: 'Signature', advanced: true, flags: ['verify-credential', 'tolerance'] },
   { id: 'group-tables', legend: 'Tables', advanced: true, flags: ['events-table', 'business-table', 'db-schema'] },
@@ -58,6 +60,7 @@ const READS = {
   lease: (m) => m.guard === 'lease',
   'keysvc-url': (m) => m.hashing === 'keysvc',
   'keysvc-credential': (m) => m.hashing === 'keysvc',
+  'node-type': (m) => m.hashing === 'node',
   'verify-credential': n8nVerifies,
   tolerance: n8nVerifies,
   'outbox-credential': (m) => m.outbox,
@@ -582,6 +585,9 @@ const NODE_KINDS = {
   'n8n-nodes-base.stopAndError': ['Stop', 'respond'],
   'n8n-nodes-base.httpRequest': ['HTTP', 'call'],
   'n8n-nodes-base.executeWorkflow': ['Workflow', 'call'],
+  // idemhook's community node, under either name n8n loads it by.
+  'n8n-nodes-idemhook.idempotencyGuard': ['Guard', 'db'],
+  'CUSTOM.idempotencyGuard': ['Guard', 'db'],
 };
 const STICKY = 'n8n-nodes-base.stickyNote';
 
@@ -687,8 +693,18 @@ function connections(doc) {
 // and false, and an error output after the others when errors continue on
 // their own output.
 function outputsOf(n) {
-  const labels = n.type === 'n8n-nodes-base.if' ? ['true', 'false'] : [''];
+  let labels = n.type === 'n8n-nodes-base.if' ? ['true', 'false'] : [''];
+  if (NODE_KINDS[n.type] && NODE_KINDS[n.type][0] === 'Guard') labels = guardOutputs(n.parameters || {});
   if (n.onError === 'continueErrorOutput') labels.push('error');
+  return labels;
+}
+
+// guardOutputs are the Idempotency Guard's outputs for its parameters, as
+// the node names them.
+function guardOutputs(p) {
+  const byOperation = { reserve: ['New', 'Duplicate'], acquireLease: ['New', 'Duplicate', 'In Progress'] };
+  const labels = (byOperation[p.operation || 'reserve'] || ['Done']).slice();
+  if (p.options && p.options.errorOutput === true) labels.push('Error');
   return labels;
 }
 

@@ -21,6 +21,24 @@ const (
 // Names lists every provider, in the order idemhook shows them.
 var Names = []string{Stripe, StandardWebhooks, GitHub, Shopify, Slack}
 
+// Title is name as a user reads it ("Standard Webhooks"), or name itself
+// for an unknown one.
+func Title(name string) string {
+	switch name {
+	case Stripe:
+		return "Stripe"
+	case StandardWebhooks:
+		return "Standard Webhooks"
+	case GitHub:
+		return "GitHub"
+	case Shopify:
+		return "Shopify"
+	case Slack:
+		return "Slack"
+	}
+	return name
+}
+
 // Parse returns name when it is a provider's, and an error naming them
 // otherwise.
 func Parse(name string) (string, error) {

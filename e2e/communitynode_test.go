@@ -1,0 +1,452 @@
+package e2e
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/idemhook/idemhook/conformance"
+	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/communitynode"
+	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/n8napi"
+)
+
+// The Idempotency Guard community node (n8n-nodes-idemhook), installed into
+// every n8n of these tests from its packed tarball as n8n installs a
+// community package (package stack), in the workflow `idemhook generate
+// --hashing node` writes.
+func TestCommunityNode(t *testing.T) {
+	needStack(t)
+	t.Run("seed run", func(t *testing.T) { testSeedRun(t, seedOptions("cn1", generator.HashingNode)) })
+	t.Run("body without id", func(t *testing.T) { testBodyWithoutID(t, seedOptions("cn2", generator.HashingNode)) })
+	t.Run("32 concurrent deliveries", func(t *testing.T) {
+		opts := seedOptions("cn3", generator.HashingNode)
+		testConcurrentOnce(t, deploy(t, opts), opts.BusinessTable, "evt_cn_concurrent", 32)
+	})
+	t.Run("business failure", func(t *testing.T) { testBusinessFailure(t, seedOptions("cn4", generator.HashingNode)) })
+	t.Run("lease", func(t *testing.T) { testLeaseGuard(t, "cn5", generator.HashingNode) })
+	t.Run("empty body", func(t *testing.T) {
+		opts := seedOptions("cn6", generator.HashingNode)
+		d := deploy(t, opts)
+		r := post(t, d.url, "application/json", nil, nil)
+		if r.status != 400 || !strings.Contains(r.body, "empty body") {
+			t.Errorf("empty body: %d %s, want 400 empty body", r.status, r.body)
+		}
+		if n := countRows(t, opts.EventsTable) + countRows(t, opts.BusinessTable); n != 0 {
+			t.Errorf("an empty body left %d rows", n)
+		}
+	})
+}
+
+// Every conformance vector, and every preset's, gives through the node in
+// real n8n the key `idemhook key` gives (package eventkey's).
+func TestCommunityNodeVectors(t *testing.T) {
+	needStack(t)
+	testVectors(t, seedOptions("cn7", generator.HashingNode), func(conformance.Vector) bool { return true })
+	vectors, err := conformance.Vectors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type group struct{ preset, scope string }
+	seen := map[group]bool{}
+	for _, v := range vectors {
+		g := group{v.Preset, v.Scope}
+		if v.Preset == "" || v.Error != "" || seen[g] {
+			continue // the generator refuses an invalid scope before n8n sees it
+		}
+		seen[g] = true
+		t.Run(g.preset+"/"+g.scope, func(t *testing.T) {
+			opts := seedOptions(fmt.Sprintf("cnp%d", len(seen)), generator.HashingNode)
+			opts.Preset, opts.Scope = g.preset, g.scope
+			testVectors(t, opts, func(v conformance.Vector) bool { return v.Preset == g.preset && v.Scope == g.scope })
+		})
+	}
+}
+
+// keysvcCredentialType is the package's own credential.
+const keysvcCredentialType = communitynode.KeysvcCredential
+
+// nodeOnKeysvc turns the generated node workflow's guard and release to
+// keysvc's store, through the keysvc credential named cred.
+func nodeOnKeysvc(cred string) func(files map[string][]byte) {
+	return func(files map[string][]byte) {
+		var w map[string]any
+		if err := json.Unmarshal(files[generator.FileWorkflow], &w); err != nil {
+			panic(err)
+		}
+		for _, n := range w["nodes"].([]any) {
+			node := n.(map[string]any)
+			if node["type"] != communitynode.Type {
+				continue
+			}
+			node["parameters"].(map[string]any)["store"] = "keysvc"
+			delete(node["parameters"].(map[string]any), "attempt")
+			node["credentials"] = map[string]any{keysvcCredentialType: map[string]any{"id": nil, "name": cred}}
+		}
+		files[generator.FileWorkflow], _ = json.Marshal(w)
+	}
+}
+
+// The node on keysvc's store: the seed's run and 32 concurrent deliveries
+// of one new event (one business row); a wrong token and keysvc stopped are
+// answered 500 and 503, with no business step and nothing reserved.
+func TestCommunityNodeOnKeysvc(t *testing.T) {
+	needStack(t)
+	ctx := context.Background()
+	const token = "cn-keysvc-token-0123456789abcdef"
+	opts := seedOptions("cnk", generator.HashingNode)
+	ks := launchKeysvc(t, "cnk", []string{"--table", opts.EventsTable, "--create-schema"}, []string{"KEYSVC_TOKEN=" + token})
+	good, bad := "keysvc (e2e cnk)", "keysvc (e2e cnk, wrong token)"
+	for name, tok := range map[string]string{good: token, bad: "not-the-token"} {
+		if _, err := api.CreateCredential(ctx, name, keysvcCredentialType, map[string]any{"url": ks.url, "token": tok}); err != nil {
+			t.Fatalf("create the %s credential: %v", keysvcCredentialType, err)
+		}
+	}
+	d := deployEdited(t, opts, nodeOnKeysvc(good))
+	a := []byte(`{"id":"evt_cnk_A","type":"payment_intent.succeeded"}`)
+	for i, want := range []string{"processed", "duplicate"} {
+		if r := post(t, d.url, "application/json", a, nil); r.status != 200 || !strings.Contains(r.body, `"`+want+`"`) || !strings.Contains(r.body, "evt:evt_cnk_A") {
+			t.Errorf("delivery %d of A through keysvc: %d %s, want 200 %s", i+1, r.status, r.body, want)
+		}
+	}
+	testConcurrentOnce(t, d, opts.BusinessTable, "evt_cnk_concurrent", 32)
+
+	wrong := seedOptions("cnw", generator.HashingNode)
+	dw := deployEdited(t, wrong, nodeOnKeysvc(bad))
+	r := post(t, dw.url, "application/json", []byte(`{"id":"evt_cnk_wrong"}`), nil)
+	if r.status != 500 || !strings.Contains(r.body, "could not run") {
+		t.Errorf("a wrong keysvc token: %d %s, want 500 (the guard could not run)", r.status, r.body)
+	}
+	ks.kill()
+	r = post(t, d.url, "application/json", []byte(`{"id":"evt_cnk_down"}`), nil)
+	if r.status != 503 || r.retryAfter == "" {
+		t.Errorf("keysvc stopped: %d %s (Retry-After %q), want 503 with Retry-After", r.status, r.body, r.retryAfter)
+	}
+	for _, key := range []string{"evt:evt_cnk_wrong", "evt:evt_cnk_down"} {
+		if hasKey(t, opts.EventsTable, key) {
+			t.Errorf("%s was reserved", key)
+		}
+	}
+	var rows int
+	if err := st.Business.QueryRow(ctx, "SELECT count(*) FROM "+opts.BusinessTable+" WHERE event_key IN ('evt:evt_cnk_down')").Scan(&rows); err != nil || rows != 0 {
+		t.Errorf("the business step ran %d times with keysvc stopped (%v)", rows, err)
+	}
+	if n := countRows(t, wrong.BusinessTable); n != 0 {
+		t.Errorf("the business step ran %d times with a wrong token", n)
+	}
+}
+
+// A wrong credential and a missing table are answered 500, an empty body
+// 400, never with the business step, and nothing is reserved. (PostgreSQL
+// stopped: TestReservationWithDatabaseDown.)
+func TestCommunityNodeSetupFaults(t *testing.T) {
+	needStack(t)
+	ctx := context.Background()
+	wrongPassword := st.PostgresCredentialData()
+	wrongPassword["password"] = "not-the-password"
+	const wrongCred = "Postgres (e2e wrong password)"
+	if _, err := api.CreateCredential(ctx, wrongCred, "postgres", wrongPassword); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedPort := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	nobody := st.PostgresCredentialData()
+	nobody["port"] = closedPort
+	const nobodyCred = "Postgres (e2e nobody listening)"
+	if _, err := api.CreateCredential(ctx, nobodyCred, "postgres", nobody); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, c := range []struct {
+		name       string
+		credential string
+		dropTable  bool
+		status     int
+		detail     string // in the guard's error, in n8n's execution data
+	}{
+		{"wrong password", wrongCred, false, 500, `credential "` + wrongCred + `" was refused`},
+		{"missing table", credentialName, true, 500, "apply idemhook's schema.sql"},
+		{"nobody listening", nobodyCred, false, 503, "PostgreSQL did not answer"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opts := seedOptions("cnf_"+strings.ReplaceAll(c.name, " ", "_"), generator.HashingNode)
+			opts.CredentialName = c.credential
+			d := deployOn(t, opts, st.Business)
+			if c.dropTable {
+				execSQL(t, "DROP TABLE "+opts.EventsTable)
+			}
+			r := post(t, d.url, "application/json", []byte(`{"id":"evt_cnf","type":"t"}`), nil)
+			if r.status != c.status {
+				t.Errorf("%s: %d %s, want %d", c.name, r.status, r.body, c.status)
+			}
+			if n := countRows(t, opts.BusinessTable); n != 0 {
+				t.Errorf("%s: the business step ran %d times", c.name, n)
+			}
+			if !c.dropTable && c.credential != nobodyCred && countRows(t, opts.EventsTable) != 0 {
+				t.Errorf("%s: a key was reserved", c.name)
+			}
+			execs, err := st.WaitExecutions(ctx, d.workflowID, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, err := api.ExecutionRun(ctx, n8napi.ID(execs[0].ID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if said := guardError(run); !strings.Contains(said, c.detail) {
+				t.Errorf("%s: the guard's error output says %q, want it to say %q", c.name, said, c.detail)
+			}
+			if run.Ran(generator.BusinessNodeName(opts.BusinessTable)) {
+				t.Errorf("%s: the business step ran", c.name)
+			}
+		})
+	}
+}
+
+// guardError is the message on the Idempotency Guard's error output (its
+// last) in run, or "".
+func guardError(run n8napi.Run) string {
+	outs := run.JSON[generator.NodeGuard]
+	if len(outs) == 0 || len(outs[len(outs)-1]) == 0 {
+		return ""
+	}
+	msg, _ := outs[len(outs)-1][0]["error"].(string)
+	return msg
+}
+
+// removeDuplicatesWorkflow is a user's workflow deduplicated with n8n's own
+// Remove Duplicates v2 (items seen in previous executions, keyed by the
+// body's id), with the same business INSERT: what users reach for today.
+func removeDuplicatesWorkflow(id, path, businessTable string, historySize int) []byte {
+	w := map[string]any{
+		"id": id, "name": "e2e " + path, "active": false, "settings": map[string]any{"executionOrder": "v1"},
+		"nodes": []map[string]any{
+			{"id": generator.UUIDFrom("e2e/" + path + "/webhook"), "name": "Webhook", "type": "n8n-nodes-base.webhook", "typeVersion": 2.1, "position": []int{0, 300},
+				"webhookId":  generator.UUIDFrom("e2e/" + path + "/webhookId"),
+				"parameters": map[string]any{"httpMethod": "POST", "path": path, "responseMode": "responseNode", "options": map[string]any{}}},
+			{"id": generator.UUIDFrom("e2e/" + path + "/dedupe"), "name": "Remove Duplicates", "type": "n8n-nodes-base.removeDuplicates", "typeVersion": 2, "position": []int{220, 300},
+				"parameters": map[string]any{"operation": "removeItemsSeenInPreviousExecutions", "dedupeValue": "={{ $json.body.id }}",
+					"options": map[string]any{"historySize": historySize}}},
+			{"id": generator.UUIDFrom("e2e/" + path + "/business"), "name": "Business Step", "type": "n8n-nodes-base.postgres", "typeVersion": 2.7, "position": []int{440, 300},
+				"credentials": map[string]any{"postgres": map[string]any{"id": nil, "name": credentialName}},
+				"parameters": map[string]any{"operation": "executeQuery",
+					"query":   "INSERT INTO " + businessTable + " (event_key, event_type) VALUES ($1, NULLIF($2, ''))",
+					"options": map[string]any{"queryReplacement": "={{ [ 'evt:' + $json.body.id, $json.body.type ] }}"}}},
+			{"id": generator.UUIDFrom("e2e/" + path + "/respond"), "name": "Respond", "type": "n8n-nodes-base.respondToWebhook", "typeVersion": 1.5, "position": []int{660, 300},
+				"parameters": map[string]any{"respondWith": "json", "responseBody": `{"status":"processed"}`, "options": map[string]any{}}},
+		},
+		"connections": map[string]any{
+			"Webhook":           map[string]any{"main": [][]map[string]any{{{"node": "Remove Duplicates", "type": "main", "index": 0}}}},
+			"Remove Duplicates": map[string]any{"main": [][]map[string]any{{{"node": "Business Step", "type": "main", "index": 0}}}},
+			"Business Step":     map[string]any{"main": [][]map[string]any{{{"node": "Respond", "type": "main", "index": 0}}}},
+		},
+	}
+	b, _ := json.Marshal(w)
+	return b
+}
+
+// Side by side, one event delivered 20 times at once: through n8n's Remove
+// Duplicates (previous executions) and through the Idempotency Guard. The
+// business rows count how many deliveries each let through. Then Remove
+// Duplicates with a history of 5 given a sixth event.
+func TestCommunityNodeAgainstRemoveDuplicates(t *testing.T) {
+	needStack(t)
+	ctx := context.Background()
+	const n = 20
+	opts := seedOptions("cnr", generator.HashingNode)
+	guarded := deploy(t, opts)
+	rdTable := "cnr_rd_business_log"
+	execSQL(t, "CREATE TABLE IF NOT EXISTS "+rdTable+" (id bigserial PRIMARY KEY, event_key text NOT NULL, event_type text, created_at timestamptz NOT NULL DEFAULT now())")
+	rd := deployWorkflowFile(t, "cnr-rd", removeDuplicatesWorkflow("idemhookE2eCnrRd1", "cnr-rd-hook", rdTable, 10000))
+
+	deliverAtOnce := func(url, id string) {
+		body := []byte(fmt.Sprintf(`{"id":%q,"type":"invoice.paid"}`, id))
+		parallel(n, func(int) response { return postNoFatal(url, "application/json", body) })
+	}
+	passed := func(table, id string) int {
+		var rows int
+		if err := st.Business.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE event_key = $1", "evt:"+id).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	// Three rounds each, new events every time: a race may go either way
+	// in one round.
+	var rdPassed, guardPassed []int
+	for round := range 3 {
+		id := fmt.Sprintf("evt_cnr_%d", round)
+		deliverAtOnce(rd, id)
+		deliverAtOnce(guarded.url, id)
+		rdPassed = append(rdPassed, passed(rdTable, id))
+		guardPassed = append(guardPassed, passed(opts.BusinessTable, id))
+	}
+	t.Logf("%d concurrent deliveries of one event, 3 rounds: Remove Duplicates let %v through, the Idempotency Guard %v", n, rdPassed, guardPassed)
+	for i, g := range guardPassed {
+		if g != 1 {
+			t.Errorf("round %d: the Idempotency Guard let %d of %d deliveries through, want 1", i, g, n)
+		}
+	}
+	// What Remove Duplicates does is measured, not asserted: the figure goes
+	// into docs/n8n-node.md. It must at least have run the step.
+	for i, r := range rdPassed {
+		if r < 1 {
+			t.Errorf("round %d: Remove Duplicates ran no business step at all", i)
+		}
+	}
+
+	// A full history: Remove Duplicates with room for 5 keys, given 6
+	// distinct events one after the other.
+	small := "cnr_rd5_business_log"
+	execSQL(t, "CREATE TABLE IF NOT EXISTS "+small+" (id bigserial PRIMARY KEY, event_key text NOT NULL, event_type text, created_at timestamptz NOT NULL DEFAULT now())")
+	rd5 := deployWorkflowFile(t, "cnr-rd5", removeDuplicatesWorkflow("idemhookE2eCnrRd5", "cnr-rd5-hook", small, 5))
+	var statuses []int
+	for i := range 6 {
+		statuses = append(statuses, post(t, rd5, "application/json", []byte(fmt.Sprintf(`{"id":"evt_cnr_h%d"}`, i)), nil).status)
+	}
+	t.Logf("Remove Duplicates with historySize 5, six distinct events: answers %v, %d business rows", statuses, countRows(t, small))
+}
+
+// deployWorkflowFile deploys a hand-made workflow through n8n's public API
+// and returns its webhook URL.
+func deployWorkflowFile(t *testing.T, name string, workflow []byte) string {
+	t.Helper()
+	claimName(t, name)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "workflow.json")
+	if err := os.WriteFile(file, workflow, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Deploy(context.Background(), file); err != nil {
+		t.Fatalf("deploy %s: %v", name, err)
+	}
+	var w struct {
+		Nodes []struct{ Parameters struct{ Path string } }
+	}
+	if err := json.Unmarshal(workflow, &w); err != nil {
+		t.Fatal(err)
+	}
+	return st.WebhookURL + "/webhook/" + w.Nodes[0].Parameters.Path
+}
+
+// n8n loaded the package with no error, under its package type name.
+func TestCommunityNodeLoaded(t *testing.T) {
+	needStack(t)
+	types, err := st.NodeTypeVersions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range communitynode.Types {
+		if _, ok := types[typ]; !ok {
+			t.Errorf("n8n's node types do not list %s", typ)
+		}
+	}
+	for _, log := range st.Logs() {
+		b, err := os.ReadFile(log)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			l := strings.ToLower(line)
+			if strings.Contains(l, communitynode.PackageName) && (strings.Contains(l, "error") || strings.Contains(l, "fail")) {
+				t.Errorf("%s: %s", filepath.Base(log), line)
+			}
+		}
+	}
+}
+
+// The node loaded from N8N_CUSTOM_EXTENSIONS is CUSTOM.idempotencyGuard:
+// the workflow `generate --hashing node --node-type CUSTOM.idempotencyGuard`
+// writes runs the seed's scenario there.
+func TestCommunityNodeCustomType(t *testing.T) {
+	needStack(t)
+	opts := seedOptions("cnc", generator.HashingNode)
+	opts.NodeType = communitynode.CustomType
+	testSeedRun(t, opts)
+}
+
+// The packed package holds what n8n's community-node layout asks for and
+// nothing else, under 1 MB; it was built against the n8n-workflow that the
+// pinned n8n runs.
+func TestCommunityNodePackage(t *testing.T) {
+	needStack(t)
+	in, err := stack.Provision(context.Background(), stack.Needs{N8N: true, CommunityNode: true}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(in.CommunityNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() >= 1<<20 {
+		t.Errorf("%s is %d bytes, want under 1 MB", in.CommunityNode, fi.Size())
+	}
+	f, err := os.Open(in.CommunityNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimPrefix(h.Name, "package/")
+		names = append(names, name)
+		if !strings.HasPrefix(name, "dist/") && !slices.Contains([]string{"package.json", "README.md", "LICENSE.md"}, name) {
+			t.Errorf("the package holds %s: only dist/, README, LICENSE and package.json belong in it", name)
+		}
+	}
+	for _, want := range []string{"dist/nodes/IdempotencyGuard/IdempotencyGuard.node.js", "dist/nodes/IdempotencyGuard/keyspec.js", "dist/credentials/IdemhookKeysvcApi.credentials.js", "README.md", "LICENSE.md"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("the package has no %s", want)
+		}
+	}
+	t.Logf("%s: %d bytes, %d files", filepath.Base(in.CommunityNode), fi.Size(), len(names))
+
+	var pkg struct {
+		DevDependencies map[string]string `json:"devDependencies"`
+	}
+	raw, err := os.ReadFile(filepath.Join("..", communitynode.SourceDir, "package.json"))
+	if err != nil || json.Unmarshal(raw, &pkg) != nil {
+		t.Fatalf("read the package's package.json: %v", err)
+	}
+	var runs struct{ Version string }
+	raw, err = os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(in.N8N)), "n8n-workflow", "package.json"))
+	if err != nil || json.Unmarshal(raw, &runs) != nil {
+		t.Fatalf("read n8n's n8n-workflow: %v", err)
+	}
+	if pkg.DevDependencies["n8n-workflow"] != runs.Version {
+		t.Errorf("the package is built against n8n-workflow %s, n8n %s runs %s", pkg.DevDependencies["n8n-workflow"], stack.N8NVersion, runs.Version)
+	}
+}
+
+// n8n's editor draws the generated workflow with the node, its outputs
+// named (a screenshot, n8n-node.png, in the artifacts folder for the docs).
+func TestCommunityNodeInTheEditor(t *testing.T) {
+	needStack(t)
+	d := deploy(t, seedOptions("cne", generator.HashingNode))
+	shot(t, d.workflowID, "n8n-node", generator.NodeGuard, "New", "Duplicate")
+}

@@ -1,0 +1,68 @@
+// The node's key, from a Webhook item, for every vector of the shared
+// conformance file: the node reads items as n8n gives them and derives
+// with templates/code-node/key-spec.js, the Code node's own code.
+'use strict';
+const test = require('node:test');
+const assert = require('node:assert');
+const fs = require('fs');
+const path = require('path');
+const { dist, context, webhookItem } = require('./helpers');
+const { keyOf } = require(path.join(dist, 'key.js'));
+const { GuardError } = require(path.join(dist, 'errors.js'));
+
+const vectors = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'conformance', 'key-vectors.json'), 'utf8')).vectors;
+
+// n8n gives a multipart form as its fields ($json.body) and its files as
+// binary properties, and keeps none of its bytes.
+function itemOf(v) {
+	const headers = v.headers || {};
+	if (v.form) {
+		const binary = {};
+		(v.form.files || []).forEach((f, i) => (binary['file' + i] = { data: f, mimeType: 'application/octet-stream' }));
+		return { json: { headers, body: v.form.fields }, binary };
+	}
+	return webhookItem(Buffer.from(v.body_base64, 'base64'), headers);
+}
+
+test('every conformance vector gives the spec key', async () => {
+	let checked = 0;
+	for (const v of vectors) {
+		const item = itemOf(v);
+		const ctx = context({ items: [item] });
+		const opts = { preset: v.preset || '', scope: v.scope || '', binaryProperty: 'data' };
+		if (v.error) {
+			await assert.rejects(keyOf(ctx, item, 0, opts), GuardError, v.name);
+		} else {
+			const k = await keyOf(ctx, item, 0, opts);
+			assert.strictEqual(k.key, v.key, v.name);
+			assert.strictEqual(k.source, v.source, v.name);
+		}
+		checked++;
+	}
+	assert.strictEqual(checked, vectors.length);
+	assert.ok(checked > 100, `only ${checked} vectors`);
+});
+
+test('an empty body is rejected (400), nothing to key', async () => {
+	const item = webhookItem('');
+	await assert.rejects(keyOf(context({ items: [item] }), item, 0, { preset: '', scope: '', binaryProperty: 'data' }), (e) => {
+		assert.strictEqual(e.kind, 'rejected');
+		assert.strictEqual(e.httpStatus, 400);
+		assert.match(e.message, /Nothing was reserved/);
+		return true;
+	});
+});
+
+test('without the raw body: a parsed JSON body is keyed by its id, and only by its id', async () => {
+	const opts = { preset: '', scope: '', binaryProperty: 'data' };
+	const withId = { json: { headers: { 'content-type': 'application/json' }, body: { id: 'evt_1', type: 'invoice.paid' } } };
+	const k = await keyOf(context({ items: [withId] }), withId, 0, opts);
+	assert.deepStrictEqual([k.key, k.source, k.eventType], ['evt:evt_1', 'event_id', 'invoice.paid']);
+
+	const withoutId = { json: { headers: { 'content-type': 'application/json' }, body: { type: 'ping' } } };
+	await assert.rejects(keyOf(context({ items: [withoutId] }), withoutId, 0, opts), /Raw Body option/);
+
+	// A form n8n parsed (x-www-form-urlencoded) is not JSON: its id field is not the event's id.
+	const form = { json: { headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: { id: 'x' } } };
+	await assert.rejects(keyOf(context({ items: [form] }), form, 0, opts), GuardError);
+});
