@@ -40,6 +40,16 @@ ALTER TABLE %s
 	return b.String()
 }
 
+// SchemaDDL creates the schema t is in, for a database where nothing of
+// the user's exists yet (verify's scratch database); "" for a table of the
+// search_path.
+func SchemaDDL(t Table) string {
+	if t.Schema == "" {
+		return ""
+	}
+	return fmt.Sprintf("CREATE SCHEMA IF NOT EXISTS %s;\n", t.Schema)
+}
+
 // ExecutionDDL adds the column in which `idemhook guard`'s workflows keep
 // the n8n execution that holds each key, so that their error workflow can
 // give the key up when that execution fails (ReleaseExecution). Running it

@@ -12,12 +12,10 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/internal/scratch"
 	"github.com/idemhook/idemhook/internal/stack"
 	"github.com/idemhook/idemhook/lab"
 	"github.com/idemhook/idemhook/n8napi"
-	"github.com/idemhook/idemhook/pgsql"
 	"github.com/idemhook/idemhook/verify"
 )
 
@@ -89,7 +87,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case guard.Keysvc: // keysvc creates its own table
 	case guard.PlainEvents:
-		if schema, err = eventsSchema(guard); err != nil {
+		if schema, err = verify.EventsSchema(guard); err != nil {
 			return fail(asUsage(err))
 		}
 	case len(schemas) == 0:
@@ -223,25 +221,4 @@ func readWorkflow(file string) (n8napi.Workflow, error) {
 		w.Name = file
 	}
 	return w, nil
-}
-
-// eventsSchema is `idemhook schema` for the guard's events table.
-func eventsSchema(g verify.Guard) (string, error) {
-	o := generator.Options{EventsTable: strings.Trim(g.EventsTable, `"`)}
-	if schema, table, ok := strings.Cut(g.EventsTable, "."); ok {
-		o.DBSchema, o.EventsTable = strings.Trim(schema, `"`), strings.Trim(table, `"`)
-	}
-	if g.Lease {
-		o.Guard = generator.GuardLease
-	}
-	files, err := generator.Files(o)
-	if err != nil {
-		return "", fmt.Errorf("the events table %s: %v; create it with --schema FILE", g.EventsTable, err)
-	}
-	table := o.EventsTable
-	if o.DBSchema != "" {
-		table = o.DBSchema + "." + table
-	}
-	// A workflow idemhook guard edited records the execution holding a key.
-	return string(files["schema.sql"]) + pgsql.ExecutionDDL(pgsql.MustParseTable(table)), nil
 }
