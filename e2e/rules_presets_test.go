@@ -3,11 +3,8 @@ package e2e
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -24,6 +21,7 @@ import (
 	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/pgsql"
 	"github.com/idemhook/idemhook/rules"
+	"github.com/idemhook/idemhook/signature"
 )
 
 // The rules presets beyond Stripe, end to end: each deployed as a user
@@ -99,12 +97,12 @@ type presetRun struct {
 	api *opsAPI
 }
 
-func (p *presetRun) post(t *testing.T, d delivery, signature map[string]string) response {
+func (p *presetRun) post(t *testing.T, d delivery, signed map[string]string) response {
 	h := map[string]string{}
 	for k, v := range d.header {
 		h[k] = v
 	}
-	for k, v := range signature {
+	for k, v := range signed {
 		h[k] = v
 	}
 	r, err := send(p.url, "application/json", d.body, h)
@@ -420,26 +418,29 @@ func (c presetCase) rules() *rules.Rules {
 // into n8n only through `n8n import:credentials`.
 const presetSecret = "e2e-preset-signing-secret-0123456789abcdef"
 
-func hmacSHA256(secret, body []byte) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write(body)
-	return m.Sum(nil)
+// signer signs a delivery as p's sender does, with what u holds
+// (signature.Sign): Standard Webhooks signs the delivery's webhook-id.
+func signer(p signature.Provider, u signature.Unsigned) func(delivery) map[string]string {
+	return func(d delivery) map[string]string {
+		u.Body, u.ID = d.body, d.header["webhook-id"]
+		h, err := p.Sign(u)
+		if err != nil {
+			panic(err) // the cases' secrets are the test's own
+		}
+		return h
+	}
 }
 
 // Shopify signs the raw body: X-Shopify-Hmac-Sha256 is the base64 of its
 // HMAC-SHA256 under the app's client secret. No timestamp is signed.
 func shopifySign(secret string) func(delivery) map[string]string {
-	return func(d delivery) map[string]string {
-		return map[string]string{"X-Shopify-Hmac-Sha256": base64.StdEncoding.EncodeToString(hmacSHA256([]byte(secret), d.body))}
-	}
+	return signer(signature.ProviderShopify, signature.Unsigned{Secret: secret})
 }
 
 // GitHub signs the raw body: X-Hub-Signature-256 is "sha256=" and the hex
 // of its HMAC-SHA256 under the webhook's secret. No timestamp is signed.
 func githubSign(secret string) func(delivery) map[string]string {
-	return func(d delivery) map[string]string {
-		return map[string]string{"X-Hub-Signature-256": "sha256=" + hex.EncodeToString(hmacSHA256([]byte(secret), d.body))}
-	}
+	return signer(signature.ProviderGitHub, signature.Unsigned{Secret: secret})
 }
 
 func shopifyDelivery(topic, webhookID string, body map[string]any) delivery {
@@ -572,27 +573,15 @@ func mustEd25519() (ed25519.PublicKey, ed25519.PrivateKey) {
 	return pub, priv
 }
 
-// swhSign signs as the Standard Webhooks spec says: the content is
-// "{webhook-id}.{webhook-timestamp}.{body}"; v1 is its HMAC-SHA256 under the
-// base64-decoded secret, v1a its ed25519 signature; both base64, several
-// separated by spaces.
+// swhSign signs as the Standard Webhooks spec says, v1 with secret and v1a
+// with priv (either may be left out), at a time of the caller's (zero:
+// now), after the signatures of extra (a retired key's).
 func swhSign(secret string, priv ed25519.PrivateKey, at time.Time, extra ...string) func(delivery) map[string]string {
+	sign := signer(signature.ProviderStandardWebhooks, signature.Unsigned{Secret: secret, PrivateKey: priv, Timestamp: at})
 	return func(d delivery) map[string]string {
-		ts := strconv.FormatInt(at.Unix(), 10)
-		if at.IsZero() {
-			ts = strconv.FormatInt(time.Now().Unix(), 10)
-		}
-		content := []byte(d.header["webhook-id"] + "." + ts + "." + string(d.body))
-		var sigs []string
-		sigs = append(sigs, extra...)
-		if secret != "" {
-			key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
-			sigs = append(sigs, "v1,"+base64.StdEncoding.EncodeToString(hmacSHA256(key, content)))
-		}
-		if priv != nil {
-			sigs = append(sigs, "v1a,"+base64.StdEncoding.EncodeToString(ed25519.Sign(priv, content)))
-		}
-		return map[string]string{"webhook-timestamp": ts, "webhook-signature": strings.Join(sigs, " ")}
+		h := sign(d)
+		h["Webhook-Signature"] = strings.Join(append(extra, h["Webhook-Signature"]), " ")
+		return h
 	}
 }
 
@@ -626,7 +615,7 @@ func standardWebhooksCase() presetCase {
 		case 1:
 			return swhSign("", swhPriv, time.Time{})(d)
 		default:
-			old := swhSign("", swhOldPr, time.Time{})(d)["webhook-signature"]
+			old := swhSign("", swhOldPr, time.Time{})(d)["Webhook-Signature"]
 			return swhSign("", swhPriv, time.Time{}, old)(d)
 		}
 	}

@@ -3,9 +3,7 @@ package verify
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/idemhook/idemhook/deploy"
 	"github.com/idemhook/idemhook/n8napi"
+	"github.com/idemhook/idemhook/signature"
 )
 
 // Target is the scratch n8n the workflow runs in.
@@ -298,15 +297,19 @@ func (a answer) String() string {
 
 // send delivers body, signed with a timestamp of its own.
 func (r *runner) send(ctx context.Context, body []byte) answer {
-	ts := strconv.FormatInt(time.Now().Unix()-r.sig.Add(1)%60, 10)
-	mac := hmac.New(sha256.New, []byte(r.t.SigningSecret))
-	mac.Write([]byte(ts + "." + string(body)))
+	at := time.Now().Add(-time.Duration(r.sig.Add(1)%60) * time.Second)
+	signed, err := signature.ProviderStripe.Sign(signature.Unsigned{Body: body, Secret: r.t.SigningSecret, Timestamp: at})
+	if err != nil {
+		return answer{body: err.Error()}
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(r.t.WebhookURL, "/")+"/webhook/"+r.path, bytes.NewReader(body))
 	if err != nil {
 		return answer{body: err.Error()}
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Stripe-Signature", "t="+ts+",v1="+hex.EncodeToString(mac.Sum(nil)))
+	for name, v := range signed {
+		req.Header.Set(name, v)
+	}
 	resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
 	if err != nil {
 		return answer{body: err.Error()}

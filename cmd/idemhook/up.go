@@ -2,19 +2,15 @@ package main
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
-	"time"
 
 	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/lab"
+	"github.com/idemhook/idemhook/signature"
 )
 
 func runUp(args []string, stdout, stderr io.Writer) int {
@@ -56,12 +52,14 @@ func runUp(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "idemhook up: the logs are kept in %s\n", l.LogDir)
 		}
 	}()
-	printLab(stdout, l)
+	if err := printLab(stdout, l); err != nil {
+		return exitWith(stderr, "up", err)
+	}
 	<-ctx.Done()
 	return exitOK
 }
 
-func printLab(w io.Writer, l *lab.Lab) {
+func printLab(w io.Writer, l *lab.Lab) error {
 	fmt.Fprintf(w, "n8n editor:  %s  (log in as %s, password %s)\n", l.EditorURL, l.Email, l.Password)
 	fmt.Fprintf(w, "n8n API key: %s  (in %s)\n", l.APIKey, l.APIKeyFile)
 	fmt.Fprintf(w, "keysvc:      %s  (Authorization: Bearer %s)\n", l.KeysvcURL, l.KeysvcToken)
@@ -88,7 +86,11 @@ func printLab(w io.Writer, l *lab.Lab) {
 		header := ""
 		if l.Options.Pattern == generator.PatternInbox || l.Options.Verify == "stripe" {
 			body = `{"id":"evt_try_1","object":"event","type":"payment_intent.succeeded","data":{"object":{"id":"pi_try_1","object":"payment_intent","amount":100,"amount_received":100,"currency":"eur","status":"succeeded","metadata":{"order_id":"try-1"}}}}`
-			header = fmt.Sprintf(" -H 'Stripe-Signature: %s'", stripeHeader(l.SigningSecret, body, time.Now()))
+			signed, err := signature.ProviderStripe.Sign(signature.Unsigned{Body: []byte(body), Secret: l.SigningSecret})
+			if err != nil {
+				return err
+			}
+			header = fmt.Sprintf(" -H 'Stripe-Signature: %s'", signed["Stripe-Signature"])
 			if l.Options.Pattern == generator.PatternInbox {
 				fmt.Fprintf(w, "  psql '%s' -c \"INSERT INTO %sorders (id, amount, currency) VALUES ('try-1', 100, 'eur')\"\n", l.DatabaseURL, schemaPrefix(l.Options.DBSchema))
 			}
@@ -106,6 +108,7 @@ func printLab(w io.Writer, l *lab.Lab) {
 	}
 	fmt.Fprintf(w, "\nidemhook check --n8n-url %s --api-key-file %s [the same options]%s\n", l.EditorURL, l.APIKeyFile, added)
 	fmt.Fprintln(w, "Ctrl-C stops the lab.")
+	return nil
 }
 
 func schemaPrefix(schema string) string {
@@ -113,13 +116,4 @@ func schemaPrefix(schema string) string {
 		return ""
 	}
 	return schema + "."
-}
-
-// stripeHeader signs body as Stripe does: t=<unix time>,v1=HMAC-SHA256 of
-// "<t>.<body>".
-func stripeHeader(secret, body string, now time.Time) string {
-	t := strconv.FormatInt(now.Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte(t + "." + body))
-	return "t=" + t + ",v1=" + hex.EncodeToString(mac.Sum(nil))
 }
