@@ -12,9 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -62,8 +59,7 @@ type Lab struct {
 	KeepLogs bool
 
 	st     *stack.Stack
-	keysvc *http.Server
-	inbox  *inbox.Inbox
+	keysvc *keysvc.Service
 }
 
 // ExecutionsStarted counts the executions n8n has started: the last value
@@ -268,32 +264,15 @@ func (l *Lab) StartKeysvc(ctx context.Context) error { return l.startKeysvc(ctx,
 // startKeysvc is StartKeysvc with keysvc's inbox serving endpoints (none:
 // no inbox), its tables in schema.
 func (l *Lab) startKeysvc(ctx context.Context, endpoints []inbox.Endpoint, schema string) error {
-	store, err := keysvc.OpenPG(ctx, l.st.BusinessDSN, keysvc.PGOptions{CreateSchema: true})
+	svc, err := keysvc.StartService(ctx, keysvc.ServiceConfig{
+		DatabaseURL: l.st.BusinessDSN, PG: keysvc.PGOptions{CreateSchema: true},
+		Endpoints: endpoints, Inbox: inbox.Options{Schema: schema, CreateSchema: true},
+		Handler: keysvc.Config{Token: l.KeysvcToken}, Addr: "127.0.0.1:0", ReadHeaderTimeout: 10 * time.Second,
+	})
 	if err != nil {
 		return fmt.Errorf("keysvc: %w", err)
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := keysvc.Config{Store: store, Token: l.KeysvcToken, Logger: quiet}
-	if len(endpoints) > 0 {
-		if l.inbox, err = inbox.Open(ctx, store.Pool(), endpoints, inbox.Options{Schema: schema, CreateSchema: true, Logger: quiet}); err != nil {
-			store.Close()
-			return fmt.Errorf("keysvc inbox: %w", err)
-		}
-		if err := l.inbox.Start(ctx); err != nil {
-			store.Close()
-			return fmt.Errorf("keysvc inbox: %w", err)
-		}
-		cfg.Inbox = l.inbox
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		store.Close()
-		return err
-	}
-	l.KeysvcURL = "http://" + ln.Addr().String()
-	l.keysvc = &http.Server{Handler: keysvc.New(cfg), ReadHeaderTimeout: 10 * time.Second}
-	l.keysvc.RegisterOnShutdown(func() { store.Close() })
-	go l.keysvc.Serve(ln)
+	l.keysvc, l.KeysvcURL = svc, svc.URL
 	return nil
 }
 
@@ -304,14 +283,9 @@ func (l *Lab) Close() error {
 	if l.Outbox != nil {
 		errs = append(errs, l.Outbox.Close())
 	}
-	if l.inbox != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		errs = append(errs, l.inbox.Close(ctx))
-		cancel()
-	}
 	if l.keysvc != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		errs = append(errs, l.keysvc.Shutdown(ctx))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		errs = append(errs, l.keysvc.Close(ctx))
 		cancel()
 	}
 	if l.KeepLogs {
