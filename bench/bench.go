@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/internal/communitynode"
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 )
 
 // Options configure Run.
@@ -106,14 +106,14 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	wd, _ := os.Getwd()
 	_, noSource := communitynode.SourceRoot(wd)
 	withNode := !opts.SkipN8N && noSource == nil
-	st, err := stack.Start(ctx, stack.Options{Durable: true, PostgresOnly: opts.SkipN8N, Progress: opts.Progress, CommunityNode: withNode})
+	st, err := sandbox.Start(ctx, sandbox.Options{Durable: true, PostgresOnly: opts.SkipN8N, Progress: opts.Progress, CommunityNode: withNode})
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	rep := &Report{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), PostgreSQL: stack.PostgresMajor}
+	rep := &Report{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), PostgreSQL: sandbox.PostgresMajor}
 	if !opts.SkipN8N {
-		rep.N8N = stack.N8NVersion
+		rep.N8N = sandbox.N8NVersion
 	}
 	var verified string
 	if err := st.Business.QueryRow(ctx, "SELECT current_setting('fsync') || '/' || current_setting('synchronous_commit')").Scan(&verified); err != nil {

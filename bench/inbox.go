@@ -14,7 +14,7 @@ import (
 
 	"github.com/idemhook/idemhook/deploy"
 	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/idemhook/idemhook/lab"
 	"github.com/jackc/pgx/v5/pgxpool"
 	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
@@ -78,7 +78,7 @@ func Inbox(ctx context.Context, opts InboxOptions) (*Report, error) {
 		opts.Progress = io.Discard
 	}
 	step := func(format string, args ...any) { fmt.Fprintf(opts.Progress, "bench: "+format+"\n", args...) }
-	rep := &Report{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), PostgreSQL: stack.PostgresMajor, N8N: stack.N8NVersion}
+	rep := &Report{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), PostgreSQL: sandbox.PostgresMajor, N8N: sandbox.N8NVersion}
 	run := time.Now().Unix()
 	type plan struct {
 		part    string

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/idemhook/idemhook/keysvc"
 	"github.com/idemhook/idemhook/n8napi"
 	"github.com/idemhook/idemhook/pgsql"
@@ -69,7 +69,7 @@ func workflowWithout(id, path string, business *pgsql.Table) []byte {
 
 // n8nModes deploys the user's workflow without a guard and with each guard,
 // and times sequential deliveries of new events to each.
-func n8nModes(ctx context.Context, st *stack.Stack, opts Options, withNode bool, step func(string, ...any)) ([]Result, error) {
+func n8nModes(ctx context.Context, st *sandbox.Stack, opts Options, withNode bool, step func(string, ...any)) ([]Result, error) {
 	dir, err := os.MkdirTemp("", "idemhook-bench-n8n-")
 	if err != nil {
 		return nil, err

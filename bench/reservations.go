@@ -23,7 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/idemhook/idemhook/keysvc"
 	"github.com/idemhook/idemhook/pgsql"
 	"github.com/jackc/pgx/v5"
@@ -34,7 +34,7 @@ import (
 // pgx loop running the reservation statement with one new key per
 // transaction, and keysvc's POST /v1/reservations on PostgreSQL and on the
 // embedded store.
-func reservations(ctx context.Context, st *stack.Stack, opts Options, c int, step func(string, ...any)) ([]Result, error) {
+func reservations(ctx context.Context, st *sandbox.Stack, opts Options, c int, step func(string, ...any)) ([]Result, error) {
 	var out []Result
 	table := func(name string) (pgsql.Table, error) {
 		t := pgsql.MustParseTable(fmt.Sprintf("bench_%s_%d", name, c))

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/jackc/pgx/v5"
 	"go.yaml.in/yaml/v4"
 )
@@ -72,14 +72,14 @@ func ciCommands(t *testing.T, file string) []string {
 func TestCIRecipes(t *testing.T) {
 	needStack(t)
 	ctx := context.Background()
-	service, err := stack.Start(ctx, stack.Options{PostgresOnly: true, Durable: true})
+	service, err := sandbox.Start(ctx, sandbox.Options{PostgresOnly: true, Durable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer service.Close()
 	databaseURL := service.BusinessDSN
 	bin := idemhookBinary(t)
-	realCache, err := stack.CacheDir()
+	realCache, err := sandbox.CacheDir()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestCIRecipes(t *testing.T) {
 			// What a job's cache restores: Node and n8n, no PostgreSQL.
 			entries, _ := os.ReadDir(realCache)
 			for _, e := range entries {
-				if strings.HasPrefix(e.Name(), "node-"+stack.NodeMajor+"-") || strings.HasPrefix(e.Name(), "n8n-"+stack.N8NVersion+"-") {
+				if strings.HasPrefix(e.Name(), "node-"+sandbox.NodeMajor+"-") || strings.HasPrefix(e.Name(), "n8n-"+sandbox.N8NVersion+"-") {
 					if err := os.Symlink(filepath.Join(realCache, e.Name()), filepath.Join(cache, e.Name())); err != nil {
 						t.Fatal(err)
 					}
@@ -259,7 +259,7 @@ func copyDir(t *testing.T, src string) string {
 func TestDatabaseURLBadInput(t *testing.T) {
 	needStack(t)
 	ctx := context.Background()
-	service, err := stack.Start(ctx, stack.Options{PostgresOnly: true})
+	service, err := sandbox.Start(ctx, sandbox.Options{PostgresOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestDatabaseURLBadInput(t *testing.T) {
 		return u + strings.Join(query, "")
 	}
 	// A server that takes TLS connections only, beside it.
-	tlsOnly, err := stack.Start(ctx, stack.Options{PostgresOnly: true, PostgresTLS: true})
+	tlsOnly, err := sandbox.Start(ctx, sandbox.Options{PostgresOnly: true, PostgresTLS: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestDatabaseURLBadInput(t *testing.T) {
 		name, url, says, verifySays string
 	}{
 		{"wrong password", with("postgres", "wrong-pw", "idemhook"), "password authentication failed for user postgres", ""},
-		{"no such database", with("postgres", "idemhook-e2e", "nope"), "has no database nope", ""},
+		{"no such database", with("postgres", "idemhook-sandbox", "nope"), "has no database nope", ""},
 		{"no rights", with("ci_no_rights", "pw-nr", "idemhook"), "may create neither a database", "may not create databases"},
 		{"TLS the server does not offer", strings.Replace(admin, "sslmode=disable", "sslmode=require", 1), "does not offer TLS", ""},
 		{"TLS required", strings.Replace(tlsOnly.BusinessDSN, "postgres:idemhook-e2e@", "ci:pw-ci@", 1), "requires TLS: add sslmode=require", ""},

@@ -17,7 +17,7 @@ import (
 	"github.com/idemhook/idemhook/conformance"
 	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/internal/communitynode"
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/idemhook/idemhook/n8napi"
 )
 
@@ -383,7 +383,7 @@ func TestCommunityNodeCustomType(t *testing.T) {
 // pinned n8n runs.
 func TestCommunityNodePackage(t *testing.T) {
 	needStack(t)
-	in, err := stack.Provision(context.Background(), stack.Needs{N8N: true, CommunityNode: true}, io.Discard)
+	in, err := sandbox.Provision(context.Background(), sandbox.Needs{N8N: true, CommunityNode: true}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +439,7 @@ func TestCommunityNodePackage(t *testing.T) {
 		t.Fatalf("read n8n's n8n-workflow: %v", err)
 	}
 	if pkg.DevDependencies["n8n-workflow"] != runs.Version {
-		t.Errorf("the package is built against n8n-workflow %s, n8n %s runs %s", pkg.DevDependencies["n8n-workflow"], stack.N8NVersion, runs.Version)
+		t.Errorf("the package is built against n8n-workflow %s, n8n %s runs %s", pkg.DevDependencies["n8n-workflow"], sandbox.N8NVersion, runs.Version)
 	}
 }
 

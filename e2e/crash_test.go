@@ -3,13 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"github.com/idemhook/idemhook/internal/stack"
 	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/idemhook/idemhook/internal/sandbox"
 
 	"github.com/idemhook/idemhook/generator"
 )
@@ -256,7 +257,7 @@ func webhookPaths(targets []*crashTarget) []string {
 func TestCrashesMidLoad(t *testing.T) {
 	needStack(t)
 	// Its faults stop the whole stack: one of its own, beside the shared one.
-	useStack(t, stack.Options{})
+	useStack(t, sandbox.Options{})
 	ctx := context.Background()
 	t.Run("n8n killed", func(t *testing.T) {
 		targets := crashTargets(t, "xk")

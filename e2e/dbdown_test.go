@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/idemhook/idemhook/n8napi"
 )
 
@@ -20,7 +20,7 @@ import (
 func TestReservationWithDatabaseDown(t *testing.T) {
 	needStack(t)
 	ctx := context.Background()
-	down, err := stack.Start(ctx, stack.Options{PostgresOnly: true})
+	down, err := sandbox.Start(ctx, sandbox.Options{PostgresOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/idemhook/idemhook/n8napi"
 )
 
@@ -80,7 +80,7 @@ func runIdemhook(t *testing.T, args ...string) cliResult {
 func TestDeployThroughTheAPI(t *testing.T) {
 	needStack(t)
 	ctx := context.Background()
-	s := useStack(t, stack.Options{})
+	s := useStack(t, sandbox.Options{})
 	key := apiKey
 	keyFile := filepath.Join(t.TempDir(), "n8n-api-key")
 	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {

@@ -18,7 +18,7 @@ import (
 	idemdeploy "github.com/idemhook/idemhook/deploy"
 	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/guard"
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/idemhook/idemhook/n8napi"
 )
 
@@ -126,7 +126,7 @@ func TestGuardBodies(t *testing.T) {
 // bytes inline: the guard's file is inline too.
 func TestGuardBinaryModes(t *testing.T) {
 	needStack(t)
-	useStack(t, stack.Options{N8NEnv: map[string]string{"N8N_DEFAULT_BINARY_DATA_MODE": "default"}})
+	useStack(t, sandbox.Options{N8NEnv: map[string]string{"N8N_DEFAULT_BINARY_DATA_MODE": "default"}})
 	var files []bodyKind
 	for _, k := range guardBodyKinds(t) {
 		if k.name != "json" && k.name != "text" {

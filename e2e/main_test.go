@@ -19,14 +19,14 @@ import (
 
 	idemdeploy "github.com/idemhook/idemhook/deploy"
 	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/idemhook/idemhook/n8napi"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 var (
-	st *stack.Stack
+	st *sandbox.Stack
 	// api is n8n's public API on st, with apiKey; deploy uses it as
 	// `idemhook deploy` does.
 	api    *n8napi.Client
@@ -48,7 +48,7 @@ func TestMain(m *testing.M) {
 	}
 	ctx := context.Background()
 	var err error
-	st, err = stack.Start(ctx, stack.Options{Why: "the e2e tests run them", CommunityNode: true, CommunityNodeCustom: true})
+	st, err = sandbox.Start(ctx, sandbox.Options{Why: "the e2e tests run them", CommunityNode: true, CommunityNodeCustom: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: cannot start the stack:", err)
 		os.Exit(1)
@@ -116,12 +116,12 @@ func needStack(t *testing.T) {
 // useStack starts a stack of its own for opts (queue mode, another
 // PostgreSQL), prepares it as TestMain prepares the main one, and points
 // the package's helpers at it until the test ends.
-func useStack(t *testing.T, opts stack.Options) *stack.Stack {
+func useStack(t *testing.T, opts sandbox.Options) *sandbox.Stack {
 	t.Helper()
 	ctx := context.Background()
 	// Every n8n of the tests has the community node, as the main one.
 	opts.CommunityNode = true
-	s, err := stack.Start(ctx, opts)
+	s, err := sandbox.Start(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func useStack(t *testing.T, opts stack.Options) *stack.Stack {
 // claimed maps each workflow name deployed on a stack to the test that
 // deployed it. Deploy updates a workflow of the same name in place, so two
 // tests sharing a name would read each other's executions and rows.
-var claimed = map[*stack.Stack]map[string]string{}
+var claimed = map[*sandbox.Stack]map[string]string{}
 
 func claimName(t *testing.T, name string) {
 	t.Helper()
@@ -364,7 +364,7 @@ func hasKey(t *testing.T, table, key string) bool {
 }
 
 // executionIDs formats executions for failure messages.
-func executionIDs(execs []stack.Execution) string {
+func executionIDs(execs []sandbox.Execution) string {
 	var b strings.Builder
 	for i, e := range execs {
 		if i > 0 {

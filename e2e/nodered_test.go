@@ -21,7 +21,7 @@ import (
 	"github.com/idemhook/idemhook/conformance"
 	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/internal/headless"
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/idemhook/idemhook/nodered"
 )
 
@@ -134,7 +134,7 @@ func redFlow(t *testing.T, opts generator.Options) []map[string]any {
 }
 
 type redSetup struct {
-	red      *stack.NodeRED
+	red      *sandbox.NodeRED
 	keysvc   *keysvcProc
 	recorder *stepRecorder
 }
@@ -154,7 +154,7 @@ func startRed(t *testing.T, table string, flows ...[]map[string]any) *redSetup {
 	}
 	raw, _ := json.Marshal(all)
 	var err error
-	s.red, err = stack.StartNodeRED(context.Background(), raw, []string{"KEYSVC_URL=" + s.keysvc.url, "KEYSVC_TOKEN=" + redToken,
+	s.red, err = sandbox.StartNodeRED(context.Background(), raw, []string{"KEYSVC_URL=" + s.keysvc.url, "KEYSVC_TOKEN=" + redToken,
 		"RECORDER_URL=" + s.recorder.URL, "KEYSVC_TARGET_TOKEN=" + redTargetToken}, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
@@ -482,7 +482,7 @@ func TestNodeREDBehindKeysvcInbox(t *testing.T) {
 	needStack(t)
 	opts := generator.Options{WebhookPath: "nr-target", Receiver: generator.ReceiverKeysvc}
 	rec := newStepRecorder(t)
-	red, err := stack.PrepareNodeRED(context.Background(), mustJSON(t, redFlow(t, opts)), os.Stderr)
+	red, err := sandbox.PrepareNodeRED(context.Background(), mustJSON(t, redFlow(t, opts)), os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -564,7 +564,7 @@ func TestNodeREDImportsTheGeneratedFlow(t *testing.T) {
 	if err := json.Unmarshal(raw, &written); err != nil {
 		t.Fatal(err)
 	}
-	red, err := stack.StartNodeRED(context.Background(), raw, []string{"KEYSVC_URL=http://127.0.0.1:1", "KEYSVC_TOKEN=unused"}, os.Stderr)
+	red, err := sandbox.StartNodeRED(context.Background(), raw, []string{"KEYSVC_URL=http://127.0.0.1:1", "KEYSVC_TOKEN=unused"}, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}

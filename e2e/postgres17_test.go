@@ -4,14 +4,14 @@ import (
 	"testing"
 
 	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 )
 
 // n8n 2.41.1 asks for PostgreSQL 17 or newer, and new installs run it: the
 // seed run and the concurrency scenario hold on 17 as on 16.
 func TestPostgres17(t *testing.T) {
 	needStack(t)
-	useStack(t, stack.Options{PostgresMajor: "17"})
+	useStack(t, sandbox.Options{PostgresMajor: "17"})
 	var version string
 	if err := st.Business.QueryRow(t.Context(), "SHOW server_version").Scan(&version); err != nil {
 		t.Fatal(err)

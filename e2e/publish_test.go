@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/tidwall/sjson"
 )
 
@@ -41,7 +41,7 @@ func TestPublishOnTakenPathIsReported(t *testing.T) {
 	// The path answers already (for the first workflow), so probing alone
 	// would be fooled: Publish must read n8n's publication status.
 	err = st.Publish(ctx, otherID, opts.WebhookPath)
-	if !errors.Is(err, stack.ErrNotLive) {
+	if !errors.Is(err, sandbox.ErrNotLive) {
 		t.Fatalf("publishing a second workflow on a taken path: err = %v, want ErrNotLive", err)
 	}
 	t.Logf("reported as: %v", err)
@@ -66,11 +66,11 @@ func TestNodeTypeVersionsAreN8NsLatest(t *testing.T) {
 	for typ, v := range generator.TypeVersions {
 		versions, ok := known[typ]
 		if !ok {
-			t.Errorf("n8n %s has no node type %s", stack.N8NVersion, typ)
+			t.Errorf("n8n %s has no node type %s", sandbox.N8NVersion, typ)
 			continue
 		}
 		if latest := slices.Max(versions); v != latest {
-			t.Errorf("%s: generator uses typeVersion %v, n8n %s's latest is %v (all: %v)", typ, v, stack.N8NVersion, latest, versions)
+			t.Errorf("%s: generator uses typeVersion %v, n8n %s's latest is %v (all: %v)", typ, v, sandbox.N8NVersion, latest, versions)
 		}
 	}
 }

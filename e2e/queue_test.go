@@ -13,15 +13,15 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 )
 
 var workerStarted = regexp.MustCompile(`Worker started execution (\d+)`)
 
 // executionsByWorker counts, from each worker's log (n8n logs "Worker
 // started execution N (job N)"), the executions it ran.
-func executionsByWorker(t *testing.T, q *stack.Stack) []int {
-	out := make([]int, stack.QueueWorkers)
+func executionsByWorker(t *testing.T, q *sandbox.Stack) []int {
+	out := make([]int, sandbox.QueueWorkers)
 	for i := range out {
 		b, err := os.ReadFile(filepath.Join(q.LogDir, fmt.Sprintf("n8n-worker-%d.log", i+1)))
 		if err != nil {
@@ -38,7 +38,7 @@ func executionsByWorker(t *testing.T, q *stack.Stack) []int {
 // distinct events (1,000 rows), and the executions ran on both workers.
 func TestQueueMode(t *testing.T) {
 	needStack(t)
-	q := useStack(t, stack.Options{Queue: true})
+	q := useStack(t, sandbox.Options{Queue: true})
 	ctx := context.Background()
 
 	type variant struct {

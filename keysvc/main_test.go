@@ -8,16 +8,16 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/idemhook/idemhook/keysvc"
 	"github.com/jackc/pgx/v5"
 )
 
 // pg is a real PostgreSQL 16 for the whole package (nil with -short, when
 // only the embedded store is tested).
-var pg *stack.Stack
+var pg *sandbox.Stack
 
-func TestMain(m *testing.M) { stack.RunWithPostgres(m, "keysvc", &pg) }
+func TestMain(m *testing.M) { sandbox.RunWithPostgres(m, "keysvc", &pg) }
 
 var tableSeq atomic.Int64
 

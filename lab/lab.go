@@ -18,7 +18,7 @@ import (
 
 	"github.com/idemhook/idemhook/deploy"
 	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/idemhook/idemhook/keysvc"
 	"github.com/idemhook/idemhook/keysvc/inbox"
 	"github.com/idemhook/idemhook/n8napi"
@@ -58,7 +58,7 @@ type Lab struct {
 	// them with the rest of the lab's files.
 	KeepLogs bool
 
-	st     *stack.Stack
+	st     *sandbox.Stack
 	keysvc *keysvc.Service
 }
 
@@ -89,7 +89,7 @@ func (l *Lab) ExecutionsStarted(ctx context.Context) (int64, error) {
 // With --hashing node, n8n gets the community node package: nodePackage (a
 // packed .tgz), or else the one built from this clone's source.
 func Start(ctx context.Context, o generator.Options, nodePackage string, progress io.Writer) (l *Lab, err error) {
-	opts := stack.Options{Runtime: "local", Why: "the lab runs them"} // keysvc in this process must be reachable from n8n
+	opts := sandbox.Options{Runtime: "local", Why: "the lab runs them"} // keysvc in this process must be reachable from n8n
 	if o.Hashing == generator.HashingNode {
 		opts.CommunityNode, opts.CommunityNodePackage = true, nodePackage
 	}
@@ -147,17 +147,17 @@ func Start(ctx context.Context, o generator.Options, nodePackage string, progres
 	return l, nil
 }
 
-// StartEmpty starts PostgreSQL and n8n as opts says (its Runtime, N8NEnv,
-// External and CommunityNode settings are used; the PostgreSQL is durable), creates n8n's owner
+// StartEmpty starts PostgreSQL and n8n as opts says (the PostgreSQL is
+// durable; progress goes to progress), creates n8n's owner
 // account and an API key, and deploys nothing: `idemhook verify` deploys
 // the user's workflow itself.
-func StartEmpty(ctx context.Context, opts stack.Options, progress io.Writer) (l *Lab, err error) {
+func StartEmpty(ctx context.Context, opts sandbox.Options, progress io.Writer) (l *Lab, err error) {
 	dir, err := os.MkdirTemp("", "idemhook-lab-")
 	if err != nil {
 		return nil, err
 	}
-	st, err := stack.Start(ctx, stack.Options{Durable: true, Runtime: opts.Runtime, Progress: progress, N8NEnv: opts.N8NEnv, External: opts.External, Why: opts.Why,
-		CommunityNode: opts.CommunityNode, CommunityNodePackage: opts.CommunityNodePackage})
+	opts.Durable, opts.Progress = true, progress
+	st, err := sandbox.Start(ctx, opts)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err

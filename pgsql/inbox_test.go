@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/idemhook/idemhook/pgsql"
 	"github.com/idemhook/idemhook/rules"
 	"github.com/jackc/pgx/v5"
@@ -18,9 +18,9 @@ import (
 )
 
 // pg is a real PostgreSQL 16 for the statements' tests (nil with -short).
-var pg *stack.Stack
+var pg *sandbox.Stack
 
-func TestMain(m *testing.M) { stack.RunWithPostgres(m, "pgsql", &pg) }
+func TestMain(m *testing.M) { sandbox.RunWithPostgres(m, "pgsql", &pg) }
 
 var schemaSeq atomic.Int64
 

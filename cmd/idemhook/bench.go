@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/idemhook/idemhook/internal/duration"
 	"io"
 	"os"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemhook/idemhook/internal/duration"
 
 	"github.com/idemhook/idemhook/bench"
 )

@@ -16,8 +16,7 @@ import (
 
 	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/internal/duration"
-	"github.com/idemhook/idemhook/internal/scratch"
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/idemhook/idemhook/pgsql"
 	"github.com/idemhook/idemhook/rules"
 	"github.com/idemhook/idemhook/rules/samples"
@@ -256,61 +255,32 @@ type rulesDB struct {
 // usage error for a server or a machine it cannot use as it is, with
 // nothing created).
 func rulesDatabase(ctx context.Context, databaseURL, dbSchema string, keep bool, stderr io.Writer) (*rulesDB, error) {
-	if databaseURL == "" {
-		pg, err := stack.Start(ctx, stack.Options{PostgresOnly: true, Progress: stderr, Why: "rules test runs the samples in it"})
-		var unreachable *stack.UnreachableError
-		if err != nil && !errors.As(err, &unreachable) { // that one's own words start with PostgreSQL
-			err = fmt.Errorf("PostgreSQL: %w", err)
-		}
-		if err != nil {
-			return nil, stackError(err)
-		}
-		return &rulesDB{pool: pg.Business, close: func() { pg.CloseAndRemove() }}, nil
+	pg, err := sandbox.Start(ctx, sandbox.Options{PostgresOnly: true, Progress: stderr, Why: "rules test runs the samples in it",
+		DatabaseURL: databaseURL, Keep: keep, Scratch: sandbox.ScratchOptions{Purpose: "rules test"}, Who: "idemhook rules test"})
+	var unreachable *sandbox.UnreachableError
+	var refused *sandbox.ScratchError
+	if err != nil && databaseURL == "" && !errors.As(err, &unreachable) { // that one's own words start with PostgreSQL
+		err = fmt.Errorf("PostgreSQL: %w", err)
 	}
-	space, err := scratch.Create(ctx, databaseURL, scratch.Options{Purpose: "rules test"})
+	if errors.As(err, &refused) {
+		return nil, asUsage(err)
+	}
 	if err != nil {
-		return nil, scratchError(err)
+		return nil, stackError(err)
 	}
-	drop := func() {
-		if keep {
-			fmt.Fprintf(stderr, "idemhook rules test: kept %s (--keep); drop it when done\n", space.What())
-			return
-		}
-		if err := space.Drop(context.WithoutCancel(ctx)); err != nil {
-			fmt.Fprintf(stderr, "idemhook rules test: %v (drop %s by hand)\n", err, space.Name)
-		}
-	}
-	if space.Schema && dbSchema != "" {
-		drop()
+	if pg.Scratch != nil && pg.Scratch.Schema && dbSchema != "" {
+		pg.CloseAndRemove()
 		return nil, usagef("--db-schema %s would create a schema beside the scratch one, in your database: give a user with CREATEDB (a scratch database holds it), or leave --db-schema out; nothing was created", dbSchema)
 	}
-	pool, err := pgxpool.New(ctx, space.URL)
-	if err != nil {
-		drop()
-		return nil, err
-	}
-	fmt.Fprintf(stderr, "idemhook rules test: running in %s\n", space.What())
-	return &rulesDB{pool: pool, close: func() { pool.Close(); drop() }}, nil
-}
-
-// scratchError is scratch.Create's err, saying that nothing was created;
-// a server that refuses the scratch space (*scratch.Error) is a usage
-// error.
-func scratchError(err error) error {
-	err = fmt.Errorf("%w; nothing was created", err)
-	var refused *scratch.Error
-	if errors.As(err, &refused) {
-		return asUsage(err)
-	}
-	return err
+	return &rulesDB{pool: pg.Business, close: func() { pg.CloseAndRemove() }}, nil
 }
 
 // stackError marks as a usage error what this machine cannot run as it is:
-// a platform without builds (*stack.PlatformError), a cache folder the
-// PostgreSQL user cannot reach (*stack.UnreachableError).
+// a platform without builds (*sandbox.PlatformError), a cache folder the
+// PostgreSQL user cannot reach (*sandbox.UnreachableError).
 func stackError(err error) error {
-	var platform *stack.PlatformError
-	var unreachable *stack.UnreachableError
+	var platform *sandbox.PlatformError
+	var unreachable *sandbox.UnreachableError
 	if errors.As(err, &platform) || errors.As(err, &unreachable) {
 		return asUsage(err)
 	}

@@ -12,8 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/idemhook/idemhook/internal/scratch"
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/idemhook/idemhook/lab"
 	"github.com/idemhook/idemhook/n8napi"
 	"github.com/idemhook/idemhook/verify"
@@ -102,25 +101,13 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	// A workflow with idemhook's community node runs in an n8n that has the
 	// package, built from this clone's source.
-	opts := stack.Options{N8NEnv: n8nEnv, Why: "verify runs your workflow in it", CommunityNode: guard.Node}
-	if *databaseURL != "" {
-		space, err := scratch.Create(ctx, *databaseURL, scratch.Options{Extra: []string{"n8n"}, Databases: true, Purpose: "verify (n8n's tables and your workflow's)"})
-		if err != nil {
-			return fail(scratchError(err))
-		}
-		defer func() {
-			if *keep {
-				fmt.Fprintf(stderr, "idemhook verify: kept %s and %s_n8n (--keep); drop them when done\n", space.What(), space.Name)
-				return
-			}
-			if err := space.Drop(context.WithoutCancel(ctx)); err != nil {
-				fmt.Fprintf(stderr, "idemhook verify: %v (drop %s and %s_n8n by hand)\n", err, space.Name, space.Name)
-			}
-		}()
-		fmt.Fprintf(stderr, "idemhook verify: running in %s (n8n's in %s_n8n)\n", space.What(), space.Name)
-		opts.External = &stack.External{Business: space.URL, N8N: space.Extra["n8n"]}
-	}
+	opts := sandbox.Options{N8NEnv: n8nEnv, Why: "verify runs your workflow in it", CommunityNode: guard.Node,
+		DatabaseURL: *databaseURL, Keep: *keep, Who: "idemhook verify", Scratch: sandbox.ScratchOptions{Databases: true, Purpose: "verify (n8n's tables and your workflow's)"}}
 	l, err := lab.StartEmpty(ctx, opts, stderr)
+	var refused *sandbox.ScratchError
+	if errors.As(err, &refused) {
+		return fail(asUsage(err))
+	}
 	if err != nil {
 		return fail(stackError(err))
 	}

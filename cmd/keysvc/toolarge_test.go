@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 )
 
 // A body over --max-body gets its 413, and the answer reaches the client,
@@ -41,7 +41,7 @@ func TestOversizedBodyReachesTheClient(t *testing.T) {
 	}
 	curl, python := tool(t, "curl"), tool(t, "python3")
 	ctx := context.Background()
-	pg, err := stack.Start(ctx, stack.Options{PostgresOnly: true})
+	pg, err := sandbox.Start(ctx, sandbox.Options{PostgresOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

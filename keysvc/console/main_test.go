@@ -3,10 +3,10 @@ package console_test
 import (
 	"testing"
 
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 )
 
 // pg is a real PostgreSQL 16 for the package (nil with -short).
-var pg *stack.Stack
+var pg *sandbox.Stack
 
-func TestMain(m *testing.M) { stack.RunWithPostgres(m, "keysvc/console", &pg) }
+func TestMain(m *testing.M) { sandbox.RunWithPostgres(m, "keysvc/console", &pg) }

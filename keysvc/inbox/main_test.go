@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/idemhook/idemhook/keysvc/inbox"
 	"github.com/idemhook/idemhook/keysvc/inbox/inboxtest"
 	"github.com/idemhook/idemhook/signature"
@@ -13,9 +13,9 @@ import (
 )
 
 // pg is a real PostgreSQL 16 for the whole package (nil with -short).
-var pg *stack.Stack
+var pg *sandbox.Stack
 
-func TestMain(m *testing.M) { stack.RunWithPostgres(m, "keysvc/inbox", &pg) }
+func TestMain(m *testing.M) { sandbox.RunWithPostgres(m, "keysvc/inbox", &pg) }
 
 const inboxSecret = "whsec_inboxTestSecret"
 

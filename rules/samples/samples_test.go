@@ -7,15 +7,15 @@ import (
 	"testing"
 
 	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/idemhook/idemhook/pgsql"
 	"github.com/idemhook/idemhook/rules"
 	"github.com/idemhook/idemhook/rules/samples"
 )
 
-var pg *stack.Stack
+var pg *sandbox.Stack
 
-func TestMain(m *testing.M) { stack.RunWithPostgres(m, "rules/samples", &pg) }
+func TestMain(m *testing.M) { sandbox.RunWithPostgres(m, "rules/samples", &pg) }
 
 // Each preset's samples decide as they expect in a schema of their own;
 // a sample whose rows do not fit its table, or whose expectation differs,

@@ -13,16 +13,16 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 )
 
 func main() {
-	printNodeBin := flag.Bool("print-node-bin", false, "print only the folder of the Node "+stack.NodeMajor+" binary on stdout (for PATH)")
+	printNodeBin := flag.Bool("print-node-bin", false, "print only the folder of the Node "+sandbox.NodeMajor+" binary on stdout (for PATH)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	start := time.Now()
-	in, err := stack.Provision(ctx, stack.Needs{Postgres: stack.PostgresMajor, N8N: true, NodeRED: true, CommunityNode: true, Why: "the e2e tests run them"}, os.Stderr)
+	in, err := sandbox.Provision(ctx, sandbox.Needs{Postgres: sandbox.PostgresMajor, N8N: true, NodeRED: true, CommunityNode: true, Why: "the e2e tests run them"}, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "provision:", err)
 		os.Exit(1)

@@ -1,4 +1,4 @@
-package stack
+package sandbox
 
 import (
 	"context"
@@ -24,7 +24,7 @@ const (
 	BusinessDatabase = "idemhook" // processed_events, business tables
 	n8nDatabase      = "n8n"      // n8n's own tables
 	pgUser           = "postgres"
-	pgPassword       = "idemhook-e2e" // test-only server on loopback
+	pgPassword       = "idemhook-sandbox" // a server on loopback that lives as long as the stack
 )
 
 // postgresSettings are the server settings of the stack's PostgreSQL, in
@@ -80,8 +80,14 @@ type Stack struct {
 	N8NDB *pgxpool.Pool
 	// LogDir keeps the n8n and PostgreSQL logs after the stack stops.
 	LogDir string
+	// Scratch is the space on the user's server the stack runs in
+	// (Options.DatabaseURL), or nil.
+	Scratch *Scratch
 
 	rt        runtime
+	progress  io.Writer
+	keep      bool     // the scratch space outlives the stack
+	who       string   // starts the lines about the scratch space
 	pgForN8N  pgTarget // how n8n reaches the business database
 	closeOnce sync.Once
 	closeErr  error
@@ -167,7 +173,7 @@ type Options struct {
 	// PostgresMajor is the PostgreSQL major to run ("" for PostgresMajor;
 	// see PostgresNPMVersions).
 	PostgresMajor string
-	// Runtime forces "local" or "docker" over IDEMHOOK_E2E_RUNTIME.
+	// Runtime forces "local" or "docker" over IDEMHOOK_RUNTIME.
 	Runtime string
 	// Queue runs n8n in queue mode: Redis, a main process, QueueWorkers
 	// workers and a webhook process (local runtime).
@@ -178,6 +184,15 @@ type Options struct {
 	// External runs the stack on a PostgreSQL the user runs: none is
 	// installed or started (local runtime).
 	External *External
+	// DatabaseURL runs the stack on the user's PostgreSQL server at that
+	// URL, in a scratch space of its own (CreateScratch with Scratch's
+	// options; n8n's tables in a database beside it); Close drops the
+	// space, unless Keep. Who starts the lines that say where it runs and
+	// what was kept ("idemhook verify").
+	DatabaseURL string
+	Scratch     ScratchOptions
+	Keep        bool
+	Who         string
 	// PostgresTLS turns TLS on, with a certificate made for the run, and
 	// makes every user but postgres (the stack's own) connect with it: a
 	// server like the ones that refuse plain connections (local runtime).
@@ -197,14 +212,41 @@ type Options struct {
 	Why string
 }
 
-// Start starts a stack with the runtime IDEMHOOK_E2E_RUNTIME names, or docker
+// Start starts a stack with the runtime IDEMHOOK_RUNTIME names, or docker
 // when a Docker daemon answers, or local. It fails, never skips, when
-// neither can run.
+// neither can run. With opts.DatabaseURL it first creates the scratch
+// space, and fails with its *ScratchError ("nothing was created") when the
+// server refuses one; a stack that fails to start drops it again.
 func Start(ctx context.Context, opts Options) (*Stack, error) {
 	if opts.Progress == nil {
 		opts.Progress = os.Stderr
 	}
-	choice := os.Getenv("IDEMHOOK_E2E_RUNTIME")
+	if opts.DatabaseURL == "" {
+		return start(ctx, opts)
+	}
+	if !opts.PostgresOnly {
+		opts.Scratch.Extra = append(opts.Scratch.Extra, n8nDatabase)
+	}
+	space, err := CreateScratch(ctx, opts.DatabaseURL, opts.Scratch)
+	if err != nil {
+		return nil, fmt.Errorf("%w; nothing was created", err)
+	}
+	fmt.Fprintf(opts.Progress, "%s: running in %s\n", opts.Who, space.where())
+	opts.External = &External{Business: space.URL, N8N: space.Extra[n8nDatabase]}
+	s, err := start(ctx, opts)
+	if err != nil {
+		if dropErr := space.Drop(context.WithoutCancel(ctx)); dropErr != nil {
+			fmt.Fprintf(opts.Progress, "%s: %v (drop %s by hand)\n", opts.Who, dropErr, space.names())
+		}
+		return nil, err
+	}
+	s.Scratch, s.progress, s.keep, s.who = space, opts.Progress, opts.Keep, opts.Who
+	return s, nil
+}
+
+// start is Start on the server opts names, or on one of the stack's own.
+func start(ctx context.Context, opts Options) (*Stack, error) {
+	choice := os.Getenv("IDEMHOOK_RUNTIME")
 	if opts.Runtime != "" {
 		choice = opts.Runtime
 	}
@@ -220,11 +262,11 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		}
 	case "docker":
 		if !dockerAnswers() {
-			return nil, errors.New("IDEMHOOK_E2E_RUNTIME=docker, but no Docker daemon answers (DOCKER_HOST or /var/run/docker.sock); unset it to use the local runtime")
+			return nil, errors.New("IDEMHOOK_RUNTIME=docker, but no Docker daemon answers (DOCKER_HOST or /var/run/docker.sock); unset it to use the local runtime")
 		}
 	case "local":
 	default:
-		return nil, fmt.Errorf("IDEMHOOK_E2E_RUNTIME=%q: use local or docker", choice)
+		return nil, fmt.Errorf("IDEMHOOK_RUNTIME=%q: use local or docker", choice)
 	}
 	if opts.PostgresMajor == "" {
 		opts.PostgresMajor = PostgresMajor
@@ -296,8 +338,28 @@ func (s *Stack) Close() error {
 			s.N8NDB.Close()
 		}
 		s.closeErr = s.rt.close()
+		s.closeScratch()
 	})
 	return s.closeErr
+}
+
+// closeScratch drops the scratch space, or says that it is kept; it is
+// the user's server, so a failed drop is said, with what to drop by hand,
+// and does not fail the run.
+func (s *Stack) closeScratch() {
+	switch {
+	case s.Scratch == nil:
+	case s.keep:
+		it := "it"
+		if len(s.Scratch.Extra) > 0 {
+			it = "them"
+		}
+		fmt.Fprintf(s.progress, "%s: kept %s (--keep); drop %s when done\n", s.who, s.Scratch.kept(), it)
+	default:
+		if err := s.Scratch.Drop(context.Background()); err != nil {
+			fmt.Fprintf(s.progress, "%s: %v (drop %s by hand)\n", s.who, err, s.Scratch.names())
+		}
+	}
 }
 
 // CloseAndRemove closes the stack and removes its files, the logs

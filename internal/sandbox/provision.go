@@ -1,4 +1,4 @@
-package stack
+package sandbox
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 
 // ErrNoRuntime is returned when neither a Docker daemon nor npm is available.
 var ErrNoRuntime = errors.New("idemhook needs npm on PATH to install what it runs into the cache folder (Node " + NodeMajor + ", n8n " + N8NVersion +
-	", PostgreSQL), or a running Docker daemon for the e2e tests; neither was found (rules test and verify run against a PostgreSQL you have with --database-url)")
+	", PostgreSQL), or a running Docker daemon; neither was found (rules test and verify run against a PostgreSQL you have with --database-url)")
 
 // CacheDir is where the local runtime keeps its installs, outside the
 // repository and reused across runs: $IDEMHOOK_CACHE_DIR, else

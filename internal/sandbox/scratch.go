@@ -1,9 +1,10 @@
-// Package scratch gives one run of idemhook a space of its own on a
+package sandbox
+
+// A scratch space gives one run of idemhook a space of its own on a
 // PostgreSQL server the user already runs (a CI job's service container, a
 // local server), named by a URL: a scratch database, or, for a user without
-// CREATEDB, a scratch schema in the URL's database. Create makes it, Drop
-// removes it; nothing else on the server is read or written.
-package scratch
+// CREATEDB, a scratch schema in the URL's database. CreateScratch makes it,
+// Drop removes it; nothing else on the server is read or written.
 
 import (
 	"context"
@@ -21,15 +22,15 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// MinServerVersion is the oldest server Create accepts (server_version_num).
+// MinServerVersion is the oldest server CreateScratch accepts (server_version_num).
 const MinServerVersion = 140000
 
-// Prefix starts every database and schema Create makes, so that one left
+// ScratchPrefix starts every database and schema CreateScratch makes, so that one left
 // behind (--keep, a killed run) says whose it is.
-const Prefix = "idemhook_scratch_"
+const ScratchPrefix = "idemhook_scratch_"
 
-// Space is a scratch database, or a scratch schema, on the user's server.
-type Space struct {
+// Scratch is a scratch database, or a scratch schema, on the user's server.
+type Scratch struct {
 	// Name is the scratch database's or the scratch schema's.
 	Name string
 	// Schema tells that it is a schema in the URL's database: the user may
@@ -38,16 +39,17 @@ type Space struct {
 	// URL connects to it: the scratch database, or the URL's database with
 	// the scratch schema alone on its search_path.
 	URL string
-	// Extra maps each further database asked for (Options.Extra) to its
+	// Extra maps each further database asked for (ScratchOptions.Extra) to its
 	// URL.
 	Extra map[string]string
 
 	admin   string   // the user's URL
 	created []string // databases to drop, or the schema
+	extra   []string // ScratchOptions.Extra
 }
 
-// Options tune Create.
-type Options struct {
+// ScratchOptions tune CreateScratch.
+type ScratchOptions struct {
 	// Extra are further databases to create beside the first, by a
 	// suffix of their names (n8n's own: "n8n"). They need CREATEDB.
 	Extra []string
@@ -59,47 +61,47 @@ type Options struct {
 	Purpose string
 }
 
-// Reason is why Create refused.
-type Reason string
+// ScratchReason is why CreateScratch refused.
+type ScratchReason string
 
 const (
-	BadURL      Reason = "bad_url"
-	Unreachable Reason = "unreachable"
-	Auth        Reason = "authentication"
-	NoDatabase  Reason = "no_database"
-	TLSRequired Reason = "tls_required"
-	NoTLS       Reason = "no_tls"
-	NoRights    Reason = "no_rights"
-	TooOld      Reason = "too_old"
+	ScratchBadURL      ScratchReason = "bad_url"
+	ScratchUnreachable ScratchReason = "unreachable"
+	ScratchAuth        ScratchReason = "authentication"
+	ScratchNoDatabase  ScratchReason = "no_database"
+	ScratchTLSRequired ScratchReason = "tls_required"
+	ScratchNoTLS       ScratchReason = "no_tls"
+	ScratchNoRights    ScratchReason = "no_rights"
+	ScratchTooOld      ScratchReason = "too_old"
 )
 
-// Error is Create's refusal: one line that says which.
-type Error struct {
-	Reason Reason
+// ScratchError is CreateScratch's refusal: one line that says which.
+type ScratchError struct {
+	Reason ScratchReason
 	Msg    string
 }
 
-func (e *Error) Error() string { return e.Msg }
+func (e *ScratchError) Error() string { return e.Msg }
 
-func refuse(r Reason, format string, args ...any) error {
-	return &Error{Reason: r, Msg: fmt.Sprintf(format, args...)}
+func refuse(r ScratchReason, format string, args ...any) error {
+	return &ScratchError{Reason: r, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Create connects to the server at rawURL and makes the scratch space. It
-// refuses, with an *Error and nothing created, a URL it cannot parse or
+// CreateScratch connects to the server at rawURL and makes the scratch space. It
+// refuses, with an *ScratchError and nothing created, a URL it cannot parse or
 // reach, a wrong password or a user the server refuses, a database that does
 // not exist, a server that requires TLS the URL does not ask for (or the
 // reverse), a server older than MinServerVersion, and a user who may create
 // neither a database nor (without opts.Databases) a schema.
-func Create(ctx context.Context, rawURL string, opts Options) (*Space, error) {
+func CreateScratch(ctx context.Context, rawURL string, opts ScratchOptions) (*Scratch, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
 		// Not echoed: a keyword/value string holds its password in clear.
-		return nil, refuse(BadURL, "--database-url: want a URL postgres://USER:PASSWORD@HOST:PORT/DATABASE")
+		return nil, refuse(ScratchBadURL, "--database-url: want a URL postgres://USER:PASSWORD@HOST:PORT/DATABASE")
 	}
 	cfg, err := pgx.ParseConfig(rawURL)
 	if err != nil {
-		return nil, refuse(BadURL, "--database-url %s: %v", redact(rawURL), errors.Unwrap(err))
+		return nil, refuse(ScratchBadURL, "--database-url %s: %v", redact(rawURL), errors.Unwrap(err))
 	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -111,13 +113,13 @@ func Create(ctx context.Context, rawURL string, opts Options) (*Space, error) {
 	var version int
 	var shown string
 	if err := conn.QueryRow(cctx, "SELECT current_setting('server_version_num')::int, current_setting('server_version')").Scan(&version, &shown); err != nil {
-		return nil, refuse(Unreachable, "PostgreSQL at %s: %v", where(cfg), err)
+		return nil, refuse(ScratchUnreachable, "PostgreSQL at %s: %v", where(cfg), err)
 	}
 	if version < MinServerVersion {
-		return nil, refuse(TooOld, "PostgreSQL %s at %s is older than %d: idemhook needs PostgreSQL %d or newer", shown, where(cfg), MinServerVersion/10000, MinServerVersion/10000)
+		return nil, refuse(ScratchTooOld, "PostgreSQL %s at %s is older than %d: idemhook needs PostgreSQL %d or newer", shown, where(cfg), MinServerVersion/10000, MinServerVersion/10000)
 	}
 
-	s := &Space{Name: Prefix + randomSuffix(), admin: rawURL, Extra: map[string]string{}}
+	s := &Scratch{Name: ScratchPrefix + randomSuffix(), admin: rawURL, Extra: map[string]string{}, extra: opts.Extra}
 	created, err := s.createDatabases(cctx, conn, opts.Extra)
 	if err == nil {
 		return s, nil
@@ -125,19 +127,19 @@ func Create(ctx context.Context, rawURL string, opts Options) (*Space, error) {
 	if !isPrivilege(err) {
 		s.created = created
 		s.Drop(context.WithoutCancel(ctx))
-		return nil, refuse(NoRights, "PostgreSQL at %s: %v", where(cfg), err)
+		return nil, refuse(ScratchNoRights, "PostgreSQL at %s: %v", where(cfg), err)
 	}
 	// The user may not create databases: a schema in the URL's database.
 	if opts.Databases || len(opts.Extra) > 0 {
-		return nil, refuse(NoRights, "user %s may not create databases on %s (CREATEDB): %s runs in databases of its own; grant it CREATEDB, or give another user",
+		return nil, refuse(ScratchNoRights, "user %s may not create databases on %s (CREATEDB): %s runs in databases of its own; grant it CREATEDB, or give another user",
 			cfg.User, where(cfg), opts.Purpose)
 	}
 	if _, err := conn.Exec(cctx, "CREATE SCHEMA "+pgx.Identifier{s.Name}.Sanitize()); err != nil {
 		if isPrivilege(err) {
-			return nil, refuse(NoRights, "user %s may create neither a database on %s (CREATEDB) nor a schema in database %s (CREATE on it): grant one of them, or give another user",
+			return nil, refuse(ScratchNoRights, "user %s may create neither a database on %s (CREATEDB) nor a schema in database %s (CREATE on it): grant one of them, or give another user",
 				cfg.User, where(cfg), cfg.Database)
 		}
-		return nil, refuse(NoRights, "PostgreSQL at %s: create a scratch schema: %v", where(cfg), err)
+		return nil, refuse(ScratchNoRights, "PostgreSQL at %s: create a scratch schema: %v", where(cfg), err)
 	}
 	s.Schema, s.created = true, []string{s.Name}
 	q := u.Query()
@@ -149,7 +151,7 @@ func Create(ctx context.Context, rawURL string, opts Options) (*Space, error) {
 
 // createDatabases creates the scratch database and the extra ones, and
 // returns those it created.
-func (s *Space) createDatabases(ctx context.Context, conn *pgx.Conn, extra []string) ([]string, error) {
+func (s *Scratch) createDatabases(ctx context.Context, conn *pgx.Conn, extra []string) ([]string, error) {
 	names := []string{s.Name}
 	for _, e := range extra {
 		names = append(names, s.Name+"_"+e)
@@ -172,7 +174,7 @@ func (s *Space) createDatabases(ctx context.Context, conn *pgx.Conn, extra []str
 // Drop removes the space: its databases (closing their other connections,
 // a run interrupted may have left some) or its schema with everything in
 // it. It is safe to call more than once.
-func (s *Space) Drop(ctx context.Context) error {
+func (s *Scratch) Drop(ctx context.Context) error {
 	if len(s.created) == 0 {
 		return nil
 	}
@@ -199,8 +201,36 @@ func (s *Space) Drop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// extraNames are the names of the further databases, in the order asked.
+func (s *Scratch) extraNames() []string {
+	var out []string
+	for _, e := range s.extra {
+		out = append(out, s.Name+"_"+e)
+	}
+	return out
+}
+
+// names lists what the space is made of: "X", or "X and X_n8n".
+func (s *Scratch) names() string {
+	return strings.Join(append([]string{s.Name}, s.extraNames()...), " and ")
+}
+
+// where says where a run goes: "scratch database X (n8n's in X_n8n)".
+func (s *Scratch) where() string {
+	w := s.What()
+	for i, e := range s.extra {
+		w += fmt.Sprintf(" (%s's in %s)", e, s.extraNames()[i])
+	}
+	return w
+}
+
+// kept says what was kept: "scratch database X and X_n8n".
+func (s *Scratch) kept() string {
+	return strings.Join(append([]string{s.What()}, s.extraNames()...), " and ")
+}
+
 // What says what the space is, for the progress lines.
-func (s *Space) What() string {
+func (s *Scratch) What() string {
 	if s.Schema {
 		return "scratch schema " + s.Name
 	}
@@ -213,33 +243,33 @@ func connectError(cfg *pgx.ConnConfig, err error) error {
 	if errors.As(err, &pg) {
 		switch {
 		case pg.Code == "28P01":
-			return refuse(Auth, "PostgreSQL at %s: password authentication failed for user %s", where(cfg), cfg.User)
+			return refuse(ScratchAuth, "PostgreSQL at %s: password authentication failed for user %s", where(cfg), cfg.User)
 		case pg.Code == "28000" && strings.Contains(pg.Message, "no encryption"):
-			return refuse(TLSRequired, "PostgreSQL at %s requires TLS: add sslmode=require to --database-url", where(cfg))
+			return refuse(ScratchTLSRequired, "PostgreSQL at %s requires TLS: add sslmode=require to --database-url", where(cfg))
 		case pg.Code == "28000":
-			return refuse(Auth, "PostgreSQL at %s refuses user %s: %s", where(cfg), cfg.User, pg.Message)
+			return refuse(ScratchAuth, "PostgreSQL at %s refuses user %s: %s", where(cfg), cfg.User, pg.Message)
 		case pg.Code == "3D000":
-			return refuse(NoDatabase, "PostgreSQL at %s has no database %s: name one that exists in --database-url (postgres, usually)", where(cfg), cfg.Database)
+			return refuse(ScratchNoDatabase, "PostgreSQL at %s has no database %s: name one that exists in --database-url (postgres, usually)", where(cfg), cfg.Database)
 		case pg.Code == "42501":
-			return refuse(NoRights, "PostgreSQL at %s: user %s may not connect to database %s", where(cfg), cfg.User, cfg.Database)
+			return refuse(ScratchNoRights, "PostgreSQL at %s: user %s may not connect to database %s", where(cfg), cfg.User, cfg.Database)
 		}
-		return refuse(Unreachable, "PostgreSQL at %s: %s", where(cfg), pg.Message)
+		return refuse(ScratchUnreachable, "PostgreSQL at %s: %s", where(cfg), pg.Message)
 	}
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "server refused TLS connection"):
-		return refuse(NoTLS, "PostgreSQL at %s does not offer TLS, which --database-url requires (sslmode): use sslmode=disable or prefer", where(cfg))
+		return refuse(ScratchNoTLS, "PostgreSQL at %s does not offer TLS, which --database-url requires (sslmode): use sslmode=disable or prefer", where(cfg))
 	case errors.Is(err, context.DeadlineExceeded):
-		return refuse(Unreachable, "PostgreSQL at %s did not answer within 15 s", where(cfg))
+		return refuse(ScratchUnreachable, "PostgreSQL at %s did not answer within 15 s", where(cfg))
 	}
 	var dns *net.DNSError
 	if errors.As(err, &dns) {
-		return refuse(Unreachable, "PostgreSQL at %s: no such host", where(cfg))
+		return refuse(ScratchUnreachable, "PostgreSQL at %s: no such host", where(cfg))
 	}
 	if strings.Contains(msg, "connection refused") {
-		return refuse(Unreachable, "cannot reach PostgreSQL at %s: connection refused", where(cfg))
+		return refuse(ScratchUnreachable, "cannot reach PostgreSQL at %s: connection refused", where(cfg))
 	}
-	return refuse(Unreachable, "cannot reach PostgreSQL at %s: %v", where(cfg), errors.Unwrap(err))
+	return refuse(ScratchUnreachable, "cannot reach PostgreSQL at %s: %v", where(cfg), errors.Unwrap(err))
 }
 
 func isPrivilege(err error) bool {

@@ -1,4 +1,4 @@
-package scratch_test
+package sandbox_test
 
 import (
 	"context"
@@ -9,20 +9,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemhook/idemhook/internal/scratch"
-	"github.com/idemhook/idemhook/internal/stack"
+	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/jackc/pgx/v5"
 )
 
 // server starts a PostgreSQL server as a separate process, as a CI job's
 // service container is one, and returns the URL a user would give of it.
-func server(t *testing.T, opts stack.Options) string {
+func server(t *testing.T, opts sandbox.Options) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts PostgreSQL; skipped with -short")
 	}
 	opts.PostgresOnly, opts.Progress = true, os.Stderr
-	s, err := stack.Start(context.Background(), opts)
+	s, err := sandbox.Start(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +79,7 @@ func inventory(t *testing.T, admin string) []string {
 // with CREATE on the database but not CREATEDB a scratch schema, which its
 // unqualified tables land in. Drop leaves the server as it was.
 func TestCreateAndDrop(t *testing.T) {
-	admin := server(t, stack.Options{})
+	admin := server(t, sandbox.Options{})
 	exec(t, admin, `CREATE ROLE schemas_only LOGIN PASSWORD 'pw-schemas'`, `GRANT CREATE ON DATABASE idemhook TO schemas_only`)
 	before := inventory(t, admin)
 	for _, c := range []struct {
@@ -91,11 +90,11 @@ func TestCreateAndDrop(t *testing.T) {
 		{"without CREATEDB", as(admin, "schemas_only", "pw-schemas"), true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := scratch.Create(context.Background(), c.url, scratch.Options{})
+			s, err := sandbox.CreateScratch(context.Background(), c.url, sandbox.ScratchOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s.Schema != c.schema || !strings.HasPrefix(s.Name, scratch.Prefix) {
+			if s.Schema != c.schema || !strings.HasPrefix(s.Name, sandbox.ScratchPrefix) {
 				t.Fatalf("space %+v, want schema %v", s, c.schema)
 			}
 			exec(t, s.URL, `CREATE TABLE effects (id text PRIMARY KEY)`, `INSERT INTO effects VALUES ('e1')`)
@@ -123,7 +122,7 @@ func TestCreateAndDrop(t *testing.T) {
 // Every refusal is one line that says which, and leaves nothing on the
 // server; a password is never repeated.
 func TestCreateRefuses(t *testing.T) {
-	admin := server(t, stack.Options{})
+	admin := server(t, sandbox.Options{})
 	exec(t, admin, `CREATE ROLE no_rights LOGIN PASSWORD 'pw-none'`, `CREATE ROLE schemas_only LOGIN PASSWORD 'pw-schemas'`,
 		`GRANT CREATE ON DATABASE idemhook TO schemas_only`, `CREATE DATABASE locked`, `REVOKE CONNECT ON DATABASE locked FROM PUBLIC`)
 	u, _ := url.Parse(admin)
@@ -135,26 +134,26 @@ func TestCreateRefuses(t *testing.T) {
 	before := inventory(t, admin)
 	for _, c := range []struct {
 		name, url string
-		opts      scratch.Options
-		reason    scratch.Reason
+		opts      sandbox.ScratchOptions
+		reason    sandbox.ScratchReason
 		says      string
 	}{
-		{"wrong password", as(admin, "postgres", "not-the-password"), scratch.Options{}, scratch.Auth, "password authentication failed for user postgres"},
-		{"no such database", missing.String(), scratch.Options{}, scratch.NoDatabase, "has no database no_such_database"},
-		{"nothing listening", closed.String(), scratch.Options{}, scratch.Unreachable, "connection refused"},
-		{"not a URL", "host=127.0.0.1 password=secret-in-dsn", scratch.Options{}, scratch.BadURL, "want a URL postgres://"},
-		{"neither CREATEDB nor CREATE", as(admin, "no_rights", "pw-none"), scratch.Options{}, scratch.NoRights, "may create neither a database"},
-		{"may not connect", as(locked.String(), "no_rights", "pw-none"), scratch.Options{}, scratch.NoRights, "may not connect to database locked"},
-		{"databases needed", as(admin, "schemas_only", "pw-schemas"), scratch.Options{Databases: true, Purpose: "verify"}, scratch.NoRights, "may not create databases"},
-		{"TLS offered by none", as(admin, "postgres", "idemhook-e2e", "sslmode", "require"), scratch.Options{}, scratch.NoTLS, "does not offer TLS"},
+		{"wrong password", as(admin, "postgres", "not-the-password"), sandbox.ScratchOptions{}, sandbox.ScratchAuth, "password authentication failed for user postgres"},
+		{"no such database", missing.String(), sandbox.ScratchOptions{}, sandbox.ScratchNoDatabase, "has no database no_such_database"},
+		{"nothing listening", closed.String(), sandbox.ScratchOptions{}, sandbox.ScratchUnreachable, "connection refused"},
+		{"not a URL", "host=127.0.0.1 password=secret-in-dsn", sandbox.ScratchOptions{}, sandbox.ScratchBadURL, "want a URL postgres://"},
+		{"neither CREATEDB nor CREATE", as(admin, "no_rights", "pw-none"), sandbox.ScratchOptions{}, sandbox.ScratchNoRights, "may create neither a database"},
+		{"may not connect", as(locked.String(), "no_rights", "pw-none"), sandbox.ScratchOptions{}, sandbox.ScratchNoRights, "may not connect to database locked"},
+		{"databases needed", as(admin, "schemas_only", "pw-schemas"), sandbox.ScratchOptions{Databases: true, Purpose: "verify"}, sandbox.ScratchNoRights, "may not create databases"},
+		{"TLS offered by none", as(admin, "postgres", "idemhook-sandbox", "sslmode", "require"), sandbox.ScratchOptions{}, sandbox.ScratchNoTLS, "does not offer TLS"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := scratch.Create(context.Background(), c.url, c.opts)
-			var e *scratch.Error
+			_, err := sandbox.CreateScratch(context.Background(), c.url, c.opts)
+			var e *sandbox.ScratchError
 			if !errors.As(err, &e) || e.Reason != c.reason || !strings.Contains(e.Msg, c.says) || strings.Contains(e.Msg, "\n") {
 				t.Fatalf("Create: %v, want one line (%s) saying %q", err, c.reason, c.says)
 			}
-			for _, pw := range []string{"not-the-password", "pw-none", "pw-schemas", "secret-in-dsn", "idemhook-e2e"} {
+			for _, pw := range []string{"not-the-password", "pw-none", "pw-schemas", "secret-in-dsn", "idemhook-sandbox"} {
 				if strings.Contains(e.Msg, pw) {
 					t.Errorf("the refusal repeats a password: %s", e.Msg)
 				}
@@ -169,18 +168,18 @@ func TestCreateRefuses(t *testing.T) {
 // A server that takes TLS connections only: a URL without TLS is refused
 // with the way out, one with sslmode=require works.
 func TestCreateOnATLSOnlyServer(t *testing.T) {
-	admin := server(t, stack.Options{PostgresTLS: true})
+	admin := server(t, sandbox.Options{PostgresTLS: true})
 	exec(t, admin, `CREATE ROLE ci LOGIN CREATEDB PASSWORD 'pw-ci'`)
 	before := inventory(t, admin)
-	_, err := scratch.Create(context.Background(), as(admin, "ci", "pw-ci"), scratch.Options{})
-	var e *scratch.Error
-	if !errors.As(err, &e) || e.Reason != scratch.TLSRequired || !strings.Contains(e.Msg, "sslmode=require") {
+	_, err := sandbox.CreateScratch(context.Background(), as(admin, "ci", "pw-ci"), sandbox.ScratchOptions{})
+	var e *sandbox.ScratchError
+	if !errors.As(err, &e) || e.Reason != sandbox.ScratchTLSRequired || !strings.Contains(e.Msg, "sslmode=require") {
 		t.Fatalf("without TLS: %v, want TLSRequired naming sslmode=require", err)
 	}
 	if after := inventory(t, admin); !slices.Equal(before, after) {
 		t.Errorf("after the refusal the server has %v, before %v", after, before)
 	}
-	s, err := scratch.Create(context.Background(), as(admin, "ci", "pw-ci", "sslmode", "require"), scratch.Options{})
+	s, err := sandbox.CreateScratch(context.Background(), as(admin, "ci", "pw-ci", "sslmode", "require"), sandbox.ScratchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,11 +194,11 @@ func TestCreateOnATLSOnlyServer(t *testing.T) {
 
 // A server older than PostgreSQL 14 is refused, nothing created.
 func TestCreateRefusesAnOldServer(t *testing.T) {
-	admin := server(t, stack.Options{PostgresMajor: "13"})
+	admin := server(t, sandbox.Options{PostgresMajor: "13"})
 	before := inventory(t, admin)
-	_, err := scratch.Create(context.Background(), admin, scratch.Options{})
-	var e *scratch.Error
-	if !errors.As(err, &e) || e.Reason != scratch.TooOld || !strings.Contains(e.Msg, "PostgreSQL 14 or newer") {
+	_, err := sandbox.CreateScratch(context.Background(), admin, sandbox.ScratchOptions{})
+	var e *sandbox.ScratchError
+	if !errors.As(err, &e) || e.Reason != sandbox.ScratchTooOld || !strings.Contains(e.Msg, "PostgreSQL 14 or newer") {
 		t.Fatalf("PostgreSQL 13: %v, want TooOld", err)
 	}
 	if after := inventory(t, admin); !slices.Equal(before, after) {

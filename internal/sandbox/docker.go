@@ -1,4 +1,4 @@
-package stack
+package sandbox
 
 import (
 	"cmp"
@@ -31,9 +31,9 @@ type dockerRuntime struct {
 
 func startDocker(ctx context.Context, opts Options) (s *Stack, err error) {
 	if opts.Queue {
-		return nil, errors.New("queue mode runs on the local runtime only (IDEMHOOK_E2E_RUNTIME=local)")
+		return nil, errors.New("queue mode runs on the local runtime only (IDEMHOOK_RUNTIME=local)")
 	}
-	logDir, err := os.MkdirTemp("", "idemhook-e2e-logs-")
+	logDir, err := os.MkdirTemp("", "idemhook-sandbox-logs-")
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +100,7 @@ func startDocker(ctx context.Context, opts Options) (s *Stack, err error) {
 		"DB_POSTGRESDB_DATABASE": n8nDatabase,
 		"DB_POSTGRESDB_USER":     pgUser,
 		"DB_POSTGRESDB_PASSWORD": pgPassword,
-		"N8N_ENCRYPTION_KEY":     "idemhook-e2e-only-key",
+		"N8N_ENCRYPTION_KEY":     "idemhook-sandbox-only-key",
 	}
 	for k, v := range opts.N8NEnv {
 		if _, ours := env[k]; !ours {
