@@ -531,7 +531,15 @@ func outboxGraph(g *graph, r resolved, _ map[string]string) error {
 // for itself (the workers wake no other meanwhile): a pass of its two
 // phases, each at most a call's timeout, and room. A dispatcher that died
 // holds it that long; its tasks then wait for the next batch or the sweep.
-func dispatchLease(r resolved) time.Duration { return 2*r.OutboxTimeout + 5*time.Second }
+// Without an outbox workflow no dispatcher is woken and the lease is only
+// written: the default stands in, so --outbox-timeout changes nothing there.
+func dispatchLease(r resolved) time.Duration {
+	timeout := r.OutboxTimeout
+	if r.OutboxURL == "" {
+		timeout = DefaultOutboxTimeout
+	}
+	return 2*timeout + 5*time.Second
+}
 
 // outboxAnswer is the parameter list of OutboxResultCall for the answer of an
 // HTTP node: its status and body (text, in "data"), or the transport error

@@ -251,8 +251,12 @@ func TestInboxNeverRescuesACallStillRunning(t *testing.T) {
 	type call struct{ start, end time.Time }
 	var mu sync.Mutex
 	var calls []call
+	started := 0
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := call{start: time.Now()}
+		mu.Lock()
+		started++
+		mu.Unlock()
 		io.Copy(io.Discard, r.Body) // then net/http notices the caller hanging up
 		select {
 		case <-r.Context().Done(): // the caller gave up
@@ -283,19 +287,21 @@ func TestInboxNeverRescuesACallStillRunning(t *testing.T) {
 	}
 	defer pool.Close()
 	first := openInboxOn(t, pool, schema, endpoints, opts)
+	// waitCalls returns once n calls are done and the next one has reached
+	// the target: a job marked running may not have called yet.
 	waitCalls := func(n int) {
 		t.Helper()
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			var running int
 			pg.Business.QueryRow(context.Background(), "SELECT count(*) FROM "+schema+".river_job WHERE state = 'running'").Scan(&running)
 			mu.Lock()
-			done := len(calls)
+			done, calling := len(calls), started
 			mu.Unlock()
-			if done == n && running == 1 {
+			if done == n && calling == n+1 && running == 1 {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("the first keysvc is not calling (calls done %d, running %d)", done, running)
+				t.Fatalf("the first keysvc is not calling (calls done %d, started %d, running %d)", done, calling, running)
 			}
 		}
 	}

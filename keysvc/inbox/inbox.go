@@ -24,6 +24,7 @@ import (
 	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/pgsql"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -145,7 +146,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, endpoints []Endpoint, opts Op
 	}
 	driver := riverpgxv5.New(pool)
 	if opts.CreateSchema {
-		if _, err := pool.Exec(ctx, in.tables.KeysvcDDL()); err != nil {
+		if err := execDDL(ctx, pool, in.tables.KeysvcDDL()); err != nil {
 			return nil, fmt.Errorf("create the inbox tables: %w", err)
 		}
 		migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: opts.Schema, Logger: opts.Logger})
@@ -299,4 +300,19 @@ func (in *Inbox) Receive(ctx context.Context, e *Endpoint, header http.Header, b
 		return Receipt{}, fmt.Errorf("receive: commit: %w", err)
 	}
 	return r, nil
+}
+
+// execDDL runs the schema's statements, again when PostgreSQL broke a
+// deadlock by cancelling them: a replica that starts while another one
+// works takes the tables' locks in another order than that one's queries
+// (seen with two keysvcs on one database, under load).
+func execDDL(ctx context.Context, pool *pgxpool.Pool, ddl string) error {
+	var err error
+	for range 5 {
+		var pgErr *pgconn.PgError
+		if _, err = pool.Exec(ctx, ddl); !errors.As(err, &pgErr) || pgErr.Code != "40P01" {
+			return err
+		}
+	}
+	return err
 }
