@@ -120,12 +120,12 @@ func ExplainFor(p Preset, header Header, body []byte, scope string) (Explanation
 	}
 	if k.Source == SourceProviderID {
 		rule := presetRules[p]
-		where := "the top-level \"" + rule.bodyMember + "\" of the body"
-		if rule.bodyMember == "" {
-			where = "the " + rule.header[0] + " header"
+		where := "the top-level \"" + rule.IDMember + "\" of the body"
+		if rule.IDMember == "" {
+			where = "the " + rule.IDHeaders[0] + " header"
 		}
 		return Explanation{Key: k, Rule: RuleProviderID,
-			Sentence: fmt.Sprintf("The %s preset reads the provider's id from %s: the key is %s:<scope>:<id>.", p, where, rule.prefix)}, nil
+			Sentence: fmt.Sprintf("The %s preset reads the provider's id from %s: the key is %s:<scope>:<id>.", p, where, rule.Prefix)}, nil
 	}
 	e := Explain(body)
 	rule, ok := presetRules[p]
@@ -134,14 +134,14 @@ func ExplainFor(p Preset, header Header, body []byte, scope string) (Explanation
 	}
 	why := RuleIDNotUsable
 	switch {
-	case rule.bodyMember != "":
-		_, r := scan(body, rule.bodyMember)
+	case rule.IDMember != "":
+		_, r := scan(body, rule.IDMember)
 		if r == RuleNoID {
 			why = RuleProviderNoID
 		}
 	default:
 		id := ""
-		for _, h := range rule.header {
+		for _, h := range rule.IDHeaders {
 			if id = header.Get(h); id != "" {
 				break
 			}

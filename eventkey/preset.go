@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/idemhook/idemhook/signature/provider"
 )
 
 // Preset names where a provider puts the id that stays the same across its
@@ -15,11 +17,11 @@ type Preset string
 
 const (
 	PresetDefault          Preset = ""
-	PresetStripe           Preset = "stripe"           // the body's id: the default spec
-	PresetStandardWebhooks Preset = "standardwebhooks" // webhook-id (or svix-id) header
-	PresetGitHub           Preset = "github"           // X-GitHub-Delivery, scoped by X-GitHub-Hook-ID
-	PresetShopify          Preset = "shopify"          // X-Shopify-Webhook-Id, scoped by X-Shopify-Shop-Domain
-	PresetSlack            Preset = "slack"            // the body's top-level event_id
+	PresetStripe           Preset = provider.Stripe           // the body's id: the default spec
+	PresetStandardWebhooks Preset = provider.StandardWebhooks // webhook-id (or svix-id) header
+	PresetGitHub           Preset = provider.GitHub           // X-GitHub-Delivery, scoped by X-GitHub-Hook-ID
+	PresetShopify          Preset = provider.Shopify          // X-Shopify-Webhook-Id, scoped by X-Shopify-Shop-Domain
+	PresetSlack            Preset = provider.Slack            // the body's top-level event_id
 )
 
 // Header is what DeriveFor reads of a request's headers: http.Header has it,
@@ -43,27 +45,27 @@ const MaxScopeBytes = 64
 
 var scopePattern = regexp.MustCompile(`^[A-Za-z0-9._-]*$`)
 
-type presetRule struct {
-	prefix      string
-	header      []string // canonical header names holding the id, first present wins
-	bodyMember  string   // or: a top-level body member holding it
-	scopeHeader string   // header whose value scopes the key when no scope is given
-}
-
-var presetRules = map[Preset]presetRule{
-	PresetStandardWebhooks: {prefix: "swh", header: []string{"Webhook-Id", "Svix-Id"}},
-	PresetGitHub:           {prefix: "gh", header: []string{"X-Github-Delivery"}, scopeHeader: "X-Github-Hook-Id"},
-	PresetShopify:          {prefix: "shopify", header: []string{"X-Shopify-Webhook-Id"}, scopeHeader: "X-Shopify-Shop-Domain"},
-	PresetSlack:            {prefix: "slack", bodyMember: "event_id"},
-}
+// presetRules are the presets that read a provider's own delivery id (the
+// table of package provider); the stripe and default presets are the spec's
+// own clauses.
+var presetRules = func() map[Preset]provider.Key {
+	out := map[Preset]provider.Key{}
+	for _, p := range provider.All {
+		if p.Key.Prefix != "" {
+			out[Preset(p.Name)] = p.Key
+		}
+	}
+	return out
+}()
 
 // ParsePreset returns the preset named s ("" is the default).
 func ParsePreset(s string) (Preset, error) {
-	p := Preset(s)
-	if _, ok := presetRules[p]; ok || p == PresetDefault || p == PresetStripe {
-		return p, nil
+	// Every provider is a preset; one whose deliveries carry no id of their
+	// own (Stripe's is the body's id) reads the key as the default does.
+	if _, ok := provider.Lookup(s); ok || s == "" {
+		return Preset(s), nil
 	}
-	return "", fmt.Errorf("%w %.40q: use stripe, standardwebhooks, github, shopify or slack", ErrUnknownPreset, s)
+	return "", fmt.Errorf("%w %.40q: use %s", ErrUnknownPreset, s, provider.List())
 }
 
 // MaxKeyBytes bounds every key this package derives: the longest preset
@@ -135,24 +137,24 @@ func DeriveForSummed(p Preset, header Header, body []byte, sum Summed, scope str
 		return deriveBody(header, body, sum)
 	}
 	var id string
-	for _, h := range rule.header {
+	for _, h := range rule.IDHeaders {
 		if id = header.Get(h); id != "" {
 			break
 		}
 	}
 	usable := ValidHeaderID(id)
-	if rule.bodyMember != "" {
-		id, usable = scanMember(body, rule.bodyMember)
+	if rule.IDMember != "" {
+		id, usable = scanMember(body, rule.IDMember)
 	}
 	if !usable {
 		return deriveBody(header, body, sum)
 	}
-	if scope == "" && rule.scopeHeader != "" {
-		if s := header.Get(rule.scopeHeader); ValidScope(s) {
+	if scope == "" && rule.ScopeHeader != "" {
+		if s := header.Get(rule.ScopeHeader); ValidScope(s) {
 			scope = s
 		}
 	}
-	return Key{Value: strings.Join([]string{rule.prefix, scope, id}, ":"), Source: SourceProviderID}, nil
+	return Key{Value: strings.Join([]string{rule.Prefix, scope, id}, ":"), Source: SourceProviderID}, nil
 }
 
 // deriveBody is the spec's own clauses: a multipart form by its form, any
@@ -186,9 +188,9 @@ func printableASCII(s string) bool {
 // what to forward.
 func (p Preset) Headers() []string {
 	rule := presetRules[p]
-	out := append([]string{}, rule.header...)
-	if rule.scopeHeader != "" {
-		out = append(out, rule.scopeHeader)
+	out := append([]string{}, rule.IDHeaders...)
+	if rule.ScopeHeader != "" {
+		out = append(out, rule.ScopeHeader)
 	}
 	return out
 }

@@ -276,9 +276,9 @@ func (o Options) withDefaults() Options {
 			verify = o.Rules.Provider.Verify
 		}
 		def(&o.Verify, verify)
-		// n8n cannot check a Standard Webhooks signature (see Validate):
-		// keysvc's inbox receives for it.
-		if o.Receiver == "" && o.Verify == provider.StandardWebhooks {
+		// n8n cannot check every provider's signature (see Validate):
+		// keysvc's inbox receives for those.
+		if p, ok := provider.Lookup(o.Verify); ok && o.Receiver == "" && p.WorkflowCannot != "" {
 			o.Receiver = ReceiverKeysvc
 		}
 	}
@@ -404,14 +404,14 @@ func (o Options) resolve() (resolved, error) {
 		return bad("keysvc credential", o.KeysvcCredential, "must be at most 128 characters on one line")
 	}
 	if o.Verify != "" {
-		p, err := provider.Parse(o.Verify)
-		if err != nil {
+		p, ok := provider.Lookup(o.Verify)
+		if !ok {
 			return bad("verify provider", o.Verify, "use "+provider.List())
 		}
 		// keysvc verifies in the keysvc mode and as the inbox's receiver.
 		keysvcVerifies := o.Hashing == HashingKeysvc || (o.Pattern == PatternInbox && o.Receiver == ReceiverKeysvc)
-		if p == provider.StandardWebhooks && !keysvcVerifies {
-			return bad("verify provider", o.Verify, "Standard Webhooks signs with a binary key (or an ed25519 one, v1a) that n8n's Crypto credential cannot hold: use --hashing keysvc, or --pattern inbox --receiver keysvc")
+		if p.WorkflowCannot != "" && !keysvcVerifies {
+			return bad("verify provider", o.Verify, p.WorkflowCannot+": use --hashing keysvc, or --pattern inbox --receiver keysvc")
 		}
 	}
 	if strings.TrimSpace(o.VerifyCredential) == "" || len(o.VerifyCredential) > 128 || strings.ContainsAny(o.VerifyCredential, "\x00\r\n") {

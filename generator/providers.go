@@ -1,8 +1,6 @@
 package generator
 
 import (
-	"slices"
-
 	"github.com/idemhook/idemhook/rules"
 	"github.com/idemhook/idemhook/signature/provider"
 )
@@ -24,28 +22,22 @@ type ProviderChoice struct {
 	Receiver Receiver
 }
 
-// ProviderChoices lists the providers in the order the page offers them.
+// ProviderChoices lists the providers in the order the page offers them
+// (package provider's).
 func ProviderChoices() []ProviderChoice {
 	out := []ProviderChoice{{Name: "", Label: "Any sender (the body's id; no signature check)"}}
-	labels := map[string]string{
-		provider.Stripe: "Stripe", provider.Shopify: "Shopify", provider.GitHub: "GitHub",
-		provider.StandardWebhooks: "Standard Webhooks (Svix and others)", provider.Slack: "Slack",
-	}
 	presets := rules.PresetNames()
-	for _, p := range provider.Names {
-		c := ProviderChoice{Name: p, Label: labels[p], Verify: p, Preset: p, Receiver: ReceiverN8N}
+	for _, p := range provider.All {
+		c := ProviderChoice{Name: p.Name, Label: p.Label, Verify: p.Name, Preset: p.Name, Receiver: ReceiverN8N}
 		for _, r := range presets {
-			if rules.PresetProvider(r) == p && c.Rules == "" {
+			if rules.PresetProvider(r) == p.Name && c.Rules == "" {
 				c.Rules = r
 			}
 		}
-		if p == provider.StandardWebhooks {
+		if p.WorkflowCannot != "" {
 			c.Receiver = ReceiverKeysvc // see the inbox pattern's receivers in docs/inbox.md
 		}
 		out = append(out, c)
 	}
-	slices.SortStableFunc(out[1:], func(a, b ProviderChoice) int {
-		return slices.Index(provider.Names, a.Name) - slices.Index(provider.Names, b.Name)
-	})
 	return out
 }

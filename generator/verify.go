@@ -36,10 +36,7 @@ func addVerifyNodesAnswering(g *graph, r resolved, answer answerer) (string, err
 	g.add(node{Name: NodePrepareSignature, Type: typeCode, Position: g.at(1, 0), Parameters: map[string]any{
 		"mode": "runOnceForAllItems", "language": "javaScript", "jsCode": prepare,
 	}})
-	encoding := "hex"
-	if r.Verify == provider.Shopify {
-		encoding = "base64"
-	}
+	p, _ := provider.Lookup(r.Verify) // Validate parsed it
 	g.add(node{Name: NodeComputeSignature, Type: typeCrypto, Position: g.at(2, 0),
 		Credentials: map[string]credentialRef{"crypto": {Name: r.VerifyCredential}},
 		Parameters: map[string]any{
@@ -47,7 +44,7 @@ func addVerifyNodesAnswering(g *graph, r resolved, answer answerer) (string, err
 			"type":             "SHA256",
 			"value":            "={{ $json.signatureCheck.payload }}",
 			"dataPropertyName": "expectedSignature",
-			"encoding":         encoding,
+			"encoding":         p.WorkflowHMAC,
 		}})
 	g.add(node{Name: NodeCheckSignature, Type: typeCode, Position: g.at(3, 0), Parameters: map[string]any{
 		"mode": "runOnceForAllItems", "language": "javaScript", "jsCode": templates.SignatureCheckScript,

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/idemhook/idemhook/eventkey"
+	"github.com/idemhook/idemhook/signature/provider"
 )
 
 // Source is where a provider keeps one property of its events: a path
@@ -36,20 +37,22 @@ type Provider struct {
 	Verify string
 }
 
-// providers are the known providers: where each keeps an event's type and
-// the account it is about (the receipt is unique per account and delivery).
-//   - Stripe: the body's type; a Connect event's account.
-//   - Shopify: the topic header (orders/paid); the shop's domain header.
-//   - GitHub: the event header (deployment_status; the action is in the
-//     body); the App installation's id in the body.
-//   - Standard Webhooks (Svix and the senders that follow the spec): the
-//     body's type; no account, so the receiver's --account.
-var providers = []Provider{
-	{Name: "stripe", Type: Source{Body: Path{"type"}}, Account: Source{Body: Path{"account"}}, Verify: "stripe"},
-	{Name: "shopify", Type: Source{Header: "X-Shopify-Topic"}, Account: Source{Header: "X-Shopify-Shop-Domain"}, Verify: "shopify"},
-	{Name: "github", Type: Source{Header: "X-GitHub-Event"}, Account: Source{Body: Path{"installation", "id"}}, Verify: "github"},
-	{Name: "standardwebhooks", Type: Source{Body: Path{"type"}}, Verify: "standardwebhooks"},
-}
+// providers are the providers package provider's table says where their
+// deliveries keep the event type (the others have no rules yet), with the
+// account the event is about (the receipt is unique per account and
+// delivery) and the signature the receiver checks (the provider's own).
+var providers = func() []Provider {
+	var out []Provider
+	for _, p := range provider.All {
+		if p.Type.Header == "" && len(p.Type.Body) == 0 {
+			continue
+		}
+		out = append(out, Provider{Name: p.Name, Verify: p.Name,
+			Type:    Source{Header: p.Type.Header, Body: Path(p.Type.Body)},
+			Account: Source{Header: p.Account.Header, Body: Path(p.Account.Body)}})
+	}
+	return out
+}()
 
 // ProviderFor returns the provider called name (false when there is none).
 func ProviderFor(name string) (Provider, bool) { return providerNamed(name) }

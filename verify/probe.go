@@ -17,6 +17,7 @@ import (
 	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/n8napi"
 	"github.com/idemhook/idemhook/pgsql"
+	"github.com/idemhook/idemhook/signature/provider"
 )
 
 // ProbePrefix starts every probe's event id: the probe's key is reserved
@@ -35,6 +36,24 @@ type ProbeTarget struct {
 	// with, so that the probe's key is the one the workflow derives.
 	Preset eventkey.Preset
 	Scope  string
+}
+
+// probeDelivery is the probe's request: it carries id wherever a
+// provider's deliveries carry theirs (package provider's table), so that
+// the probe's key is built from id under any preset.
+func probeDelivery(id string) (http.Header, []byte) {
+	fields := map[string]string{"id": id, "type": "idemhook.probe"}
+	header := http.Header{"Content-Type": {"application/json"}}
+	for _, p := range provider.All {
+		if p.Key.IDMember != "" {
+			fields[p.Key.IDMember] = id
+		}
+		for _, h := range p.Key.IDHeaders {
+			header.Set(h, id)
+		}
+	}
+	body, _ := json.Marshal(fields) // strings only: it cannot fail
+	return header, body
 }
 
 // ProbeError: the probe found the workflow live but not working; Node and
@@ -80,11 +99,7 @@ func Probe(ctx context.Context, c *n8napi.Client, t ProbeTarget, opts deploy.Opt
 	}
 
 	id := ProbePrefix + nonce()
-	body := fmt.Appendf(nil, `{"id":%q,"event_id":%q,"type":"idemhook.probe"}`, id, id)
-	header := http.Header{"Content-Type": {"application/json"}}
-	for _, h := range []string{"Webhook-Id", "X-Github-Delivery", "X-Shopify-Webhook-Id"} {
-		header.Set(h, id)
-	}
+	header, body := probeDelivery(id)
 	key, err := eventkey.DeriveFor(t.Preset, header, body, t.Scope)
 	if err != nil {
 		return "", err
