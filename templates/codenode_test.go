@@ -107,16 +107,23 @@ func TestKeyScriptSetsPresetAndScope(t *testing.T) {
 // tests fail rather than skip.
 func runNode(t *testing.T, harness string, args ...string) []byte {
 	t.Helper()
+	return runNodeFile(t, filepath.Join("testdata", harness), args...)
+}
+
+// runNodeFile runs the script file under node with args and returns what it
+// printed.
+func runNodeFile(t *testing.T, file string, args ...string) []byte {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatal("node is not on PATH: the Code node scripts and expressions cannot be tested (install Node.js, see README)")
 	}
-	cmd := exec.Command(node, append([]string{filepath.Join("testdata", harness)}, args...)...)
+	cmd := exec.Command(node, append([]string{file}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("node %s: %v\n%s", harness, err, stderr.String())
+		t.Fatalf("node %s: %v\n%s", file, err, stderr.String())
 	}
 	return out
 }

@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idemhook/idemhook/signature"
+	"github.com/idemhook/idemhook/signature/provider"
 	"github.com/idemhook/idemhook/templates"
 	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
 )
@@ -82,42 +84,7 @@ func TestSignatureScriptsAgreeWithGo(t *testing.T) {
 		{"slack missing timestamp", "slack", "8f742231b10e8888abcd99yyyzzz85a5", slackBody, map[string]string{"x-slack-signature": slackHeaders["x-slack-signature"]}, time.Unix(1531420618, 0), ""},
 	}
 
-	dir := t.TempDir()
-	checkFile := filepath.Join(dir, "check.js")
-	if err := os.WriteFile(checkFile, []byte(templates.SignatureCheckScript), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var hcases []sigHarnessCase
-	for i, c := range cases {
-		src, err := templates.SignaturePrepareScript(string(c.provider), 300)
-		if err != nil {
-			t.Fatal(err)
-		}
-		prep := filepath.Join(dir, "prepare-"+string(rune('a'+i))+".js")
-		if err := os.WriteFile(prep, []byte(src), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		enc := "hex"
-		if c.provider == signature.ProviderShopify {
-			enc = "base64"
-		}
-		hcases = append(hcases, sigHarnessCase{Prepare: prep, Check: checkFile, Secret: c.secret, Encoding: enc,
-			NowMs: c.now.UnixMilli(), Body: base64.StdEncoding.EncodeToString(c.body), Headers: c.headers})
-	}
-	casesFile := filepath.Join(dir, "cases.json")
-	raw, _ := json.Marshal(hcases)
-	if err := os.WriteFile(casesFile, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out := runNode(t, "signature-harness.js", casesFile)
-	var results []struct {
-		Valid    bool   `json:"valid"`
-		Code     string `json:"code"`
-		BodyKept bool   `json:"bodyKept"`
-	}
-	if err := json.Unmarshal(out, &results); err != nil || len(results) != len(cases) {
-		t.Fatalf("harness output %s: %v", out, err)
-	}
+	results := runSignatureCheck(t, cases)
 	for i, c := range cases {
 		h := http.Header{}
 		for k, v := range c.headers {
@@ -141,4 +108,51 @@ func hmacHex(secret string, body []byte) string {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write(body)
 	return hex.EncodeToString(m.Sum(nil))
+}
+
+type sigVerdict struct {
+	Valid    bool   `json:"valid"`
+	Code     string `json:"code"`
+	BodyKept bool   `json:"bodyKept"`
+}
+
+// runSignatureCheck runs each case through the workflow's signature check
+// (testdata/signature-harness.js), the Crypto node encoding its HMAC as
+// package provider's table says (hex for a provider a workflow cannot
+// check).
+func runSignatureCheck(t *testing.T, cases []sigCase) []sigVerdict {
+	t.Helper()
+	dir := t.TempDir()
+	checkFile := filepath.Join(dir, "check.js")
+	if err := os.WriteFile(checkFile, []byte(templates.SignatureCheckScript), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var hcases []sigHarnessCase
+	for i, c := range cases {
+		src, err := templates.SignaturePrepareScript(string(c.provider), 300)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prep := filepath.Join(dir, "prepare-"+strconv.Itoa(i)+".js")
+		if err := os.WriteFile(prep, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		enc := "hex"
+		if p, _ := provider.Lookup(string(c.provider)); p.WorkflowHMAC != "" {
+			enc = p.WorkflowHMAC
+		}
+		hcases = append(hcases, sigHarnessCase{Prepare: prep, Check: checkFile, Secret: c.secret, Encoding: enc,
+			NowMs: c.now.UnixMilli(), Body: base64.StdEncoding.EncodeToString(c.body), Headers: c.headers})
+	}
+	casesFile := filepath.Join(dir, "cases.json")
+	raw, _ := json.Marshal(hcases)
+	if err := os.WriteFile(casesFile, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := runNode(t, "signature-harness.js", casesFile)
+	var results []sigVerdict
+	if err := json.Unmarshal(out, &results); err != nil || len(results) != len(cases) {
+		t.Fatalf("harness output %s: %v", out, err)
+	}
+	return results
 }

@@ -77,7 +77,9 @@ function n8nVerifies(m) {
   return m.verify !== '' && !keysvcVerifies;
 }
 
-// Header presets read their id from a header, and only they take a scope.
+// These two follow package signature/provider's table, and a test
+// (planner/providers_test.go) fails when they disagree with it.
+// The presets that read the provider's own id take a scope; the others do not.
 const SCOPED = new Set(['standardwebhooks', 'github', 'shopify', 'slack']);
 
 // A sample header line per provider, as the headers' placeholder.
