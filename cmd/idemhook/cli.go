@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -65,53 +66,61 @@ Usage:
 Run 'idemhook help COMMAND' (or 'idemhook COMMAND --help') for the options of a command.
 `
 
+// stdio is a command's standard streams.
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+// A command runs with the arguments after its name; run writes the error
+// it returns, by exitWith's one rule.
+type command func(ctx context.Context, args []string, std stdio) error
+
 // commands are idemhook's commands by name; help and the flags --help and
 // --version are run's own.
-var commands = map[string]func(args []string, stdin io.Reader, stdout, stderr io.Writer) int{
-	"generate": withoutStdin(runGenerate),
-	"schema":   withoutStdin(runSchema),
+var commands = map[string]command{
+	"generate": runGenerate,
+	"schema":   runSchema,
 	"key":      runKey,
-	"planner":  withoutStdin(runPlanner),
-	"bench":    withoutStdin(runBench),
-	"deploy":   withoutStdin(runDeploy),
-	"check":    withoutStdin(runCheck),
-	"cleanup":  withoutStdin(runCleanup),
-	"up":       withoutStdin(runUp),
-	"verify":   withoutStdin(runVerify),
-	"guard":    withoutStdin(runGuard),
-	"rules":    withoutStdin(runRules),
-	"version":  withoutStdin(runVersion),
+	"planner":  runPlanner,
+	"bench":    runBench,
+	"deploy":   runDeploy,
+	"check":    runCheck,
+	"cleanup":  runCleanup,
+	"up":       runUp,
+	"verify":   runVerify,
+	"guard":    runGuard,
+	"rules":    runRules,
+	"version":  runVersion,
 }
 
-func withoutStdin(f func(args []string, stdout, stderr io.Writer) int) func([]string, io.Reader, io.Writer, io.Writer) int {
-	return func(args []string, _ io.Reader, stdout, stderr io.Writer) int { return f(args, stdout, stderr) }
-}
-
-func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// run runs the command args name and returns its exit code; ctx ends on
+// Ctrl-C or SIGTERM.
+func run(ctx context.Context, args []string, std stdio) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(std.err, usage)
 		return exitUsage
 	}
 	switch args[0] {
 	case "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(std.out, usage)
 		return exitOK
 	case "help":
 		switch len(args) {
 		case 1:
-			fmt.Fprint(stdout, usage)
+			fmt.Fprint(std.out, usage)
 			return exitOK
 		case 2: // a command's own help
-			return run([]string{args[1], "--help"}, stdin, stdout, stderr)
+			return run(ctx, []string{args[1], "--help"}, std)
 		}
-		return exitWith(stderr, "help", usagef("give one command, as in 'idemhook help generate'"))
+		return exitWith(std.err, "help", usagef("give one command, as in 'idemhook help generate'"))
 	case "--version", "-version":
-		return runVersion(args[1:], stdout, stderr)
+		return exitWith(std.err, "version", runVersion(ctx, args[1:], std))
 	}
 	if cmd, ok := commands[args[0]]; ok {
-		return cmd(args[1:], stdin, stdout, stderr)
+		return exitWith(std.err, args[0], cmd(ctx, args[1:], std))
 	}
-	return exitWith(stderr, "", unknownCommand(args[0], slices.Sorted(maps.Keys(commands)), "idemhook help"))
+	return exitWith(std.err, "", unknownCommand(args[0], slices.Sorted(maps.Keys(commands)), "idemhook help"))
 }
 
 // unknownCommand refuses word as a command of names, with the one meant
@@ -130,16 +139,16 @@ func unknownCommand(word string, names []string, help string) error {
 	return usagef("unknown command %q ('%s' lists the commands)", word, help)
 }
 
-func runVersion(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("version", "idemhook version\n\nPrints the module version and the VCS revision idemhook was built from.", stderr)
-	if code, ok := parse(fs, args, stdout); !ok {
-		return code
+func runVersion(_ context.Context, args []string, std stdio) error {
+	fs := newFlagSet("version", "idemhook version\n\nPrints the module version and the VCS revision idemhook was built from.")
+	if err := parse(fs, args, std.out); err != nil {
+		return err
 	}
 	if err := noArgs(fs); err != nil {
-		return exitWith(stderr, "version", err)
+		return err
 	}
-	fmt.Fprintln(stdout, buildinfo.Describe("idemhook"))
-	return exitOK
+	fmt.Fprintln(std.out, buildinfo.Describe("idemhook"))
+	return nil
 }
 
 // noArgs refuses the arguments left after fs's flags.
@@ -165,9 +174,10 @@ func optionFlags(fs *flag.FlagSet, o *generator.Options, names ...string) {
 	}
 }
 
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+// newFlagSet is a command's flag set; its usage is synopsis and the flags.
+func newFlagSet(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // parse says what is wrong, in one line
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: %s\n", synopsis)
 		hasFlags := false
@@ -180,30 +190,22 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parse parses args and maps the outcome to an exit code; ok is false when
-// the command must stop with that code. --help prints the usage once, on
-// stdout; a mistake is one line (exitWith): the flag package's reason, the
-// flag meant when an unknown one is close to one, and where the help is. A
-// generate option that does not apply to the chosen pattern is a mistake
-// too (generator.CheckApplies), when o holds the options.
-func parse(fs *flag.FlagSet, args []string, stdout io.Writer, o ...*generator.Options) (code int, ok bool) {
-	stderr := fs.Output()
-	fs.SetOutput(io.Discard)
+// parse parses args. --help prints the usage once, on stdout, and returns
+// flag.ErrHelp (exit 0); a mistake is a usage error of one line: the flag
+// package's reason, the flag meant when an unknown one is close to one,
+// and where the help is.
+func parse(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	err := fs.Parse(args)
-	fs.SetOutput(stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		fs.SetOutput(stdout)
 		fs.Usage()
-		fs.SetOutput(stderr)
-		return exitOK, false
+		fs.SetOutput(io.Discard)
+		return flag.ErrHelp
 	}
 	if err != nil {
-		return exitWith(stderr, fs.Name(), flagError(fs, err)), false
+		return flagError(fs, err)
 	}
-	if len(o) > 0 {
-		return checkApplies(fs, o[0])
-	}
-	return exitOK, true
+	return nil
 }
 
 // flagError is the flag package's err as a usage error, with the flag
@@ -221,60 +223,58 @@ func flagError(fs *flag.FlagSet, err error) error {
 }
 
 // checkApplies refuses, after parse, a set option that o's pattern does
-// not read.
-func checkApplies(fs *flag.FlagSet, o *generator.Options) (code int, ok bool) {
+// not read (generator.CheckApplies).
+func checkApplies(fs *flag.FlagSet, o generator.Options) error {
 	var set []string
 	fs.Visit(func(f *flag.Flag) { set = append(set, f.Name) })
-	if err := generator.CheckApplies(*o, set); err != nil {
-		return exitWith(fs.Output(), fs.Name(), usagef("%v (run 'idemhook %s --help' for its options)", err, fs.Name())), false
+	if err := generator.CheckApplies(o, set); err != nil {
+		return usagef("%v (run 'idemhook %s --help' for its options)", err, fs.Name())
 	}
-	return exitOK, true
+	return nil
 }
 
-func runGenerate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("generate", "idemhook generate --out DIR [options]", stderr)
+func runGenerate(_ context.Context, args []string, std stdio) error {
+	fs := newFlagSet("generate", "idemhook generate --out DIR [options]")
 	var o generator.Options
 	out := fs.String("out", "", "`DIR` to write the files into (created if missing; required)")
 	target := fs.String("target", "n8n", "the low-code `TOOL` the files are for: n8n, or node-red (keysvc's guard as a Node-RED 5 flow: flows.json and README.md; "+
 		"it takes --"+strings.Join(nodered.Flags, ", --")+")")
 	optionFlags(fs, &o)
-	if code, ok := parse(fs, args, stdout); !ok {
-		return code
+	if err := parse(fs, args, std.out); err != nil {
+		return err
 	}
 	if *target == "node-red" {
-		return exitWith(stderr, "generate", generateNodeRED(fs, &o, *out, stdout, stderr))
+		return generateNodeRED(fs, &o, *out, std)
 	}
-	if code, ok := checkApplies(fs, &o); !ok {
-		return code
+	if err := checkApplies(fs, o); err != nil {
+		return err
 	}
-	return exitWith(stderr, "generate", func() error {
-		switch err := noArgs(fs); {
-		case *target != "n8n":
-			return usagef("--target %q: use n8n or node-red", *target)
-		case err != nil:
-			return err
-		case *out == "":
-			return usagef("--out DIR is required")
-		}
-		files, err := generator.Files(o)
-		if err != nil {
-			return asUsage(err)
-		}
-		if err := writeFiles(*out, files, stdout); err != nil {
-			return err
-		}
-		notes, _ := generator.Notes(o) // o is valid: Files accepted it
-		for _, n := range notes {
-			fmt.Fprintf(stderr, "idemhook generate: note: %s\n", n)
-		}
-		return nil
-	}())
+	switch err := noArgs(fs); {
+	case *target != "n8n":
+		return usagef("--target %q: use n8n or node-red", *target)
+	case err != nil:
+		return err
+	case *out == "":
+		return usagef("--out DIR is required")
+	}
+	files, err := generator.Files(o)
+	if err != nil {
+		return asUsage(err)
+	}
+	if err := writeFiles(*out, files, std.out); err != nil {
+		return err
+	}
+	notes, _ := generator.Notes(o) // o is valid: Files accepted it
+	for _, n := range notes {
+		fmt.Fprintf(std.err, "idemhook generate: note: %s\n", n)
+	}
+	return nil
 }
 
 // generateNodeRED is generate --target node-red: the options the flow takes
 // are read as generate reads them (the same names, values and checks), and
 // an n8n option is refused with the reason.
-func generateNodeRED(fs *flag.FlagSet, o *generator.Options, out string, stdout, stderr io.Writer) error {
+func generateNodeRED(fs *flag.FlagSet, o *generator.Options, out string, std stdio) error {
 	var refused []string
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name != "out" && f.Name != "target" && !slices.Contains(nodered.Flags, f.Name) {
@@ -297,46 +297,49 @@ func generateNodeRED(fs *flag.FlagSet, o *generator.Options, out string, stdout,
 	if err != nil {
 		return asUsage(err)
 	}
-	if err := writeFiles(out, files, stdout); err != nil {
+	if err := writeFiles(out, files, std.out); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "idemhook generate: note: Node-RED reads KEYSVC_URL and KEYSVC_TOKEN (an admin token) from its environment; see %s\n", filepath.Join(out, nodered.FileReadme))
+	fmt.Fprintf(std.err, "idemhook generate: note: Node-RED reads KEYSVC_URL and KEYSVC_TOKEN (an admin token) from its environment; see %s\n", filepath.Join(out, nodered.FileReadme))
 	return nil
 }
 
-func runSchema(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("schema", "idemhook schema [options]", stderr)
+func runSchema(_ context.Context, args []string, std stdio) error {
+	fs := newFlagSet("schema", "idemhook schema [options]")
 	var o generator.Options
 	optionFlags(fs, &o, schemaFlags...)
-	if code, ok := parse(fs, args, stdout, &o); !ok {
-		return code
+	if err := parse(fs, args, std.out); err != nil {
+		return err
+	}
+	if err := checkApplies(fs, o); err != nil {
+		return err
 	}
 	if err := noArgs(fs); err != nil {
-		return exitWith(stderr, "schema", err)
+		return err
 	}
 	sql, err := generator.Schema(o)
 	if err != nil {
-		return exitWith(stderr, "schema", asUsage(err))
+		return asUsage(err)
 	}
-	fmt.Fprint(stdout, sql)
-	return exitOK
+	fmt.Fprint(std.out, sql)
+	return nil
 }
 
 // schemaFlags are the generate options the schema depends on.
 var schemaFlags = []string{"pattern", "events-table", "business-table", "guard", "db-schema"}
 
-func runKey(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func runKey(_ context.Context, args []string, std stdio) error {
 	fs := newFlagSet("key", "idemhook key [--preset PROVIDER [--scope SCOPE] [--header 'NAME: VALUE']...] [FILE]\n\n"+
 		"Prints the idempotency key of a webhook body (docs/key-spec.md), as the workflows, keysvc and the planner\n"+
-		"derive it; reads stdin without FILE. A preset reads the provider's delivery id from its --header.", stderr)
+		"derive it; reads stdin without FILE. A preset reads the provider's delivery id from its --header.")
 	preset := fs.String("preset", "", "where the event id is read, a `PROVIDER` preset: "+signature.Names()+" (default: the body's id)")
 	scope := fs.String("scope", "", "`SCOPE` that prefixes a preset's key (with --preset "+strings.Join(scopedPresets(), ", ")+")")
 	var headers multiFlag
 	fs.Var(&headers, "header", "a request header of the delivery, `'NAME: VALUE'`, where a --preset reads the delivery id (repeatable)")
-	if code, ok := parse(fs, args, stdout); !ok {
-		return code
+	if err := parse(fs, args, std.out); err != nil {
+		return err
 	}
-	body, err := readKeyInput(fs, *preset, *scope, headers, stdin)
+	body, err := readKeyInput(fs, *preset, *scope, headers, std.in)
 	var k eventkey.Key
 	if err == nil {
 		k, err = eventkey.DeriveFor(eventkey.Preset(*preset), body.header, body.bytes, *scope)
@@ -345,10 +348,10 @@ func runKey(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	if err != nil {
-		return exitWith(stderr, "key", err)
+		return err
 	}
-	fmt.Fprintln(stdout, k.Value)
-	return exitOK
+	fmt.Fprintln(std.out, k.Value)
+	return nil
 }
 
 // keyInput is what `idemhook key` derives a key from.
@@ -441,29 +444,27 @@ func scopedPresets() []string {
 	return out
 }
 
-func runPlanner(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("planner", "idemhook planner --out DIR\n\nWrites the planner page: paste a delivery, see its key, download the workflow; all in the browser.", stderr)
+func runPlanner(_ context.Context, args []string, std stdio) error {
+	fs := newFlagSet("planner", "idemhook planner --out DIR\n\nWrites the planner page: paste a delivery, see its key, download the workflow; all in the browser.")
 	out := fs.String("out", "", "`DIR` to write the page into (created if missing; required)")
-	if code, ok := parse(fs, args, stdout); !ok {
-		return code
+	if err := parse(fs, args, std.out); err != nil {
+		return err
 	}
-	return exitWith(stderr, "planner", func() error {
-		if err := noArgs(fs); err != nil {
-			return err
-		}
-		if *out == "" {
-			return usagef("--out DIR is required")
-		}
-		files, err := planner.Files()
-		if err != nil {
-			return err
-		}
-		if err := writeFiles(*out, files, stdout); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "open %s in a browser, or serve the folder from any static host\n", filepath.Join(*out, "index.html"))
-		return nil
-	}())
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if *out == "" {
+		return usagef("--out DIR is required")
+	}
+	files, err := planner.Files()
+	if err != nil {
+		return err
+	}
+	if err := writeFiles(*out, files, std.out); err != nil {
+		return err
+	}
+	fmt.Fprintf(std.out, "open %s in a browser, or serve the folder from any static host\n", filepath.Join(*out, "index.html"))
+	return nil
 }
 
 // writeFiles writes files into dir (created if missing), in name order,

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -158,30 +157,50 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
-func runDeploy(args []string, stdout, stderr io.Writer) int {
+func runDeploy(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("deploy", "idemhook deploy --n8n-url URL --api-key-file FILE [--from DIR | options]\n\n"+
 		"Creates or updates (by name) the workflows in n8n through its public API, binds their credentials by\n"+
-		"id, publishes them and waits until each webhook is live. Safe to run again.", stderr)
+		"id, publishes them and waits until each webhook is live. Safe to run again.")
 	var r remote
 	r.flags(fs)
 	var credIDs multiFlag
 	fs.Var(&credIDs, "credential-id", "`ID` of the credential to bind when several share its name (repeatable)")
 	r.probeFlag(fs)
-	if code, ok := parse(fs, args, stdout); !ok {
-		return code
+	if err := parse(fs, args, std.out); err != nil {
+		return err
 	}
 	client, ws, err := r.setup(fs)
 	if err != nil {
-		return exitWith(stderr, "deploy", err)
+		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	opts := r.deployOptions(stderr)
+	opts := r.deployOptions(std.err)
 	opts.CredentialIDs = credIDs
 	deployed, err := deploy.Deploy(ctx, client, ws, opts)
 	if err != nil {
-		return exitWith(stderr, "deploy", deployError(err))
+		return deployError(err)
 	}
+	printDeployed(std.out, deployed)
+	if r.probe {
+		seen, err := r.runProbe(ctx, client, ws, credIDs, opts)
+		if err != nil {
+			return fmt.Errorf("deployed, but %w", err)
+		}
+		fmt.Fprintln(std.out, seen)
+	} else if slices.ContainsFunc(deployed, func(d deploy.Deployed) bool { return !d.Created && !d.Unchanged && d.URL != "" }) {
+		fmt.Fprintln(std.out, "\nn8n puts an updated version live in the background: for a moment, deliveries can still run the\n"+
+			"previous one. --probe waits until they run the new version.")
+	}
+	for _, d := range deployed {
+		if d.URL != "" {
+			fmt.Fprintf(std.out, "\nlive; give the provider this URL:\n  %s\n", d.URL)
+		}
+	}
+	fmt.Fprintln(std.out, "\nThe workflows need their schema in the database the credential points at: idemhook schema [same options] | psql …")
+	return nil
+}
+
+// printDeployed lists what deploy did with each workflow.
+func printDeployed(w io.Writer, deployed []deploy.Deployed) {
 	for _, d := range deployed {
 		what := "updated"
 		switch {
@@ -190,25 +209,8 @@ func runDeploy(args []string, stdout, stderr io.Writer) int {
 		case d.Unchanged:
 			what = "unchanged"
 		}
-		fmt.Fprintf(stdout, "%-24s %-9s %s  %q\n", d.File, what, d.ID, d.Name)
+		fmt.Fprintf(w, "%-24s %-9s %s  %q\n", d.File, what, d.ID, d.Name)
 	}
-	if r.probe {
-		seen, err := r.runProbe(ctx, client, ws, credIDs, opts)
-		if err != nil {
-			return exitWith(stderr, "deploy", fmt.Errorf("deployed, but %w", err))
-		}
-		fmt.Fprintln(stdout, seen)
-	} else if slices.ContainsFunc(deployed, func(d deploy.Deployed) bool { return !d.Created && !d.Unchanged && d.URL != "" }) {
-		fmt.Fprintln(stdout, "\nn8n puts an updated version live in the background: for a moment, deliveries can still run the\n"+
-			"previous one. --probe waits until they run the new version.")
-	}
-	for _, d := range deployed {
-		if d.URL != "" {
-			fmt.Fprintf(stdout, "\nlive; give the provider this URL:\n  %s\n", d.URL)
-		}
-	}
-	fmt.Fprintln(stdout, "\nThe workflows need their schema in the database the credential points at: idemhook schema [same options] | psql …")
-	return exitOK
 }
 
 // deployError marks as a usage error what deploy refuses in the user's n8n
@@ -225,66 +227,64 @@ func deployError(err error) error {
 	return err
 }
 
-func runCheck(args []string, stdout, stderr io.Writer) int {
+func runCheck(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("check", "idemhook check --n8n-url URL --api-key-file FILE [--from DIR | options]\n\n"+
 		"Checks, without changing anything, that the workflows are in n8n and are what the options (or --from)\n"+
 		"describe, node by node, bound to credentials that exist and are not ambiguous, published, and live.\n"+
-		"Exits 0 only when all is well.", stderr)
+		"Exits 0 only when all is well.")
 	var r remote
 	r.flags(fs)
 	var credIDs multiFlag
 	fs.Var(&credIDs, "credential-id", "`ID` of the credential deploy bound when several share its name (repeatable)")
 	r.probeFlag(fs)
-	if code, ok := parse(fs, args, stdout); !ok {
-		return code
+	if err := parse(fs, args, std.out); err != nil {
+		return err
 	}
 	client, ws, err := r.setup(fs)
 	if err != nil {
-		return exitWith(stderr, "check", err)
+		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 	checkOpts := r.deployOptions(nil)
 	checkOpts.CredentialIDs = credIDs
 	problems, err := deploy.Check(ctx, client, ws, checkOpts)
 	if err != nil {
-		return exitWith(stderr, "check", err)
+		return err
 	}
 	// A workflow that differs from the options can still be probed: what it
 	// does with a delivery tells the user more than the difference.
 	if r.probe && !slices.ContainsFunc(problems, func(p deploy.Problem) bool { return !p.Drift }) {
-		seen, err := r.runProbe(ctx, client, ws, credIDs, r.deployOptions(stderr))
+		seen, err := r.runProbe(ctx, client, ws, credIDs, r.deployOptions(std.err))
 		if err != nil {
 			problems = append(problems, deploy.Problem{What: err.Error(), Fix: "A missing table: apply idemhook schema in the database the credential points at. A Code node that cannot require('crypto'): start n8n with NODE_FUNCTION_ALLOW_BUILTIN=crypto"})
 		} else {
-			fmt.Fprintln(stdout, seen)
+			fmt.Fprintln(std.out, seen)
 		}
 	}
 	if len(problems) == 0 {
-		fmt.Fprintf(stdout, "ok: %d workflows in n8n, bound, published and live\n", len(ws))
-		return exitOK
+		fmt.Fprintf(std.out, "ok: %d workflows in n8n, bound, published and live\n", len(ws))
+		return nil
 	}
 	for _, p := range problems {
-		fmt.Fprintln(stdout, "problem:", p)
+		fmt.Fprintln(std.out, "problem:", p)
 	}
 	if len(problems) == 1 {
-		return exitWith(stderr, "check", errors.New("1 problem, above"))
+		return errors.New("1 problem, above")
 	}
-	return exitWith(stderr, "check", fmt.Errorf("%d problems, above", len(problems)))
+	return fmt.Errorf("%d problems, above", len(problems))
 }
 
-func runCleanup(args []string, stdout, stderr io.Writer) int {
+func runCleanup(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("cleanup", "idemhook cleanup --now --n8n-url URL --api-key-file FILE [--from DIR | options]\n\n"+
 		"Runs the deployed cleanup workflow once, now, inside n8n (through a temporary workflow, deleted after).\n"+
 		"It takes deploy's and check's options, so that one set of options serves the three; the cleanup\n"+
-		"workflow is found by the name --name and --pattern give, and runs as deployed.", stderr)
+		"workflow is found by the name --name and --pattern give, and runs as deployed.")
 	var r remote
 	r.flags(fs)
 	var credIDs multiFlag
 	fs.Var(&credIDs, "credential-id", "`ID` of the credential to bind when several share its name (repeatable; deploy's and check's, no part here)")
 	now := fs.Bool("now", false, "run it now (required: the schedule runs it otherwise)")
-	if code, ok := parse(fs, args, stdout); !ok {
-		return code
+	if err := parse(fs, args, std.out); err != nil {
+		return err
 	}
 	// The options deploy and check take that play no part here: the
 	// deployed workflow runs with what it was deployed with.
@@ -297,14 +297,14 @@ func runCleanup(args []string, stdout, stderr io.Writer) int {
 		}
 	})
 	if len(ignored) > 0 && r.from == "" {
-		fmt.Fprintf(stderr, "idemhook cleanup: note: %s change nothing here: the cleanup workflow deployed with them runs as it is\n", strings.Join(ignored, ", "))
+		fmt.Fprintf(std.err, "idemhook cleanup: note: %s change nothing here: the cleanup workflow deployed with them runs as it is\n", strings.Join(ignored, ", "))
 	}
 	if !*now {
-		return exitWith(stderr, "cleanup", usagef("--now is required (the deployed workflow's schedule runs it otherwise)"))
+		return usagef("--now is required (the deployed workflow's schedule runs it otherwise)")
 	}
 	client, ws, err := r.setup(fs)
 	if err != nil {
-		return exitWith(stderr, "cleanup", err)
+		return err
 	}
 	name := ""
 	for _, w := range ws {
@@ -313,13 +313,11 @@ func runCleanup(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if name == "" {
-		return exitWith(stderr, "cleanup", usagef("no cleanup workflow among the files"))
+		return usagef("no cleanup workflow among the files")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := deploy.CleanupNow(ctx, client, name, r.deployOptions(stderr)); err != nil {
-		return exitWith(stderr, "cleanup", err)
+	if err := deploy.CleanupNow(ctx, client, name, r.deployOptions(std.err)); err != nil {
+		return err
 	}
-	fmt.Fprintf(stdout, "ran %q\n", name)
-	return exitOK
+	fmt.Fprintf(std.out, "ran %q\n", name)
+	return nil
 }

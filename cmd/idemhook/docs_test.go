@@ -31,11 +31,11 @@ func docFiles(t *testing.T) map[string]string {
 }
 
 var (
-	mdLink    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
-	mdHeading = regexp.MustCompile(`(?m)^#{1,6} +(.+?) *$`)
-	codeSpan  = regexp.MustCompile("(?s)```.*?```|`[^`\n]+`")
-	flagToken = regexp.MustCompile(`(?:^|[\s\[(|=])(--[a-z][a-z0-9-]+)`)
-	command   = regexp.MustCompile(`\bidemhook ([a-z]+)\b`)
+	mdLink     = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	mdHeading  = regexp.MustCompile(`(?m)^#{1,6} +(.+?) *$`)
+	codeSpan   = regexp.MustCompile("(?s)```.*?```|`[^`\n]+`")
+	flagToken  = regexp.MustCompile(`(?:^|[\s\[(|=])(--[a-z][a-z0-9-]+)`)
+	commandUse = regexp.MustCompile(`\bidemhook ([a-z]+)\b`)
 )
 
 // anchors lists the anchors GitHub gives a markdown file's headings.
@@ -201,7 +201,7 @@ func TestDocsNameOnlyFlagsTheCLIHas(t *testing.T) {
 						}
 					}
 				}
-				if m := command.FindStringSubmatchIndex(line); m != nil {
+				if m := commandUse.FindStringSubmatchIndex(line); m != nil {
 					name := line[m[2]:m[3]]
 					if flags, ok := commands[name]; ok && flags != nil {
 						rest := line[m[1]:]

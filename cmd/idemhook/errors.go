@@ -2,9 +2,12 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/idemhook/idemhook/internal/sandbox"
 )
 
 // Exit codes: 1 when the work failed, 2 when the command line or the input
@@ -36,14 +39,37 @@ func asUsage(err error) error {
 	return &usageError{err}
 }
 
+// commandError is an error of a part of a command that has a name of its
+// own ("rules test", "guard --remove"): exitWith names that part.
+type commandError struct {
+	command string
+	err     error
+}
+
+func (e *commandError) Error() string { return e.err.Error() }
+func (e *commandError) Unwrap() error { return e.err }
+
+// within names command as the source of err, when not nil.
+func within(command string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &commandError{command, err}
+}
+
 // exitWith is where the CLI's errors are written, by one rule
 // (docs/cli.md): one line on stderr, "idemhook COMMAND: CAUSE", the cause
 // first; exit 2 for a usage error, 1 for any other (the work failed), 0
-// for nil. An error of several lines (a tool's output it quotes) is joined
-// into one with "; ".
+// for nil and for flag.ErrHelp (the usage was printed, as asked). An error
+// of several lines (a tool's output it quotes) is joined into one with
+// "; ".
 func exitWith(stderr io.Writer, command string, err error) int {
-	if err == nil {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return exitOK
+	}
+	var part *commandError
+	if errors.As(err, &part) {
+		command = part.command
 	}
 	prefix := "idemhook"
 	if command != "" {
@@ -112,4 +138,16 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// sandboxError marks as a usage error what this machine cannot run as it
+// is: a platform without builds (*sandbox.PlatformError), a cache folder
+// the PostgreSQL user cannot reach (*sandbox.UnreachableError).
+func sandboxError(err error) error {
+	var platform *sandbox.PlatformError
+	var unreachable *sandbox.UnreachableError
+	if errors.As(err, &platform) || errors.As(err, &unreachable) {
+		return asUsage(err)
+	}
+	return err
 }

@@ -8,11 +8,10 @@ import (
 	"io"
 	"maps"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
+	"time"
 
 	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/internal/duration"
@@ -35,79 +34,72 @@ RULES is a preset (` + strings.Join(rules.PresetNames(), ", ") + `) or a rules f
 `
 
 // rulesCommands are the commands of idemhook rules.
-var rulesCommands = map[string]func(args []string, stdout, stderr io.Writer) int{
+var rulesCommands = map[string]command{
 	"init":   runRulesInit,
 	"check":  runRulesCheck,
 	"schema": runRulesSchema,
 	"test":   runRulesTest,
 }
 
-func runRules(args []string, stdout, stderr io.Writer) int {
+func runRules(ctx context.Context, args []string, std stdio) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, rulesUsage)
-		return exitUsage
+		fmt.Fprint(std.err, rulesUsage)
+		return usagef("give a command: init, check, schema or test")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, rulesUsage)
-		return exitOK
+		fmt.Fprint(std.out, rulesUsage)
+		return nil
 	}
 	if cmd, ok := rulesCommands[args[0]]; ok {
-		return cmd(args[1:], stdout, stderr)
+		return within("rules "+args[0], cmd(ctx, args[1:], std))
 	}
-	return exitWith(stderr, "rules", unknownCommand(args[0], slices.Sorted(maps.Keys(rulesCommands)), "idemhook rules --help"))
+	return unknownCommand(args[0], slices.Sorted(maps.Keys(rulesCommands)), "idemhook rules --help")
 }
 
-func runRulesSchema(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("rules schema", "idemhook rules schema\n\nPrints the JSON Schema of rules files (an editor validates and completes a rules file with it).", stderr)
-	if code, ok := parse(fs, args, stdout); !ok {
-		return code
+func runRulesSchema(_ context.Context, args []string, std stdio) error {
+	fs := newFlagSet("rules schema", "idemhook rules schema\n\nPrints the JSON Schema of rules files (an editor validates and completes a rules file with it).")
+	if err := parse(fs, args, std.out); err != nil {
+		return err
 	}
 	if err := noArgs(fs); err != nil {
-		return exitWith(stderr, "rules schema", err)
+		return err
 	}
-	stdout.Write(rules.Schema)
-	return exitOK
+	_, err := std.out.Write(rules.Schema)
+	return err
 }
 
-func runRulesInit(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("rules init", "idemhook rules init --preset NAME [--out FILE]\n\nWrites a preset's rules file, to edit into your own (docs/inbox.md).", stderr)
+func runRulesInit(_ context.Context, args []string, std stdio) error {
+	fs := newFlagSet("rules init", "idemhook rules init --preset NAME [--out FILE]\n\nWrites a preset's rules file, to edit into your own (docs/inbox.md).")
 	preset := fs.String("preset", "", "the `PRESET` to start from: "+strings.Join(rules.PresetNames(), ", ")+" (required)")
 	out := fs.String("out", "", "write to `FILE` instead of stdout (refused when it exists)")
-	if code, ok := parse(fs, args, stdout); !ok {
-		return code
+	if err := parse(fs, args, std.out); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 || *preset == "" {
-		return exitWith(stderr, "rules init", usagef("give --preset NAME and no argument"))
+		return usagef("give --preset NAME and no argument")
 	}
 	data, err := rules.PresetFile(*preset)
 	if err != nil {
-		return exitWith(stderr, "rules init", asUsage(err))
+		return asUsage(err)
 	}
 	if *out == "" {
-		stdout.Write(data)
-		return exitOK
+		_, err := std.out.Write(data)
+		return err
 	}
 	f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if errors.Is(err, os.ErrExist) {
-		return exitWith(stderr, "rules init", usagef("--out %s exists: give another file (rules init never replaces one)", *out))
-	}
-	if err == nil {
-		_, err = f.Write(data)
-		err = errorsJoin(err, f.Close())
+		return usagef("--out %s exists: give another file (rules init never replaces one)", *out)
 	}
 	if err != nil {
-		return exitWith(stderr, "rules init", err)
+		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s (preset %s); its tables: %s\n", *out, *preset, tablesOf(mustPreset(*preset)))
-	return exitOK
-}
-
-func errorsJoin(a, b error) error {
-	if a != nil {
-		return a
+	_, err = f.Write(data)
+	if err := errors.Join(err, f.Close()); err != nil {
+		return err
 	}
-	return b
+	fmt.Fprintf(std.out, "wrote %s (preset %s); its tables: %s\n", *out, *preset, tablesOf(mustPreset(*preset)))
+	return nil
 }
 
 func mustPreset(name string) *rules.Rules {
@@ -123,101 +115,127 @@ func tablesOf(rs *rules.Rules) string {
 	return strings.Join(names, ", ")
 }
 
-func runRulesCheck(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("rules check", "idemhook rules check --rules RULES\n\nValidates rules and compiles them; prints the event types they handle. Whether your tables and columns\nexist is not checked here: schema.sql checks it when applied, and rules test with your tables (--schema).", stderr)
+func runRulesCheck(_ context.Context, args []string, std stdio) error {
+	fs := newFlagSet("rules check", "idemhook rules check --rules RULES\n\nValidates rules and compiles them; prints the event types they handle. Whether your tables and columns\nexist is not checked here: schema.sql checks it when applied, and rules test with your tables (--schema).")
 	name := fs.String("rules", "", "a preset or a rules `FILE` (required)")
-	if code, ok := parse(fs, args, stdout); !ok {
-		return code
+	if err := parse(fs, args, std.out); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 || *name == "" {
-		return exitWith(stderr, "rules check", usagef("give --rules RULES and no argument"))
+		return usagef("give --rules RULES and no argument")
 	}
 	rs, err := rules.Load(*name)
 	if err == nil {
 		_, err = generator.Schema(generator.Options{Pattern: generator.PatternInbox, Rules: rs})
 	}
 	if err != nil {
-		return exitWith(stderr, "rules check", asUsage(err))
+		return asUsage(err)
 	}
-	fmt.Fprintf(stdout, "%s: %d rules on %s; they handle %s\n", rs.Source, len(rs.Rules), tablesOf(rs), strings.Join(rs.Types(), ", "))
-	fmt.Fprintln(stdout, "checked: the file's form, names and references, and that it compiles; not checked: that its tables and columns exist "+
+	fmt.Fprintf(std.out, "%s: %d rules on %s; they handle %s\n", rs.Source, len(rs.Rules), tablesOf(rs), strings.Join(rs.Types(), ", "))
+	fmt.Fprintln(std.out, "checked: the file's form, names and references, and that it compiles; not checked: that its tables and columns exist "+
 		"and take its values, which schema.sql checks when applied, and rules test with your tables (--schema)")
-	return exitOK
+	return nil
 }
 
-func runRulesTest(args []string, stdout, stderr io.Writer) int {
+// rulesTest is what rules test runs, from its flags.
+type rulesTest struct {
+	rules       *rules.Rules
+	samples     []*rules.Sample
+	opts        generator.Options // the inbox pattern's, for the schema and the worker's allowlist
+	schemas     []string          // --schema files
+	report      string
+	databaseURL string
+	keep        bool
+}
+
+func runRulesTest(ctx context.Context, args []string, std stdio) error {
+	t, err := rulesTestFlags(args, std.out)
+	if err != nil {
+		return err
+	}
+	db, err := rulesDatabase(ctx, t.databaseURL, t.opts.DBSchema, t.keep, std.err)
+	if err != nil {
+		return err
+	}
+	defer db.close()
+	if err := t.applySchemas(ctx, db.pool); err != nil {
+		return err
+	}
+	results, err := samples.Run(ctx, db.pool, t.rules, t.samples, samples.Options{
+		Inbox: pgsql.Inbox{Schema: t.opts.DBSchema}, Allowed: t.opts.Events, DeferLimit: t.opts.DeferLimit})
+	if err != nil {
+		return err
+	}
+	samples.WriteTable(std.out, results)
+	return t.judge(results)
+}
+
+// rulesTestFlags reads rules test's command line, the rules and the
+// samples it names.
+func rulesTestFlags(args []string, stdout io.Writer) (*rulesTest, error) {
 	fs := newFlagSet("rules test", "idemhook rules test --rules RULES [options] DIR\n\n"+
 		"Runs every sample event of DIR (*.yaml, *.yml, *.json; docs/inbox.md) through the decision compiled\n"+
 		"from RULES, in a scratch PostgreSQL 16 started on this machine (installed on first use, about 60 MB),\n"+
 		"or with --database-url in a scratch database of a PostgreSQL you run: each sample in a transaction of\n"+
-		"its own, rolled back. Prints one line per sample; exits 1 when any sample decides otherwise than it expects.", stderr)
+		"its own, rolled back. Prints one line per sample; exits 1 when any sample decides otherwise than it expects.")
+	t := &rulesTest{opts: generator.Options{Pattern: generator.PatternInbox}}
 	name := fs.String("rules", "", "a preset or a rules `FILE` (required)")
-	var schemas multiFlag
-	fs.Var(&schemas, "schema", "SQL `FILE` applied before the generated schema: your tables, which your rules name; repeatable")
-	dbSchema := fs.String("db-schema", "", "PostgreSQL `SCHEMA` of the inbox tables and of your rules' unqualified tables, as with generate")
+	fs.Var((*multiFlag)(&t.schemas), "schema", "SQL `FILE` applied before the generated schema: your tables, which your rules name; repeatable")
+	fs.StringVar(&t.opts.DBSchema, "db-schema", "", "PostgreSQL `SCHEMA` of the inbox tables and of your rules' unqualified tables, as with generate")
 	events := fs.String("events", "", "the worker's allowlist, comma-separated `TYPES` (default: every type the rules handle)")
-	deferLimit := fs.String("defer-limit", "24h", "the worker's --defer-limit, a `DURATION`")
-	report := fs.String("report", "", "write the samples' results as JUnit XML to `FILE`")
-	databaseURL := fs.String("database-url", "", "run in a scratch database of the PostgreSQL (14 or newer) at `URL` (postgres://USER:PASSWORD@HOST:PORT/DATABASE), "+
+	duration.Var(fs, &t.opts.DeferLimit, "defer-limit", 24*time.Hour, "the worker's --defer-limit, a `DURATION`")
+	fs.StringVar(&t.report, "report", "", "write the samples' results as JUnit XML to `FILE`")
+	fs.StringVar(&t.databaseURL, "database-url", "", "run in a scratch database of the PostgreSQL (14 or newer) at `URL` (postgres://USER:PASSWORD@HOST:PORT/DATABASE), "+
 		"or a scratch schema of its database when the user may not create databases; it is dropped at the end, and nothing else is touched")
-	keep := fs.Bool("keep", false, "with --database-url, leave the scratch database (or schema) and print its name")
-	if code, ok := parse(fs, args, stdout); !ok {
-		return code
+	fs.BoolVar(&t.keep, "keep", false, "with --database-url, leave the scratch database (or schema) and print its name")
+	if err := parse(fs, args, stdout); err != nil {
+		return nil, err
 	}
-	fail := func(err error) int { return exitWith(stderr, "rules test", err) }
 	if fs.NArg() != 1 || *name == "" {
-		return fail(usagef("give --rules RULES and one folder of samples"))
+		return nil, usagef("give --rules RULES and one folder of samples")
 	}
-	rs, err := rules.Load(*name)
-	if err != nil {
-		return fail(asUsage(err))
+	if t.keep && t.databaseURL == "" {
+		return nil, usagef("--keep leaves the scratch database of --database-url: give --database-url")
 	}
-	all, err := rules.LoadSamples(fs.Arg(0))
-	if err != nil {
-		return fail(asUsage(err))
-	}
-	opts := generator.Options{Pattern: generator.PatternInbox, Rules: rs, DBSchema: *dbSchema}
 	if *events != "" {
-		opts.Events = strings.Split(*events, ",")
+		t.opts.Events = strings.Split(*events, ",")
 	}
-	if opts.DeferLimit, err = duration.Parse(*deferLimit); err != nil {
-		return fail(usagef("--defer-limit: %v", err))
+	var err error
+	if t.rules, err = rules.Load(*name); err != nil {
+		return nil, asUsage(err)
 	}
-	schema, err := generator.Schema(opts)
-	if err != nil {
-		return fail(asUsage(err))
+	t.opts.Rules = t.rules
+	if t.samples, err = rules.LoadSamples(fs.Arg(0)); err != nil {
+		return nil, asUsage(err)
 	}
-	extra, err := readFiles(schemas)
-	if err != nil {
-		return fail(usagef("--schema: %v", err))
-	}
+	return t, nil
+}
 
-	if *keep && *databaseURL == "" {
-		return fail(usagef("--keep leaves the scratch database of --database-url: give --database-url"))
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	db, err := rulesDatabase(ctx, *databaseURL, *dbSchema, *keep, stderr)
+// applySchemas applies the --schema files, then the generated schema.
+func (t *rulesTest) applySchemas(ctx context.Context, pool *pgxpool.Pool) error {
+	schema, err := generator.Schema(t.opts)
 	if err != nil {
-		return fail(err)
+		return asUsage(err)
 	}
-	defer db.close()
+	extra, err := readFiles(t.schemas)
+	if err != nil {
+		return usagef("--schema: %v", err)
+	}
 	for i, sql := range append(extra, schema) {
-		if _, err := db.pool.Exec(ctx, sql); err != nil {
+		if _, err := pool.Exec(ctx, sql); err != nil {
 			what := "the generated schema"
 			if i < len(extra) {
-				what = schemas[i]
+				what = t.schemas[i]
 			}
-			return fail(usagef("%s: %v", what, err))
+			return usagef("%s: %v", what, err)
 		}
 	}
-	results, err := samples.Run(ctx, db.pool, rs, all, samples.Options{
-		Inbox: pgsql.Inbox{Schema: *dbSchema}, Allowed: opts.Events, DeferLimit: opts.DeferLimit})
-	if err != nil {
-		return fail(err)
-	}
-	samples.WriteTable(stdout, results)
+	return nil
+}
+
+// judge writes the --report and fails when a sample decided otherwise
+// than it expects.
+func (t *rulesTest) judge(results []samples.Result) error {
 	failed := 0
 	checks := make([]verify.Check, len(results))
 	for i, r := range results {
@@ -227,20 +245,20 @@ func runRulesTest(args []string, stdout, stderr io.Writer) int {
 			failed++
 		}
 	}
-	if *report != "" {
+	if t.report != "" {
 		var b bytes.Buffer
-		err := verify.WriteJUnit(&b, "idemhook rules test: "+rs.Source, "idemhook.rules", checks)
+		err := verify.WriteJUnit(&b, "idemhook rules test: "+t.rules.Source, "idemhook.rules", checks)
 		if err == nil {
-			err = writeReport(*report, b.Bytes())
+			err = writeReport(t.report, b.Bytes())
 		}
 		if err != nil {
-			return fail(fmt.Errorf("--report: %w", err))
+			return fmt.Errorf("--report: %w", err)
 		}
 	}
 	if failed > 0 {
-		return fail(fmt.Errorf("%d of %d samples decided otherwise than they expect", failed, len(results)))
+		return fmt.Errorf("%d of %d samples decided otherwise than they expect", failed, len(results))
 	}
-	return exitOK
+	return nil
 }
 
 // rulesDB is where rules test runs: a PostgreSQL started for it, or a
@@ -266,25 +284,13 @@ func rulesDatabase(ctx context.Context, databaseURL, dbSchema string, keep bool,
 		return nil, asUsage(err)
 	}
 	if err != nil {
-		return nil, stackError(err)
+		return nil, sandboxError(err)
 	}
 	if pg.Scratch != nil && pg.Scratch.Schema && dbSchema != "" {
 		pg.CloseAndRemove()
 		return nil, usagef("--db-schema %s would create a schema beside the scratch one, in your database: give a user with CREATEDB (a scratch database holds it), or leave --db-schema out; nothing was created", dbSchema)
 	}
 	return &rulesDB{pool: pg.Business, close: func() { pg.CloseAndRemove() }}, nil
-}
-
-// stackError marks as a usage error what this machine cannot run as it is:
-// a platform without builds (*sandbox.PlatformError), a cache folder the
-// PostgreSQL user cannot reach (*sandbox.UnreachableError).
-func stackError(err error) error {
-	var platform *sandbox.PlatformError
-	var unreachable *sandbox.UnreachableError
-	if errors.As(err, &platform) || errors.As(err, &unreachable) {
-		return asUsage(err)
-	}
-	return err
 }
 
 // writeReport writes a JUnit report, its folder made if need be (a CI

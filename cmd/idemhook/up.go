@@ -4,59 +4,53 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/lab"
 	"github.com/idemhook/idemhook/signature"
 )
 
-func runUp(args []string, stdout, stderr io.Writer) int {
+func runUp(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("up", "idemhook up [options]\n\n"+
 		"Starts a local lab: PostgreSQL 16, n8n and keysvc on free local ports, an n8n owner account and API key,\n"+
 		"the workflows for the options deployed and live. Prints how to log in and a delivery to try.\n"+
 		"Ctrl-C stops everything; nothing keeps running. The first run provisions Node, n8n and PostgreSQL\n"+
-		"into the cache (a few minutes).", stderr)
+		"into the cache (a few minutes).")
 	var o generator.Options
 	optionFlags(fs, &o)
 	keepLogs := fs.Bool("keep-logs", false, "keep n8n's and PostgreSQL's logs after Ctrl-C (they are removed with the rest of the lab)")
 	nodePackage := fs.String("node-package", "", "with --hashing node, the community node package to install, a packed `FILE` (.tgz; default: built from this clone's n8n-nodes-idemhook)")
-	if code, ok := parse(fs, args, stdout); !ok {
-		return code
+	if err := parse(fs, args, std.out); err != nil {
+		return err
 	}
 	if err := noArgs(fs); err != nil {
-		return exitWith(stderr, "up", err)
+		return err
 	}
 	if _, err := generator.Files(o); err != nil {
-		return exitWith(stderr, "up", asUsage(err))
+		return asUsage(err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if *nodePackage != "" && o.Hashing != generator.HashingNode {
-		fmt.Fprintln(stderr, "idemhook up: --node-package applies to --hashing node only")
-		return exitUsage
+		return usagef("--node-package applies to --hashing node only")
 	}
-	l, err := lab.Start(ctx, o, *nodePackage, stderr)
+	l, err := lab.Start(ctx, o, *nodePackage, std.err)
 	if err != nil {
-		return exitWith(stderr, "up", stackError(err))
+		return sandboxError(err)
 	}
 	l.KeepLogs = *keepLogs
 	defer func() {
-		fmt.Fprintln(stderr, "idemhook up: stopping keysvc, n8n and PostgreSQL")
+		fmt.Fprintln(std.err, "idemhook up: stopping keysvc, n8n and PostgreSQL")
 		if err := l.Close(); err != nil {
-			fmt.Fprintf(stderr, "idemhook up: %v\n", err)
+			fmt.Fprintf(std.err, "idemhook up: %v\n", err)
 		}
 		if l.KeepLogs {
-			fmt.Fprintf(stderr, "idemhook up: the logs are kept in %s\n", l.LogDir)
+			fmt.Fprintf(std.err, "idemhook up: the logs are kept in %s\n", l.LogDir)
 		}
 	}()
-	if err := printLab(stdout, l); err != nil {
-		return exitWith(stderr, "up", err)
+	if err := printLab(std.out, l); err != nil {
+		return err
 	}
 	<-ctx.Done()
-	return exitOK
+	return nil
 }
 
 func printLab(w io.Writer, l *lab.Lab) error {
