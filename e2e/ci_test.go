@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -279,11 +280,26 @@ func TestDatabaseURLBadInput(t *testing.T) {
 		return append(names, schemas...)
 	}
 	before := inventory()
-	with := func(user, password, path string, query ...string) string {
-		u := strings.Replace(admin, "postgres:idemhook-e2e@", user+":"+password+"@", 1)
-		u = strings.Replace(u, "/idemhook?", "/"+path+"?", 1)
-		return u + strings.Join(query, "")
+	// asUser is dsn with another user, password and (when not "")
+	// database: the URL parsed, so that it holds whatever the stack's own
+	// password is.
+	asUser := func(dsn, user, password, database string) string {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.UserPassword(user, password)
+		if database != "" {
+			u.Path = "/" + database
+		}
+		return u.String()
 	}
+	with := func(user, password, database string) string { return asUser(admin, user, password, database) }
+	adminURL, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminPassword, _ := adminURL.User.Password()
 	// A server that takes TLS connections only, beside it.
 	tlsOnly, err := sandbox.Start(ctx, sandbox.Options{PostgresOnly: true, PostgresTLS: true})
 	if err != nil {
@@ -297,10 +313,10 @@ func TestDatabaseURLBadInput(t *testing.T) {
 		name, url, says, verifySays string
 	}{
 		{"wrong password", with("postgres", "wrong-pw", "idemhook"), "password authentication failed for user postgres", ""},
-		{"no such database", with("postgres", "idemhook-sandbox", "nope"), "has no database nope", ""},
+		{"no such database", with("postgres", adminPassword, "nope"), "has no database nope", ""},
 		{"no rights", with("ci_no_rights", "pw-nr", "idemhook"), "may create neither a database", "may not create databases"},
 		{"TLS the server does not offer", strings.Replace(admin, "sslmode=disable", "sslmode=require", 1), "does not offer TLS", ""},
-		{"TLS required", strings.Replace(tlsOnly.BusinessDSN, "postgres:idemhook-e2e@", "ci:pw-ci@", 1), "requires TLS: add sslmode=require", ""},
+		{"TLS required", asUser(tlsOnly.BusinessDSN, "ci", "pw-ci", ""), "requires TLS: add sslmode=require", ""},
 	} {
 		for _, args := range [][]string{
 			{"rules", "test", "--rules", "effects.yaml", "--schema", "tables.sql", "--database-url", c.url, "samples/"},
