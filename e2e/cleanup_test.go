@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
 )
 
 // The cleanup workflow deletes keys older than the retention and keeps the

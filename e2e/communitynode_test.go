@@ -15,10 +15,10 @@ import (
 	"testing"
 
 	"github.com/idemhook/idemhook/conformance"
-	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/internal/communitynode"
+	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/n8napi"
 	"github.com/idemhook/idemhook/internal/sandbox"
-	"github.com/idemhook/idemhook/n8napi"
 )
 
 // The Idempotency Guard community node (n8n-nodes-idemhook), installed into

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
 )
 
 // Hostile deliveries to the generated workflow through real n8n: the

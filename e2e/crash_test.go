@@ -12,7 +12,7 @@ import (
 
 	"github.com/idemhook/idemhook/internal/sandbox"
 
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
 )
 
 // deliverLikeProvider repeats attempt until it is answered 2xx, as a

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/idemhook/idemhook/conformance"
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
 )
 
 // The crypto-node variant (no Code node, no NODE_FUNCTION_ALLOW_BUILTIN)

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/n8napi"
 	"github.com/idemhook/idemhook/internal/sandbox"
-	"github.com/idemhook/idemhook/n8napi"
 )
 
 var (

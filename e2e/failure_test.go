@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
 )
 
 // The business step fails after the reservation: the caller gets 5xx and the

@@ -15,11 +15,11 @@ import (
 	"sync"
 	"testing"
 
-	idemdeploy "github.com/idemhook/idemhook/deploy"
-	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/guard"
+	idemdeploy "github.com/idemhook/idemhook/internal/deploy"
+	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/guard"
+	"github.com/idemhook/idemhook/internal/n8napi"
 	"github.com/idemhook/idemhook/internal/sandbox"
-	"github.com/idemhook/idemhook/n8napi"
 )
 
 // bodyKind is one kind of body a Webhook accepts, as a sender posts it.

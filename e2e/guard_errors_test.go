@@ -16,11 +16,11 @@ import (
 	"testing"
 	"time"
 
-	idemdeploy "github.com/idemhook/idemhook/deploy"
-	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/guard"
-	"github.com/idemhook/idemhook/n8napi"
-	"github.com/idemhook/idemhook/verify"
+	idemdeploy "github.com/idemhook/idemhook/internal/deploy"
+	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/guard"
+	"github.com/idemhook/idemhook/internal/n8napi"
+	"github.com/idemhook/idemhook/internal/verify"
 )
 
 // flakyCRM stands in for the business step's downstream service: the first
@@ -103,7 +103,7 @@ func alertRows(t *testing.T, workflowID string) []alertRow {
 func errorFixtures(t *testing.T, crm string) (orders, alerts []byte) {
 	t.Helper()
 	read := func(name string) []byte {
-		raw, err := os.ReadFile("../guard/testdata/error-workflow/" + name)
+		raw, err := os.ReadFile("../internal/guard/testdata/error-workflow/" + name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +260,7 @@ func TestGuardKeepsTheOwnErrorTrigger(t *testing.T) {
 	needStack(t)
 	ctx := context.Background()
 	crm := newFlakyCRM(t)
-	raw, err := os.ReadFile("../guard/testdata/error-workflow/self.json")
+	raw, err := os.ReadFile("../internal/guard/testdata/error-workflow/self.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,10 +13,10 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
-	idemdeploy "github.com/idemhook/idemhook/deploy"
-	"github.com/idemhook/idemhook/generator"
+	idemdeploy "github.com/idemhook/idemhook/internal/deploy"
+	"github.com/idemhook/idemhook/internal/generator"
 	"github.com/idemhook/idemhook/internal/headless"
-	"github.com/idemhook/idemhook/verify"
+	"github.com/idemhook/idemhook/internal/verify"
 )
 
 // idemhook guard --apply against a live n8n: the workflow is updated in
@@ -27,7 +27,7 @@ import (
 func TestGuardApplyLive(t *testing.T) {
 	needStack(t)
 	ctx := context.Background()
-	raw, err := os.ReadFile("../guard/testdata/exports/v2.1-if-two-responds.json")
+	raw, err := os.ReadFile("../internal/guard/testdata/exports/v2.1-if-two-responds.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,11 +16,11 @@ import (
 	"testing"
 	"time"
 
-	idemdeploy "github.com/idemhook/idemhook/deploy"
-	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/guard"
-	"github.com/idemhook/idemhook/n8napi"
-	"github.com/idemhook/idemhook/verify"
+	idemdeploy "github.com/idemhook/idemhook/internal/deploy"
+	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/guard"
+	"github.com/idemhook/idemhook/internal/n8napi"
+	"github.com/idemhook/idemhook/internal/verify"
 )
 
 // guardCase is one fixture, as the guard e2e test deploys and checks it.
@@ -55,7 +55,7 @@ func TestGuardExports(t *testing.T) {
 		w.Write([]byte(`{"ok":true}`))
 	}))
 	defer echo.Close()
-	files, err := filepath.Glob("../guard/testdata/exports/*.json")
+	files, err := filepath.Glob("../internal/guard/testdata/exports/*.json")
 	if err != nil || len(files) < 15 {
 		t.Fatalf("%d fixtures: %v", len(files), err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
 )
 
 // Payments that arrived before their orders are deferred; the orders are

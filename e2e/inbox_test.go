@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/pgsql"
+	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/pgsql"
 	"github.com/jackc/pgx/v5"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
 )
 
 // Lease mode: a retry during a slow attempt gets 409; the slow attempt fails

@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
-	idemdeploy "github.com/idemhook/idemhook/deploy"
-	"github.com/idemhook/idemhook/generator"
+	idemdeploy "github.com/idemhook/idemhook/internal/deploy"
+	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/n8napi"
 	"github.com/idemhook/idemhook/internal/sandbox"
-	"github.com/idemhook/idemhook/n8napi"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )

@@ -19,10 +19,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/idemhook/idemhook/conformance"
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
 	"github.com/idemhook/idemhook/internal/headless"
+	"github.com/idemhook/idemhook/internal/nodered"
 	"github.com/idemhook/idemhook/internal/sandbox"
-	"github.com/idemhook/idemhook/nodered"
 )
 
 // stepRecorder stands in for the API a Node-RED user's step calls: it

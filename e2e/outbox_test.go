@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
 )
 
 type taskRow struct {

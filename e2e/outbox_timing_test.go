@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
 )
 
 // The outbox on its own schedule, as users run it (a sweep every minute,

@@ -3,7 +3,7 @@ package e2e
 import (
 	"testing"
 
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
 	"github.com/idemhook/idemhook/internal/sandbox"
 )
 

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
 	"github.com/idemhook/idemhook/internal/sandbox"
 	"github.com/tidwall/sjson"
 )

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
 	"github.com/idemhook/idemhook/internal/sandbox"
 )
 

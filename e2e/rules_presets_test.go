@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/eventkey"
-	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/pgsql"
-	"github.com/idemhook/idemhook/rules"
+	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/pgsql"
+	"github.com/idemhook/idemhook/internal/rules"
 	"github.com/idemhook/idemhook/signature"
 )
 

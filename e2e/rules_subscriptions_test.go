@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/rules"
+	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/rules"
 )
 
 // subscriptionEvent is a Stripe customer.subscription.* event.

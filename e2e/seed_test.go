@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/idemhook/idemhook/eventkey"
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
 )
 
 func seedOptions(prefix string, hashing generator.Hashing) generator.Options {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
 	"github.com/idemhook/idemhook/signature"
 )
 

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
 )
 
 // The transactional guard (reservation and business write in one

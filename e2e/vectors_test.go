@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/idemhook/idemhook/conformance"
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
 )
 
 // Every vector of the shared conformance file, delivered to the real n8n

@@ -14,10 +14,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/keysvc"
-	"github.com/idemhook/idemhook/n8napi"
-	"github.com/idemhook/idemhook/verify"
+	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/keysvc"
+	"github.com/idemhook/idemhook/internal/n8napi"
+	"github.com/idemhook/idemhook/internal/verify"
 )
 
 // verifyTarget is the main stack as `idemhook verify` prepares its own.

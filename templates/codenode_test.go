@@ -14,7 +14,7 @@ import (
 
 	"github.com/idemhook/idemhook/conformance"
 	"github.com/idemhook/idemhook/eventkey"
-	"github.com/idemhook/idemhook/rules"
+	"github.com/idemhook/idemhook/internal/rules"
 	"github.com/idemhook/idemhook/templates"
 )
 

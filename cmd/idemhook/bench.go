@@ -13,7 +13,7 @@ import (
 
 	"github.com/idemhook/idemhook/internal/duration"
 
-	"github.com/idemhook/idemhook/bench"
+	"github.com/idemhook/idemhook/internal/bench"
 )
 
 func runBench(ctx context.Context, args []string, std stdio) error {

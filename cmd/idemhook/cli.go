@@ -14,10 +14,10 @@ import (
 	"strings"
 
 	"github.com/idemhook/idemhook/eventkey"
-	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/internal/buildinfo"
-	"github.com/idemhook/idemhook/nodered"
-	"github.com/idemhook/idemhook/planner"
+	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/nodered"
+	"github.com/idemhook/idemhook/internal/planner"
 	"github.com/idemhook/idemhook/signature"
 )
 

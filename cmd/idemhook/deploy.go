@@ -11,11 +11,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/idemhook/idemhook/deploy"
 	"github.com/idemhook/idemhook/eventkey"
-	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/n8napi"
-	"github.com/idemhook/idemhook/verify"
+	"github.com/idemhook/idemhook/internal/deploy"
+	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/n8napi"
+	"github.com/idemhook/idemhook/internal/verify"
 )
 
 // remote holds the flags of the commands that talk to a running n8n

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
 )
 
 // The docs are README.md and docs/*.md, from the module root.

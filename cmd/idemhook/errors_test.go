@@ -179,7 +179,7 @@ func TestHelpWhereAsked(t *testing.T) {
 // `--workflow my.json` replaced the original and exited 0.
 func TestGuardKeepsTheInput(t *testing.T) {
 	dir := t.TempDir()
-	src, err := os.ReadFile("../../guard/testdata/exports/v2-respond-first.json")
+	src, err := os.ReadFile("../../internal/guard/testdata/exports/v2-respond-first.json")
 	if err != nil {
 		t.Fatal(err)
 	}

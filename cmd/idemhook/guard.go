@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/guard"
+	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/guard"
 )
 
 // guardFlags are the generate options that apply to a user's workflow.

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/idemhook/idemhook/guard"
+	"github.com/idemhook/idemhook/internal/guard"
 )
 
 // removeFile takes the guard out of an exported guarded workflow (and out

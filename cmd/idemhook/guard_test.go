@@ -13,7 +13,7 @@ import (
 // takes the generate options it shares by the same names.
 func TestGuardWritesTheWorkflowAndItsFiles(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "guarded", "orders.json")
-	code, stdout, stderr := runCLI("", "guard", "--workflow", "../../guard/testdata/exports/v2.1-if-two-responds.json", "--out", out,
+	code, stdout, stderr := runCLI("", "guard", "--workflow", "../../internal/guard/testdata/exports/v2.1-if-two-responds.json", "--out", out,
 		"--guard", "lease", "--events-table", "shop_events", "--credential", "Postgres (shop)")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -50,12 +50,12 @@ func TestGuardRefusesAndWritesNothing(t *testing.T) {
 		{"exports/two-webhooks.json", nil, "--webhook NAME"},
 		{"refused/malformed.json", nil, "not JSON"},
 		{"refused/dangling.json", nil, "n8n would not run it"},
-		{"../../templates/workflows/default/workflow.json", nil, "already guarded"},
+		{"../../../templates/workflows/default/workflow.json", nil, "already guarded"},
 		{"exports/v2-respond-first.json", []string{"--hashing", "keysvc"}, "builds the key in n8n"},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			dir := t.TempDir()
-			file := filepath.Join("../../guard/testdata", c.file)
+			file := filepath.Join("../../internal/guard/testdata", c.file)
 			code, _, stderr := runCLI("", append([]string{"guard", "--workflow", file, "--out", filepath.Join(dir, "g.json")}, c.args...)...)
 			if code != 2 || !strings.Contains(stderr, c.says) || !strings.Contains(stderr, "nothing was written") {
 				t.Errorf("exit %d, stderr %q; want 2 saying %q and that nothing was written", code, stderr, c.says)
@@ -72,7 +72,7 @@ func TestGuardRefusesAndWritesNothing(t *testing.T) {
 // guarded one, and --remove gives both back.
 func TestGuardWithTheUsersErrorWorkflow(t *testing.T) {
 	dir := t.TempDir()
-	orders, alerts := "../../guard/testdata/error-workflow/orders.json", "../../guard/testdata/error-workflow/alerts.json"
+	orders, alerts := "../../internal/guard/testdata/error-workflow/orders.json", "../../internal/guard/testdata/error-workflow/alerts.json"
 	out := filepath.Join(dir, "guarded", "orders.json")
 	code, _, stderr := runCLI("", "guard", "--workflow", orders, "--out", out)
 	if code != 2 || !strings.Contains(stderr, "--error-workflow FILE") || !strings.Contains(stderr, "nothing was written") {

@@ -13,13 +13,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemhook/idemhook/generator"
 	"github.com/idemhook/idemhook/internal/duration"
+	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/pgsql"
+	"github.com/idemhook/idemhook/internal/rules"
+	"github.com/idemhook/idemhook/internal/rules/samples"
 	"github.com/idemhook/idemhook/internal/sandbox"
-	"github.com/idemhook/idemhook/pgsql"
-	"github.com/idemhook/idemhook/rules"
-	"github.com/idemhook/idemhook/rules/samples"
-	"github.com/idemhook/idemhook/verify"
+	"github.com/idemhook/idemhook/internal/verify"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 

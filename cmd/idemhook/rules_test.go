@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemhook/idemhook/rules"
+	"github.com/idemhook/idemhook/internal/rules"
 )
 
 // The sample folders shipped for each preset pass `rules test`, which
@@ -18,7 +18,7 @@ func TestRulesTestExamplesPass(t *testing.T) {
 	for _, preset := range rules.PresetNames() {
 		t.Run(preset, func(t *testing.T) {
 			report := filepath.Join(t.TempDir(), "junit.xml")
-			code, stdout, stderr := runCLI("", "rules", "test", "--rules", preset, "--report", report, filepath.Join("..", "..", "rules", "testdata", "examples", preset))
+			code, stdout, stderr := runCLI("", "rules", "test", "--rules", preset, "--report", report, filepath.Join("..", "..", "internal", "rules", "testdata", "examples", preset))
 			if code != exitOK || !strings.Contains(stdout, " passed, 0 failed") {
 				t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 			}
@@ -37,7 +37,7 @@ func TestRulesTestFailsOnAChangedDecision(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL; not run with -short")
 	}
-	src := filepath.Join("..", "..", "rules", "testdata", "examples", "stripe-orders")
+	src := filepath.Join("..", "..", "internal", "rules", "testdata", "examples", "stripe-orders")
 	dir := t.TempDir()
 	entries, err := os.ReadDir(src)
 	if err != nil {

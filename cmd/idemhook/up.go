@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/idemhook/idemhook/generator"
-	"github.com/idemhook/idemhook/lab"
+	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/lab"
 	"github.com/idemhook/idemhook/signature"
 )
 

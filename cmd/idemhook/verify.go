@@ -10,10 +10,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/idemhook/idemhook/internal/lab"
+	"github.com/idemhook/idemhook/internal/n8napi"
 	"github.com/idemhook/idemhook/internal/sandbox"
-	"github.com/idemhook/idemhook/lab"
-	"github.com/idemhook/idemhook/n8napi"
-	"github.com/idemhook/idemhook/verify"
+	"github.com/idemhook/idemhook/internal/verify"
 )
 
 // verifyCommand is what verify's flags ask for.

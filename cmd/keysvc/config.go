@@ -14,8 +14,8 @@ import (
 
 	"github.com/idemhook/idemhook/internal/buildinfo"
 	"github.com/idemhook/idemhook/internal/duration"
-	"github.com/idemhook/idemhook/keysvc"
-	"github.com/idemhook/idemhook/keysvc/inbox"
+	"github.com/idemhook/idemhook/internal/keysvc"
+	"github.com/idemhook/idemhook/internal/keysvc/inbox"
 	"github.com/idemhook/idemhook/signature"
 )
 

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idemhook/idemhook/keysvc"
+	"github.com/idemhook/idemhook/internal/keysvc"
 )
 
 func main() {

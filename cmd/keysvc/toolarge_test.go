@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
 	"github.com/idemhook/idemhook/internal/sandbox"
 )
 
@@ -137,7 +137,7 @@ func tool(t *testing.T, name string) string {
 // postRoutes are the POST routes of openapi.json.
 func postRoutes(t *testing.T) []string {
 	t.Helper()
-	raw, err := os.ReadFile("../../keysvc/openapi.json")
+	raw, err := os.ReadFile("../../internal/keysvc/openapi.json")
 	if err != nil {
 		t.Fatal(err)
 	}

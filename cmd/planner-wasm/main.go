@@ -24,9 +24,9 @@ import (
 	"syscall/js"
 
 	"github.com/idemhook/idemhook/eventkey"
-	"github.com/idemhook/idemhook/generator"
+	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/rules"
 	"github.com/idemhook/idemhook/internal/storezip"
-	"github.com/idemhook/idemhook/rules"
 )
 
 func main() {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemhook/idemhook/pgsql"
+	"github.com/idemhook/idemhook/internal/pgsql"
 	"github.com/idemhook/idemhook/signature/provider"
 )
 

@@ -1,0 +1,347 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idemhook/idemhook/internal/deploy"
+	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/lab"
+	"github.com/idemhook/idemhook/internal/sandbox"
+	"github.com/jackc/pgx/v5/pgxpool"
+	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
+)
+
+// InboxOptions configure Inbox.
+type InboxOptions struct {
+	// Senders lists the numbers of concurrent senders; default 1, 2, 4, 8.
+	Senders []int
+	// Events per run; default 150.
+	Events int
+	// Burst is the number of events sent at once (by BurstSenders
+	// senders) after the runs; default 1,000, -1 for none.
+	Burst    int
+	Progress io.Writer
+}
+
+// BurstSenders send a burst: as many deliveries in flight as a provider
+// retrying a backlog after an outage keeps open.
+const BurstSenders = 16
+
+// Series of the inbox part.
+const (
+	inboxBaseline        = "no inbox: Webhook → UPDATE orders → Respond"
+	inboxN8N             = "inbox pattern, n8n receiver"
+	inboxKeysvc          = "inbox pattern, keysvc's inbox in front"
+	inboxEffectsDeadline = 10 * time.Minute
+	// settle is the pause before a run, so that the workers and
+	// dispatchers of the run before (which wait 2 s for more work) have
+	// ended and are not counted as this run's, nor saved by it.
+	settle = 3 * time.Second
+)
+
+// Parts of the report the inbox fills.
+const (
+	partInbox = "inbox"
+	partBurst = "inbox-burst"
+)
+
+// Inbox measures the inbox pattern in real n8n on durable PostgreSQL: for
+// each number of senders, Events payment_intent.succeeded events (each
+// confirming an order of its own) sent to the generated receiver, the time
+// each delivery waited for its answer (the provider's wait), the events per
+// second from the first send to the last order confirmed by the worker, and
+// the executions n8n started meanwhile (from n8n's own execution ids);
+// then a burst of Burst events; then the same behind keysvc's inbox. The
+// baseline is the same business write in a workflow without an inbox, which
+// confirms the order before it answers. Each lab is started as `idemhook
+// up` starts it.
+func Inbox(ctx context.Context, opts InboxOptions) (*Report, error) {
+	if len(opts.Senders) == 0 {
+		opts.Senders = []int{1, 2, 4, 8}
+	}
+	if opts.Events == 0 {
+		opts.Events = 150
+	}
+	if opts.Burst == 0 {
+		opts.Burst = 1000
+	}
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	step := func(format string, args ...any) { fmt.Fprintf(opts.Progress, "bench: "+format+"\n", args...) }
+	rep := &Report{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), PostgreSQL: sandbox.PostgresMajor, N8N: sandbox.N8NVersion}
+	run := time.Now().Unix()
+	type plan struct {
+		part    string
+		senders int
+		events  int
+	}
+	var plans []plan
+	for _, s := range opts.Senders {
+		plans = append(plans, plan{partInbox, s, opts.Events})
+	}
+	if opts.Burst > 0 {
+		plans = append(plans, plan{partBurst, BurstSenders, opts.Burst})
+	}
+
+	step("inbox: the lab with n8n receiving (idemhook up --pattern inbox)")
+	err := inLab(ctx, generator.Options{Pattern: generator.PatternInbox}, opts.Progress, func(l *lab.Lab) error {
+		baselineURL, err := deployInboxBaseline(ctx, l)
+		if err != nil {
+			return err
+		}
+		receiver := ""
+		for _, d := range l.Deployed {
+			if d.URL != "" {
+				receiver = d.URL
+			}
+		}
+		for _, p := range plans {
+			step("inbox: %d events from %d senders, without inbox", p.events, p.senders)
+			base, err := sendEvents(ctx, l, baselineURL, "", fmt.Sprintf("b%d-%s-%d", run, p.part, p.senders), p.senders, p.events)
+			if err != nil {
+				return err
+			}
+			step("inbox: %d events from %d senders, to the inbox pattern's receiver", p.events, p.senders)
+			in, err := sendEvents(ctx, l, receiver, l.SigningSecret, fmt.Sprintf("i%d-%s-%d", run, p.part, p.senders), p.senders, p.events)
+			if err != nil {
+				return err
+			}
+			base.Part, base.Name = p.part, inboxBaseline
+			in.Part = p.part
+			rep.Results = append(rep.Results, base, against(in, inboxN8N))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	step("inbox: the lab with keysvc's inbox in front (idemhook up --pattern inbox --receiver keysvc)")
+	err = inLab(ctx, generator.Options{Pattern: generator.PatternInbox, Receiver: generator.ReceiverKeysvc}, opts.Progress, func(k *lab.Lab) error {
+		for _, p := range plans {
+			step("inbox: %d events from %d senders, to keysvc's inbox", p.events, p.senders)
+			r, err := sendEvents(ctx, k, k.InboxURL, k.SigningSecret, fmt.Sprintf("k%d-%s-%d", run, p.part, p.senders), p.senders, p.events)
+			if err != nil {
+				return err
+			}
+			r.Part = p.part
+			rep.Results = append(rep.Results, against(r, inboxKeysvc))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	setRatios(rep.Results)
+	return rep, nil
+}
+
+// inLab runs measure in a lab started for o, and stops the lab after.
+func inLab(ctx context.Context, o generator.Options, progress io.Writer, measure func(*lab.Lab) error) error {
+	l, err := lab.Start(ctx, o, "", progress)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	return measure(l)
+}
+
+// against names r and compares it with the workflow without inbox.
+func against(r Result, name string) Result {
+	r.Name, r.Baseline = name, inboxBaseline
+	return r
+}
+
+// deployInboxBaseline deploys the user's workflow without an inbox: the
+// business write of the pattern's effect (the order confirmed) before the
+// answer, on the lab's credential.
+func deployInboxBaseline(ctx context.Context, l *lab.Lab) (string, error) {
+	const path = "bench-no-inbox"
+	nodes := []map[string]any{
+		{"parameters": map[string]any{"httpMethod": "POST", "path": path, "responseMode": "responseNode", "options": map[string]any{}},
+			"id": uuidOf(path + "/webhook"), "name": "Webhook", "type": "n8n-nodes-base.webhook",
+			"typeVersion": generator.TypeVersions["n8n-nodes-base.webhook"], "position": []int{0, 300}, "webhookId": uuidOf(path + "/webhookId")},
+		{"parameters": map[string]any{"operation": "executeQuery",
+			"query":   "UPDATE orders SET state = 'confirmed' WHERE id = $1",
+			"options": map[string]any{"queryReplacement": "={{ [ $json.body.data.object.metadata.order_id ] }}"}},
+			"id": uuidOf(path + "/business"), "name": "Confirm the order", "type": "n8n-nodes-base.postgres",
+			"typeVersion": generator.TypeVersions["n8n-nodes-base.postgres"], "position": []int{220, 300},
+			"credentials": map[string]any{"postgres": map[string]any{"id": nil, "name": generator.DefaultCredentialName}}},
+		{"parameters": map[string]any{"respondWith": "json", "responseBody": `{"status":"processed"}`, "options": map[string]any{}},
+			"id": uuidOf(path + "/respond"), "name": "Respond", "type": "n8n-nodes-base.respondToWebhook",
+			"typeVersion": generator.TypeVersions["n8n-nodes-base.respondToWebhook"], "position": []int{440, 300}},
+	}
+	link := func(to string) map[string]any {
+		return map[string]any{"main": [][]map[string]any{{{"node": to, "type": "main", "index": 0}}}}
+	}
+	doc, _ := json.Marshal(map[string]any{"id": "idemhookBenchNoInbox", "name": "bench " + path, "nodes": nodes,
+		"connections": map[string]any{"Webhook": link("Confirm the order"), "Confirm the order": link("Respond")},
+		"settings":    map[string]any{"executionOrder": "v1"}})
+	ws, err := deploy.Load(map[string][]byte{"no-inbox.json": doc})
+	if err != nil {
+		return "", err
+	}
+	done, err := deploy.Deploy(ctx, l.API, ws, deploy.Options{})
+	if err != nil {
+		return "", fmt.Errorf("deploy the workflow without inbox: %w", err)
+	}
+	return done[0].URL, nil
+}
+
+// sendEvents creates n orders named prefix-i, sends one signed (when
+// secret is set) payment_intent.succeeded for each from senders
+// goroutines, and waits until every order is confirmed. Its result has the
+// events per second from the first send to the last order confirmed, each
+// delivery's wait (p50, p95 and p99), and the n8n executions started per
+// event meanwhile.
+func sendEvents(ctx context.Context, l *lab.Lab, url, secret, prefix string, senders, n int) (Result, error) {
+	r := Result{Concurrency: senders, Events: n, Unit: "/s"}
+	db, err := pgxpool.New(ctx, l.DatabaseURL)
+	if err != nil {
+		return r, err
+	}
+	defer db.Close()
+	if _, err := db.Exec(ctx, "INSERT INTO orders (id, amount, currency) SELECT $1 || '-' || g, 100, 'eur' FROM generate_series(1, $2::int) g", prefix, n); err != nil {
+		return r, fmt.Errorf("orders: %w", err)
+	}
+	time.Sleep(settle)
+	before, err := l.ExecutionsStarted(ctx)
+	if err != nil {
+		return r, err
+	}
+	jobs := make(chan int, n)
+	for i := range n {
+		jobs <- i + 1
+	}
+	close(jobs)
+	var mu sync.Mutex
+	var lat []time.Duration
+	var failure error
+	var wg sync.WaitGroup
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: senders}}
+	start := time.Now()
+	for range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				body := fmt.Appendf(nil, `{"id":"evt_%s_%d","object":"event","type":"payment_intent.succeeded","created":%d,"data":{"object":{"id":"pi_%s_%d","object":"payment_intent","amount":100,"amount_received":100,"currency":"eur","status":"succeeded","metadata":{"order_id":"%s-%d"}}}}`,
+					prefix, i, time.Now().Unix(), prefix, i, prefix, i)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				if secret != "" {
+					req.Header.Set("Stripe-Signature", stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: body, Secret: secret, Timestamp: time.Now()}).Header)
+				}
+				t0 := time.Now()
+				resp, err := client.Do(req)
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						err = fmt.Errorf("%s answered %d", url, resp.StatusCode)
+					}
+				}
+				d := time.Since(t0)
+				mu.Lock()
+				if err != nil && failure == nil {
+					failure = err
+				}
+				lat = append(lat, d)
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if failure != nil {
+		return r, failure
+	}
+	for deadline := time.Now().Add(inboxEffectsDeadline); ; time.Sleep(20 * time.Millisecond) {
+		var confirmed int
+		if err := db.QueryRow(ctx, "SELECT count(*) FROM orders WHERE id LIKE $1 || '-%' AND state = 'confirmed'", prefix).Scan(&confirmed); err != nil {
+			return r, err
+		}
+		if confirmed == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			return r, fmt.Errorf("%d of %d orders confirmed %s after the last delivery", confirmed, n, inboxEffectsDeadline)
+		}
+	}
+	applied := time.Since(start)
+	after, err := l.ExecutionsStarted(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.Throughput = float64(n) / applied.Seconds()
+	r.LastEffect = applied
+	r.P50, r.P99 = percentiles(lat)
+	r.P95 = percentile(lat, 95)
+	r.Latencies = lat
+	r.Executions = float64(after-before) / float64(n)
+	return r, nil
+}
+
+// inboxMarkdown renders the inbox's parts: the runs by senders, and the
+// burst.
+func inboxMarkdown(results []Result) string {
+	var b strings.Builder
+	find := func(part, name string, senders int) *Result {
+		for i := range results {
+			if x := &results[i]; x.Part == part && x.Name == name && x.Concurrency == senders {
+				return x
+			}
+		}
+		return nil
+	}
+	ratio := func(v float64) string {
+		if v <= 0 {
+			return ""
+		}
+		return fmt.Sprintf("**%.2f**", v)
+	}
+	p50Ratio := func(x Result) string {
+		if base := find(x.Part, x.Baseline, x.Concurrency); base != nil && base.P50 > 0 && x.Baseline != "" {
+			return ratio(float64(x.P50) / float64(base.P50))
+		}
+		return ""
+	}
+	var runs, bursts []Result
+	for _, x := range results {
+		switch x.Part {
+		case partInbox:
+			runs = append(runs, x)
+		case partBurst:
+			bursts = append(bursts, x)
+		}
+	}
+	if len(runs) > 0 {
+		fmt.Fprintf(&b, "\n**The inbox pattern in n8n: %d new events per run, each confirming an order of its own (receipt: the provider's wait for its answer)**\n\n", runs[0].Events)
+		b.WriteString("| series | senders | events/s to the effect | × without inbox | receipt p50 | receipt p95 | p50 × without inbox | n8n executions per event |\n")
+		b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		for _, x := range runs {
+			fmt.Fprintf(&b, "| %s | %d | %.1f /s | %s | %s | %s | %s | %.2f |\n", x.Name, x.Concurrency, x.Throughput, ratio(x.Ratio), ms(x.P50), ms(x.P95), p50Ratio(x), x.Executions)
+		}
+	}
+	if len(bursts) > 0 {
+		fmt.Fprintf(&b, "\n**A burst: %d events sent at once (%d senders), until the last effect is applied**\n\n", bursts[0].Events, bursts[0].Concurrency)
+		b.WriteString("| series | last effect after | events/s to the effect | × without inbox | receipt p50 | receipt p95 | n8n executions per event |\n")
+		b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		for _, x := range bursts {
+			fmt.Fprintf(&b, "| %s | %.1f s | %.1f /s | %s | %s | %s | %.2f |\n", x.Name, x.LastEffect.Seconds(), x.Throughput, ratio(x.Ratio), ms(x.P50), ms(x.P95), x.Executions)
+		}
+	}
+	return b.String()
+}

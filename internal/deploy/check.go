@@ -1,0 +1,175 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/idemhook/idemhook/internal/n8napi"
+)
+
+// Problem is one thing Check found wrong, and what to do about it.
+type Problem struct {
+	// Workflow is the file the problem is about ("" for the instance).
+	Workflow string
+	What     string
+	Fix      string
+	// Drift: the workflow is there, but not as the files describe it.
+	Drift bool
+}
+
+func (p Problem) String() string {
+	where := p.Workflow
+	if where == "" {
+		where = "n8n"
+	}
+	return fmt.Sprintf("%s: %s. %s", where, p.What, p.Fix)
+}
+
+// Check verifies, without changing anything, that every workflow of ws is
+// in n8n (by name), is the workflow the files describe (node by node, see
+// Drift), is bound to credentials that exist and are unambiguous (among
+// same-name ones, opts.CredentialIDs names the chosen), is published, and is
+// live at its production URL (a path served by another workflow is named,
+// and so is a path no workflow serves). It returns the problems found; an
+// error means n8n could not be asked.
+func Check(ctx context.Context, c *n8napi.Client, ws []Workflow, opts Options) ([]Problem, error) {
+	creds, err := c.Credentials(ctx)
+	if err != nil {
+		return nil, err
+	}
+	existing, err := c.Workflows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var problems []Problem
+	ambiguous := map[CredentialRef]bool{}
+	add := func(w Workflow, what, fix string, args ...any) {
+		problems = append(problems, Problem{Workflow: w.File, What: what, Fix: fmt.Sprintf(fix, args...)})
+	}
+	// The files' sub-workflow references, pointed at the workflows n8n
+	// holds under the same names, as deploy points them.
+	assigned := map[string]string{}
+	for _, w := range ws {
+		for _, e := range existing {
+			if e.Name == w.Doc.Name && !e.IsArchived && w.GeneratedID != "" {
+				assigned[w.GeneratedID] = e.ID
+			}
+		}
+	}
+	for _, w := range ws {
+		var found []n8napi.Workflow
+		for _, e := range existing {
+			if e.Name == w.Doc.Name && !e.IsArchived {
+				found = append(found, e)
+			}
+		}
+		if len(found) == 0 {
+			add(w, fmt.Sprintf("no workflow named %q", w.Doc.Name), "Run idemhook deploy with the same options.")
+			continue
+		}
+		if len(found) > 1 {
+			err := &AmbiguousWorkflowError{Name: w.Doc.Name, IDs: ids(found)}
+			add(w, err.Error(), "Then run idemhook deploy again.")
+			continue
+		}
+		live := found[0]
+		want, err := w.Doc.Clone()
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range want.Nodes {
+			if ref := subWorkflowRef(n); ref != nil {
+				if id, ok := assigned[fmt.Sprint(ref["value"])]; ok {
+					ref["value"] = id
+				}
+			}
+		}
+		for _, d := range Drift(want, live.Live()) {
+			problems = append(problems, Problem{Workflow: w.File, What: d, Drift: true,
+				Fix: "Run idemhook deploy with these options to put them live, or check with the options it was deployed with."})
+		}
+		for _, n := range live.LiveNodes() {
+			nodeCreds, _ := n["credentials"].(map[string]any)
+			for typ, v := range nodeCreds {
+				ref, _ := v.(map[string]any)
+				id, _ := ref["id"].(string)
+				name, _ := ref["name"].(string)
+				same := sameName(creds, typ, name)
+				switch {
+				case id == "":
+					add(w, fmt.Sprintf("node %q has no %s credential bound (n8n refuses every delivery: \"uses invalid credential\")", n["name"], typ),
+						"Run idemhook deploy, which binds credentials by id.")
+				case !hasID(creds, id) && len(same) == 0:
+					add(w, fmt.Sprintf("node %q is bound to %s credential %s, which no longer exists, and no %s credential is named %q", n["name"], typ, id, typ, name),
+						"Create it (in n8n: Credentials → Add, named %q), then run idemhook deploy to bind it.", name)
+				case !hasID(creds, id):
+					add(w, fmt.Sprintf("node %q is bound to %s credential %s, which no longer exists", n["name"], typ, id),
+						"Run idemhook deploy to bind the current one.")
+				case len(same) > 1 && slices.Contains(opts.CredentialIDs, id):
+					// The one --credential-id chose.
+				case len(same) > 1 && !ambiguous[CredentialRef{typ, name}]:
+					ambiguous[CredentialRef{typ, name}] = true
+					problems = append(problems, Problem{What: fmt.Sprintf("%d %s credentials are named %q (ids %s); the workflows use %s", len(same), typ, name, strings.Join(same, ", "), id),
+						Fix: "Rename or delete the others: an import by name (n8n's CLI, the editor's import) leaves such nodes unbound."})
+				}
+			}
+		}
+		var holder n8napi.Workflow
+		taken := false
+		if w.WebhookPath != "" {
+			holder, taken = servingPath(existing, w.WebhookPath, live.ID)
+		}
+		livePath := ""
+		for _, n := range live.LiveNodes() {
+			if p, ok := param(n, "path"); ok && n["type"] == webhookType {
+				livePath = strings.Trim(p, "/")
+			}
+		}
+		switch {
+		case taken:
+			add(w, fmt.Sprintf("webhook path %q is served by workflow %q (id %s)", w.WebhookPath, holder.Name, holder.ID),
+				"Unpublish that workflow, or generate with another --path and redeploy.")
+		case !live.Active:
+			add(w, fmt.Sprintf("workflow %s is not published", live.ID), "Publish it in the editor, or run idemhook deploy.")
+		case w.WebhookPath != "" && livePath != strings.Trim(w.WebhookPath, "/"):
+			add(w, fmt.Sprintf("no workflow serves webhook path %q: workflow %q (id %s) serves %q", w.WebhookPath, live.Name, live.ID, livePath),
+				"Check with the --path it was deployed with, or run idemhook deploy to move it.")
+		case w.WebhookPath != "":
+			url := opts.ProductionURL(c, w.WebhookPath)
+			if !registered(ctx, url) {
+				add(w, fmt.Sprintf("%s does not answer as a registered webhook", url),
+					"Check n8n's log for the publication of workflow %s, and --webhook-url if deliveries go through another address.", live.ID)
+			}
+		}
+	}
+	return problems, nil
+}
+
+func ids(ws []n8napi.Workflow) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.ID
+	}
+	return out
+}
+
+func sameName(creds []n8napi.Credential, typ, name string) []string {
+	var out []string
+	for _, c := range creds {
+		if c.Type == typ && c.Name == name {
+			out = append(out, c.ID)
+		}
+	}
+	return out
+}
+
+func hasID(creds []n8napi.Credential, id string) bool {
+	for _, c := range creds {
+		if c.ID == id {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,127 @@
+package deploy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/n8napi"
+)
+
+// mainWorkflow is the webhook workflow generate writes for o, as Load reads
+// it.
+func mainWorkflow(t *testing.T, o generator.Options) n8napi.Workflow {
+	t.Helper()
+	files, err := generator.Files(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := Load(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		if w.File == generator.FileWorkflow {
+			return w.Doc
+		}
+	}
+	t.Fatal("no workflow.json")
+	return n8napi.Workflow{}
+}
+
+func TestDrift(t *testing.T) {
+	live := mainWorkflow(t, generator.Options{})
+	edited := func(edit func(w *n8napi.Workflow)) n8napi.Workflow {
+		w, err := live.Clone()
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(&w)
+		return w
+	}
+	node := func(w *n8napi.Workflow, name string) map[string]any {
+		for _, n := range w.Nodes {
+			if n["name"] == name {
+				return n
+			}
+		}
+		t.Fatalf("no node %q", name)
+		return nil
+	}
+	cases := []struct {
+		name string
+		want n8napi.Workflow // what the options give
+		got  n8napi.Workflow // what n8n holds
+		says []string
+	}{
+		{"the same workflow", live, live, nil},
+		{"ids and positions n8n assigns", live, edited(func(w *n8napi.Workflow) {
+			for _, n := range w.Nodes {
+				n["id"], n["position"] = "assigned-by-n8n", []any{-1, -1}
+			}
+		}), nil},
+		{"a signature check the live workflow lacks", mainWorkflow(t, generator.Options{Verify: "stripe"}), live,
+			[]string{"no signature check in front of the key"}},
+		{"another hashing mode", mainWorkflow(t, generator.Options{Hashing: generator.HashingKeysvc}), live,
+			[]string{generator.NodeKeysvcReserve + ": no such node", generator.NodeBuildKey + ": a code node the options do not give"}},
+		{"another guard", mainWorkflow(t, generator.Options{Guard: generator.GuardLease}), live,
+			[]string{generator.NodeAcquireLease + ": no such node", generator.NodeReserve + ": a postgres node the options do not give"}},
+		{"another events table", mainWorkflow(t, generator.Options{EventsTable: "other_events"}), live,
+			[]string{generator.NodeReserve + ": query differs"}},
+		{"another path", mainWorkflow(t, generator.Options{WebhookPath: "other"}), live,
+			[]string{`Webhook: path differs (n8n has "idempotent-webhook", the options give "other")`}},
+		{"another credential", mainWorkflow(t, generator.Options{CredentialName: "Postgres (prod)"}), live,
+			[]string{generator.NodeReserve + `: postgres credential "Postgres (idemhook)", the options give "Postgres (prod)"`}},
+		{"an error output removed", live, edited(func(w *n8napi.Workflow) {
+			delete(node(w, generator.BusinessNodeName(generator.DefaultBusinessTable)), "onError")
+		}), []string{generator.BusinessNodeName(generator.DefaultBusinessTable) + `: onError is null, the options give "continueErrorOutput"`}},
+		{"a connection moved", live, edited(func(w *n8napi.Workflow) {
+			w.Connections[generator.NodeRowReturned] = map[string]any{"main": []any{
+				[]any{map[string]any{"node": generator.NodeRespondDup, "type": "main", "index": 0}},
+				[]any{map[string]any{"node": generator.BusinessNodeName(generator.DefaultBusinessTable), "type": "main", "index": 0}},
+			}}
+		}), []string{generator.NodeRowReturned + ": its connections differ"}},
+		{"a setting changed", live, edited(func(w *n8napi.Workflow) { w.Settings["executionOrder"] = "v0" }),
+			[]string{`settings: executionOrder is "v0", the options give "v1"`}},
+		{"a node of the user's", live, edited(func(w *n8napi.Workflow) {
+			w.Nodes = append(w.Nodes, map[string]any{"name": "Slack", "type": "n8n-nodes-base.slack", "parameters": map[string]any{}})
+		}), []string{"Slack: a slack node the options do not give"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Drift(c.want, c.got)
+			if len(c.says) == 0 && len(got) != 0 {
+				t.Fatalf("differences %q, want none", got)
+			}
+			joined := strings.Join(got, "\n")
+			for _, s := range c.says {
+				if !strings.Contains(joined, s) {
+					t.Errorf("differences:\n%s\nwant one saying %q", joined, s)
+				}
+			}
+		})
+	}
+}
+
+// A bound credential id is compared only when the wanted workflow names one.
+func TestDriftCredentialIDs(t *testing.T) {
+	want := mainWorkflow(t, generator.Options{})
+	got, _ := want.Clone()
+	for _, n := range got.Nodes {
+		if c, ok := n["credentials"].(map[string]any); ok {
+			c["postgres"].(map[string]any)["id"] = "bound-1"
+		}
+	}
+	if d := Drift(want, got); len(d) != 0 {
+		t.Errorf("files that bind by name against a bound workflow: %q, want no difference", d)
+	}
+	bound, _ := got.Clone()
+	for _, n := range bound.Nodes {
+		if c, ok := n["credentials"].(map[string]any); ok {
+			c["postgres"].(map[string]any)["id"] = "bound-2"
+		}
+	}
+	if d := Drift(bound, got); len(d) == 0 || !strings.Contains(d[0], "bound to postgres credential bound-1, not bound-2") {
+		t.Errorf("another bound id: %q", d)
+	}
+}

@@ -1,0 +1,193 @@
+package generator
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/idemhook/idemhook/internal/pgsql"
+)
+
+// ResponseMode is how a Webhook node answers: its responseMode parameter.
+type ResponseMode string
+
+const (
+	// ResponseNode answers from a Respond to Webhook node.
+	ResponseNode ResponseMode = "responseNode"
+	// LastNode answers with the output of the last node that ran (n8n
+	// 2.x refuses a Respond node in this mode, from Webhook typeVersion 2).
+	LastNode ResponseMode = "lastNode"
+	// OnReceived answers at once, before any node runs: the provider has
+	// its answer before the guard has decided anything.
+	OnReceived ResponseMode = "onReceived"
+)
+
+// NodeGuardNew stands in a Fragment for what a new event runs: the user's
+// own nodes take its place.
+const NodeGuardNew = "idemhook: the workflow's own nodes"
+
+// Fragment is the guard `idemhook guard` puts into a user's workflow,
+// between its Webhook and the nodes after it.
+type Fragment struct {
+	// Workflow is a workflow document holding the guard's nodes and
+	// connections, from a stand-in trigger named NodeWebhook (the user's
+	// Webhook takes its place) to NodeGuardNew. Positions count from the
+	// trigger's at x = 0; Columns is how many 220-px columns the guard
+	// takes after it.
+	Workflow []byte
+	Columns  int
+	// MarkDone, with the lease guard, is a node (JSON) to put after each
+	// last node of the user's path: it marks the execution's key done.
+	// Empty with the reserve guard.
+	MarkDone []byte
+	// ErrorWorkflow is what n8n runs when an execution of the guarded
+	// workflow fails (the workflow's settings name it): it releases the
+	// failed execution's key, so that the provider's retry is processed.
+	ErrorWorkflow   []byte
+	ErrorWorkflowID string
+	// Release is the error workflow's release alone (a node, JSON), to put
+	// in front of the nodes of a user's own error workflow: it gives the
+	// failed execution's key up and goes on when it fails itself (the
+	// database down), so the user's nodes run whatever happened to it.
+	Release []byte
+	// Schema creates the events table, with the column that records the
+	// execution holding each key.
+	Schema string
+}
+
+// ErrorWorkflowName is the name of a guarded workflow's error workflow.
+func ErrorWorkflowName(workflow string) string {
+	return workflow + " – release on failure (idemhook)"
+}
+
+// FragmentGuards and FragmentHashings are the --guard and --hashing modes
+// GuardFragment takes: the key is built in n8n, and held apart from the
+// user's own nodes.
+var (
+	FragmentGuards   = []Guard{GuardReserve, GuardLease}
+	FragmentHashings = []Hashing{HashingCodeNode, HashingCryptoNode, HashingNode}
+)
+
+// GuardFragment returns the guard for o (its key, signature check, guard
+// mode, tables and credential) to put into a user's workflow whose Webhook
+// answers as mode. seed makes the node and workflow ids unique to that
+// workflow.
+//
+// The guard's own answers follow the mode: Respond nodes for ResponseNode;
+// for LastNode, a Set node whose output is the answer body (with the
+// Webhook's own status) or, where the provider must retry (the database
+// unreachable, an attempt in progress, a forged signature, an empty body),
+// a Stop and Error node, which n8n answers with a 500; for OnReceived, a No
+// Operation node (the provider has its answer already) or a Stop and
+// Error node, which leaves the failed execution in n8n's list. The
+// reservation records the execution that holds the key: a failed execution
+// is given up by ErrorWorkflow, wherever in the user's nodes it failed.
+//
+// It returns an *OptionError for what a user's workflow cannot be guarded
+// with: the inbox pattern, keysvc hashing, and the transactional guard
+// (whose reservation is part of the business write's own statement).
+func GuardFragment(o Options, mode ResponseMode, seed string) (Fragment, error) {
+	r, err := o.resolve()
+	if err != nil {
+		return Fragment{}, err
+	}
+	bad := func(option, value, reason string) (Fragment, error) {
+		return Fragment{}, &OptionError{Option: option, Value: value, Reason: reason}
+	}
+	switch {
+	case r.Pattern != PatternReserve:
+		return bad("pattern", string(r.Pattern), "guard puts a reservation into your workflow; the inbox pattern is workflows of its own: generate them")
+	case !slices.Contains(FragmentHashings, r.Hashing):
+		return bad("hashing mode", string(r.Hashing), "guard builds the key in n8n: use code-node, crypto-node or node (a keysvc-mode workflow is generated: idemhook generate --hashing keysvc)")
+	case !slices.Contains(FragmentGuards, r.Guard):
+		return bad("guard mode", string(r.Guard), "the transactional guard reserves in the business write's own statement, which guard cannot write into your node: use reserve or lease")
+	}
+	var answer answerer
+	switch mode {
+	case ResponseNode:
+		answer = respondNode
+	case LastNode, OnReceived:
+		answer = standIn(mode)
+	default:
+		return Fragment{}, fmt.Errorf("generator: unknown response mode %q", mode)
+	}
+	r.byExecution = true
+	g := newGraph(seed)
+	g.add(node{Name: NodeWebhook, Type: typeWebhook, Position: g.at(0, 0), Parameters: map[string]any{}})
+	columns := 0
+	err = addGuardHead(g, r, answer, func(from string) {
+		columns = g.col + 4
+		g.add(node{Name: NodeGuardNew, Type: typeNoOp, Position: g.at(4, -1), Parameters: map[string]any{}})
+		g.connect(from, 0, NodeGuardNew)
+	})
+	if err != nil {
+		return Fragment{}, err
+	}
+	g.addNote(firstGuardNode(r), append(guardNote(r), "", "Put in by `idemhook guard`: your nodes after it get the item your Webhook gave; a failed execution's key is given up by the workflow's error workflow. [Guard a workflow you already have]("+Docs+"guard.md)")...)
+	f := Fragment{Columns: columns, Schema: fmt.Sprintf("-- idemhook schema (guard: %s, in your workflow). Safe to run more than once.\n%s%s",
+		r.Guard, pgsql.EventsDDL(r.events, r.Guard == GuardLease), pgsql.ExecutionDDL(r.events))}
+	if f.Workflow, err = g.render(workflowID("guard/"+seed), r.WorkflowName, r.Executions); err != nil {
+		return Fragment{}, err
+	}
+	if r.Guard == GuardLease {
+		done := postgresNode(NodeMarkDone, [2]int{}, pgsql.MarkExecutionDone(r.events), "={{ [ $execution.id ] }}", r.CredentialName)
+		done.ExecuteOnce = true
+		done.TypeVersion = TypeVersions[typePostgres]
+		if f.MarkDone, err = marshal(done); err != nil {
+			return Fragment{}, err
+		}
+	}
+	f.ErrorWorkflowID = workflowID("guard-errors/" + seed)
+	e := newGraph(f.ErrorWorkflowID)
+	e.add(node{Name: NodeExecutionFailed, Type: typeErrorTrigger, Position: e.at(0, 0), Parameters: map[string]any{}})
+	e.add(postgresNode(NodeReleaseExecution, e.at(1, 0), pgsql.ReleaseExecution(r.events), "={{ [ $json.execution.id ] }}", r.CredentialName))
+	e.connect(NodeExecutionFailed, 0, NodeReleaseExecution)
+	if f.ErrorWorkflow, err = e.render(f.ErrorWorkflowID, ErrorWorkflowName(r.WorkflowName), Executions{}); err != nil {
+		return Fragment{}, err
+	}
+	release := postgresNode(NodeReleaseExecution, [2]int{}, pgsql.ReleaseExecution(r.events), "={{ [ $json.execution.id ] }}", r.CredentialName)
+	release.TypeVersion = TypeVersions[typePostgres]
+	release.ExecuteOnce, release.AlwaysOutputData, release.OnError = true, true, "continueRegularOutput"
+	if f.Release, err = marshal(release); err != nil {
+		return Fragment{}, err
+	}
+	return f, nil
+}
+
+// Node names of a guarded workflow's error workflow.
+const (
+	NodeExecutionFailed  = "Execution Failed"
+	NodeReleaseExecution = "Release Its Key"
+)
+
+// standIn answers for a Webhook that takes no Respond node: see
+// GuardFragment.
+func standIn(mode ResponseMode) answerer {
+	return func(name string, pos [2]int, status any, body string, _ ...[2]string) node {
+		code, _ := status.(int)
+		what := strings.TrimSpace(strings.TrimPrefix(name, fmt.Sprintf("Respond %d", code)))
+		switch {
+		case code >= 300 && (mode == LastNode || code >= 500):
+			return node{Name: "Stop: " + what, Type: typeStopAndError, Position: pos, Parameters: map[string]any{
+				"errorType": "errorMessage", "errorMessage": stopMessage(code, what),
+			}}
+		case mode == LastNode:
+			return node{Name: "Answer " + what, Type: typeSet, Position: pos, Parameters: map[string]any{
+				"mode": "raw", "jsonOutput": body, "options": map[string]any{},
+			}}
+		}
+		return node{Name: "End: " + what, Type: typeNoOp, Position: pos, Parameters: map[string]any{}}
+	}
+}
+
+// stopMessage is the error a Stop and Error node raises for an answer of
+// status code: why the provider is made to retry.
+func stopMessage(code int, what string) string {
+	switch code {
+	case 409:
+		return "idemhook: another execution of this event is in progress; the provider's retry will find it done, or take over when its lease expires"
+	case 503:
+		return "idemhook: the idempotency key could not be reserved (the database did not answer); nothing was processed"
+	}
+	return "idemhook: " + what
+}

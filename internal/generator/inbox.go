@@ -1,0 +1,629 @@
+package generator
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idemhook/idemhook/eventkey"
+	"github.com/idemhook/idemhook/internal/duration"
+	"github.com/idemhook/idemhook/internal/pgsql"
+	"github.com/idemhook/idemhook/signature/provider"
+	"github.com/idemhook/idemhook/templates"
+)
+
+// Node names of the inbox pattern.
+const (
+	NodeBuildReceipt   = "Build Receipt Key"
+	NodeSaveReceipt    = "Save Receipt"
+	NodeRespondReceipt = "Respond 200 receipt"
+	NodeRespond503Save = "Respond 503 not saved"
+	NodeNewReceipt     = "New Receipt?"
+	NodeWorkerNeeded   = "Worker Needed?"
+	NodeDrainItem      = "Drain"
+	NodeHandOff        = "Hand Off to Worker"
+
+	NodeWorkerStart  = "Offered Events"
+	NodeClaimEvents  = "Claim Events"
+	NodeApplyEvent   = "Apply Event"
+	NodeRecordBatch  = "Record Batch"
+	NodeBatchDone    = "Batch Done"
+	NodeTasksQueued  = "Wake Outbox?"
+	NodeWakeOutbox   = "Wake Outbox"
+	NodeDrainNext    = "Drain Next"
+	NodeDrainAgain   = "Again?"
+	NodeDrained      = "Drained"
+	NodeSweepTimer   = "Every Sweep"
+	NodeSweepOnCall  = "On Demand"
+	NodeFindDue      = "Find Due Events"
+	NodeAnyDue       = "Any Due?"
+	NodeReoffer      = "Re-offer to Worker"
+	NodeCountStuck   = "Count Stuck Work"
+	NodeClaimLookups = "Claim Lookups"
+	NodeAnyLookups   = "Any Lookups?"
+	NodeLookup       = "Look Up Operation"
+	NodeRecordLookup = "Record Lookup"
+	NodeClaimSends   = "Claim Sends"
+	NodeAnySends     = "Any Sends?"
+	NodeCallAPI      = "Call API"
+	NodeRecordSend   = "Record Send"
+	NodeWaitDue      = "Wait for Due Task"
+	NodeTaskDue      = "Task Due?"
+	NodeDeleteDone   = "Delete Finished Work"
+)
+
+// Files of the inbox pattern, in the order they are deployed: a workflow is
+// published before the workflows that call it.
+const (
+	FileOutbox    = "outbox-workflow.json"
+	FileWorker    = "worker-workflow.json"
+	FileRecoverer = "recoverer-workflow.json"
+	FileReceiver  = "receiver-workflow.json"
+	FileTarget    = "target-workflow.json"
+	// FileEndpoints configures keysvc's inbox for the target workflow.
+	FileEndpoints = "keysvc-endpoints.example.json"
+	FileCleanup   = "cleanup-workflow.json"
+	FileWorkflow  = "workflow.json"
+)
+
+// WorkflowFile is one generated workflow: its file name, its id and, for a
+// workflow that serves a webhook, the path.
+type WorkflowFile struct {
+	File        string
+	ID          string
+	WebhookPath string
+}
+
+// WorkflowFiles lists the workflows Files writes for o, in deploy order.
+// Ids depend only on the webhook path and the file, so re-importing after
+// any other change updates the same workflows.
+func WorkflowFiles(o Options) ([]WorkflowFile, error) {
+	r, err := o.resolve()
+	if err != nil {
+		return nil, err
+	}
+	id := func(kind string) string { return workflowID(kind + "/" + r.WebhookPath) }
+	if r.Pattern == PatternInbox {
+		entry := WorkflowFile{File: FileReceiver, ID: id("receiver"), WebhookPath: r.WebhookPath}
+		if r.Receiver == ReceiverKeysvc {
+			entry = WorkflowFile{File: FileTarget, ID: id("target"), WebhookPath: r.WebhookPath}
+		}
+		var files []WorkflowFile
+		if r.OutboxURL != "" {
+			files = append(files, WorkflowFile{File: FileOutbox, ID: id("outbox")})
+		}
+		return append(files,
+			WorkflowFile{File: FileWorker, ID: id("worker")},
+			WorkflowFile{File: FileRecoverer, ID: id("recoverer")},
+			entry,
+			WorkflowFile{File: FileCleanup, ID: id("cleanup")},
+		), nil
+	}
+	return []WorkflowFile{
+		{File: FileWorkflow, ID: id("main"), WebhookPath: r.WebhookPath},
+		{File: FileCleanup, ID: id("cleanup")},
+	}, nil
+}
+
+// inboxWorkflows renders the inbox pattern's workflows by file name.
+func inboxWorkflows(r resolved) (map[string][]byte, error) {
+	ids := map[string]string{}
+	files, _ := WorkflowFiles(r.Options)
+	for _, f := range files {
+		ids[f.File] = f.ID
+	}
+	builders := []struct {
+		file, name string
+		build      func(*graph, resolved, map[string]string) error
+	}{
+		{FileReceiver, r.WorkflowName + " – receiver", receiverGraph},
+		{FileTarget, r.WorkflowName + " – target", targetGraph},
+		{FileWorker, r.WorkflowName + " – worker", workerGraph},
+		{FileRecoverer, r.WorkflowName + " – recoverer", recovererGraph},
+		{FileOutbox, r.WorkflowName + " – outbox", outboxGraph},
+		{FileCleanup, r.WorkflowName + " – cleanup", inboxCleanupGraph},
+	}
+	out := map[string][]byte{}
+	for _, b := range builders {
+		if ids[b.file] == "" {
+			continue // the receiver or the target, whichever this receiver does not use; the outbox without a URL
+		}
+		g := newGraph(ids[b.file])
+		if err := b.build(g, r, ids); err != nil {
+			return nil, err
+		}
+		x := r.Executions
+		if b.file == FileReceiver && x.SaveSuccess == "" {
+			// The body is in inbox_events already: n8n need not keep a
+			// second copy of every delivery it acknowledged.
+			x.SaveSuccess = SaveNone
+		}
+		raw, err := g.render(ids[b.file], b.name, x)
+		if err != nil {
+			return nil, err
+		}
+		out[b.file] = raw
+	}
+	return out, nil
+}
+
+// jsString is s as a JavaScript string literal, for n8n expressions.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// receiverGraph: verify the signature, build the receipt key, save the
+// receipt, answer 200 only once the row is committed, then hand a new row to
+// the worker. A duplicate is answered with the stored state and changes
+// nothing.
+func receiverGraph(g *graph, r resolved, ids map[string]string) error {
+	g.add(webhookNode(g, r, true))
+	from, err := addVerifyNodes(g, r)
+	if err != nil {
+		return err
+	}
+	p := r.Rules.Provider
+	script, err := templates.ReceiptScript(templates.Receipt{
+		Preset: r.Preset, Scope: r.Scope, DefaultAccount: r.Account, Headers: receiptHeaders(r),
+		TypeHeader: p.Type.Header, TypePath: p.Type.Body, AccountHeader: p.Account.Header, AccountPath: p.Account.Body,
+	})
+	if err != nil {
+		return err
+	}
+	g.add(node{Name: NodeBuildReceipt, Type: typeCode, Position: g.at(1, 0), Parameters: map[string]any{
+		"mode": "runOnceForAllItems", "language": "javaScript", "jsCode": script,
+	}})
+	g.connect(from, 0, NodeBuildReceipt)
+	g.add(ifNode(g, NodeKeyBuilt, g.at(2, 0), "={{ $json.key }}", opStringNotEmpty, ""))
+	g.connect(NodeBuildReceipt, 0, NodeKeyBuilt)
+	g.add(respondNode(NodeRespond400, g.at(3, 2), 400,
+		`{"status":"rejected","error":"empty body: there is nothing to derive an idempotency key from"}`))
+	g.connect(NodeKeyBuilt, 1, NodeRespond400)
+
+	save := postgresNode(NodeSaveReceipt, g.at(3, 0), r.inbox.ReceiveAndWake(r.ClaimLease),
+		"={{ [ $json.account, $json.key, $json.eventType, $json.body, JSON.stringify($json.headers) ] }}", r.CredentialName)
+	save.OnError = "continueErrorOutput"
+	save.AlwaysOutputData = true
+	g.add(save)
+	g.connect(NodeKeyBuilt, 0, NodeSaveReceipt)
+	// Nothing was saved: the provider must retry.
+	g.add(respondNode(NodeRespond503Save, g.at(4, 1), 503,
+		`{"status":"unavailable","error":"the event could not be saved; retry later"}`, [2]string{"Retry-After", "5"}))
+	g.connect(NodeSaveReceipt, 1, NodeRespond503Save)
+
+	// A concurrent duplicate may return no row (see pgsql.Inbox.Receive):
+	// the node then outputs an empty item, answered as a duplicate.
+	g.add(respondNode(NodeRespondReceipt, g.at(4, 0), 200,
+		"={{ JSON.stringify({ status: $json.new === true ? 'received' : 'duplicate', state: $json.state ?? null, inbox_id: $json.id ?? null, key: $('"+NodeBuildReceipt+"').item.json.key }) }}"))
+	g.connect(NodeSaveReceipt, 0, NodeRespondReceipt)
+	g.add(ifNode(g, NodeNewReceipt, g.at(5, 0), "={{ $('"+NodeSaveReceipt+"').item.json.new }}", opBooleanTrue, ""))
+	g.connect(NodeRespondReceipt, 0, NodeNewReceipt)
+	// A worker that drains already takes the new row: only a receipt that
+	// finds none draining starts one (pgsql.Inbox.ReceiveAndWake).
+	g.add(ifNode(g, NodeWorkerNeeded, g.at(6, 0), "={{ $('"+NodeSaveReceipt+"').item.json.wake }}", opBooleanTrue, ""))
+	g.connect(NodeNewReceipt, 0, NodeWorkerNeeded)
+	// The provider has its answer; the worker runs in its own execution.
+	g.add(node{Name: NodeDrainItem, Type: typeSet, Position: g.at(7, 0), Parameters: drainItem(g.seed + "/handoff")})
+	g.connect(NodeWorkerNeeded, 0, NodeDrainItem)
+	g.add(executeWorkflowNode(NodeHandOff, g.at(8, 0), ids[FileWorker], "once", false))
+	g.connect(NodeDrainItem, 0, NodeHandOff)
+	g.addNote(NodeWebhook, setupNote(r, "inbox.md")...)
+	g.addNote(NodeBuildReceipt, inboxNote(r, "Receiver: the receipt",
+		"Verifies the signature on the raw body, saves the event in inbox_events (once per account and event id), and answers 200 only after the commit; "+
+			"the database down: 503, and the provider retries. A worker that drains takes the new row; when none does, this starts one, in an execution of its own.")...)
+	return nil
+}
+
+// Node names of the target workflow (--receiver keysvc).
+const (
+	NodeInboxEntry    = "Forwarded Events"
+	NodeReportBatch   = "Report Batch"
+	NodeRespondTarget = "Respond 200 accepted"
+)
+
+// targetGraph is what keysvc's inbox forwards saved events to: one event
+// (its row named in X-Idemhook-Inbox-Id) or a batch ({"events": [{"inbox_id":
+// …}, …]}, keysvc's endpoint "batch"). It decides the rows in this very
+// execution, as the worker does, and answers each: {"results": [{"inbox_id",
+// "status", "state"}]}, status 200 for a row taken further (decided, or
+// claimed by another worker, or finished before), 503 for one still
+// received (another transaction held it), which keysvc sends again alone;
+// a forward of one event is answered 503 then. A failed decision stays on its
+// row for the recoverer. Posting an id here can only process an event
+// keysvc already verified and saved.
+func targetGraph(g *graph, r resolved, ids map[string]string) error {
+	g.add(webhookNode(g, r, false))
+	g.add(node{Name: NodeInboxEntry, Type: typeSet, Position: g.at(1, 0), Parameters: map[string]any{
+		"mode": "manual",
+		"assignments": map[string]any{"assignments": []any{
+			map[string]any{"id": UUIDFrom(g.seed + "/set/ids"), "name": "ids", "type": "string",
+				"value": "={{ Array.isArray($json.body?.events) ? $json.body.events.map(e => String(e?.inbox_id ?? '')).join(',') : String($json.headers['x-idemhook-inbox-id'] ?? '') }}"},
+			map[string]any{"id": UUIDFrom(g.seed + "/set/drain"), "name": "drain", "type": "boolean", "value": false},
+			map[string]any{"id": UUIDFrom(g.seed + "/set/batch"), "name": "batch", "type": "boolean", "value": "={{ Array.isArray($json.body?.events) }}"},
+		}},
+		"options": map[string]any{},
+	}})
+	g.connect(NodeWebhook, 0, NodeInboxEntry)
+	g.col = 2
+	last := addDecision(g, r, ids, NodeInboxEntry)
+	report := postgresNode(NodeReportBatch, g.at(g.col, 0), r.inbox.Offered(), "={{ [ $('"+NodeInboxEntry+"').first().json.ids ] }}", r.CredentialName)
+	report.ExecuteOnce, report.AlwaysOutputData = true, true
+	g.add(report)
+	g.connect(last, 0, NodeReportBatch)
+	// A forward of one event is answered by its status alone (keysvc reads
+	// no body then): 503 when its row is still received, so it comes again.
+	g.add(respondNode(NodeRespondTarget, g.at(g.col+1, 0),
+		"={{ $('"+NodeInboxEntry+"').first().json.batch || $('"+NodeReportBatch+"').all().every(i => i.json.state !== 'received') ? 200 : 503 }}",
+		"={{ JSON.stringify({ status: 'accepted', results: $('"+NodeReportBatch+"').all().filter(i => i.json.inbox_id !== undefined).map(i => ({ inbox_id: String(i.json.inbox_id), state: i.json.state, status: i.json.state === 'received' ? 503 : 200 })) }) }}"))
+	g.connect(NodeReportBatch, 0, NodeRespondTarget)
+	g.addNote(NodeWebhook, setupNote(r, "inbox.md")...)
+	g.addNote(NodeInboxEntry, inboxNote(r, "Target: keysvc's inbox forwards here",
+		"keysvc verified and saved the events; this decides the rows it names (X-Idemhook-Inbox-Id, or a batch's inbox_id), each in a transaction of its own, "+
+			"and answers each. A forward sent twice runs the decision once: the row is claimed once, and the effect key is unique.")...)
+	return nil
+}
+
+// endpointsExample is keysvc's --endpoints file for the target workflow.
+func endpointsExample(r resolved) ([]byte, error) {
+	endpoint := map[string]any{
+		"name":         endpointName(r.WebhookPath),
+		"account":      r.Account,
+		"target":       "http://n8n:5678/webhook/" + r.WebhookPath,
+		"events":       r.Events,
+		"max_attempts": 25,
+		"concurrency":  4,
+		// The target workflow decides a batch in one execution.
+		"batch": DrainBatch,
+	}
+	if r.Verify != "" {
+		endpoint["provider"] = r.Verify
+	}
+	return marshal(map[string]any{"endpoints": []any{endpoint}})
+}
+
+// endpointName is the keysvc endpoint named after a webhook path: its
+// letters lower-cased, each run of other characters one '-' ("Hooks/Stripe"
+// is hooks-stripe), cut to keysvc's 58 characters. The generator's tests
+// load the result with keysvc/inbox.LoadEndpoints, whose rule this meets.
+func endpointName(webhookPath string) string {
+	var b strings.Builder
+	for _, c := range strings.ToLower(webhookPath) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+			b.WriteRune(c)
+		case b.Len() > 0 && !strings.HasSuffix(b.String(), "-"):
+			b.WriteByte('-')
+		}
+	}
+	name := strings.TrimRight(b.String()[:min(b.Len(), 58)], "-")
+	if name == "" {
+		return "inbox"
+	}
+	return name
+}
+
+// receiptHeaders lists the request headers kept with a receipt: the content
+// type and whatever the provider's signature, id, type and account are read
+// from, so the event can be verified again, decided, or forwarded later.
+func receiptHeaders(r resolved) []string {
+	headers := []string{"Content-Type"}
+	if r.Verify != "" {
+		headers = append(headers, provider.Headers(r.Verify)...)
+	}
+	headers = append(headers, eventkey.Preset(r.Preset).Headers()...)
+	for _, h := range r.Rules.Provider.Headers() {
+		if !slices.ContainsFunc(headers, func(k string) bool { return strings.EqualFold(k, h) }) {
+			headers = append(headers, h)
+		}
+	}
+	return headers
+}
+
+// The drain: how many received rows a worker claims at once, how long it
+// waits for more once it has none, and how many batches one execution
+// decides at most (n8n keeps every run's data in memory until the
+// execution ends; the next receipt starts the next worker).
+const (
+	DrainBatch  = 20
+	drainLinger = 2 * time.Second
+	drainRuns   = 200
+)
+
+// drainItem is the Set node parameters of the item that starts a draining
+// worker: no offered rows, drain.
+func drainItem(seed string) map[string]any {
+	return map[string]any{
+		"mode": "manual",
+		"assignments": map[string]any{"assignments": []any{
+			map[string]any{"id": UUIDFrom(seed + "/ids"), "name": "ids", "type": "string", "value": ""},
+			map[string]any{"id": UUIDFrom(seed + "/drain"), "name": "drain", "type": "boolean", "value": true},
+		}},
+		"options": map[string]any{},
+	}
+}
+
+// workerGraph decides inbox rows in batches: the rows it is offered
+// (ids, by the recoverer) or, draining (started by the receiver), every
+// received row, DrainBatch at a time, until none comes within drainLinger.
+// Each row is decided in its own transaction; the outbox is woken once per
+// batch.
+func workerGraph(g *graph, r resolved, ids map[string]string) error {
+	g.add(node{Name: NodeWorkerStart, Type: typeExecTrig, Position: g.at(0, 0), Parameters: map[string]any{"inputSource": "passthrough"}})
+	g.col = 1
+	last := addDecision(g, r, ids, NodeWorkerStart)
+	next := postgresNode(NodeDrainNext, g.at(g.col, 0), r.inbox.DrainNextCall(drainRuns, drainLinger, r.ClaimLease),
+		"={{ [ $('"+NodeClaimEvents+"').all().filter(i => i.json.id !== undefined).length >= "+fmt.Sprint(DrainBatch)+", $runIndex, "+
+			"$('"+NodeWorkerStart+"').first().json.drain === true ] }}", r.CredentialName)
+	next.ExecuteOnce = true
+	g.add(next)
+	g.connect(last, 0, NodeDrainNext)
+	g.add(ifNode(g, NodeDrainAgain, g.at(g.col+1, 0), "={{ $json.again }}", opBooleanTrue, ""))
+	g.connect(NodeDrainNext, 0, NodeDrainAgain)
+	g.connect(NodeDrainAgain, 0, NodeClaimEvents)
+	// The execution's result, for a caller that waits (the recoverer goes
+	// on to count stuck work): one item, the last Drain Next.
+	g.add(node{Name: NodeDrained, Type: typeNoOp, Position: g.at(g.col+2, 1), Parameters: map[string]any{}})
+	g.connect(NodeDrainAgain, 1, NodeDrained)
+	g.addNote(NodeWorkerStart, inboxNote(r, "Worker: the effect",
+		"Claims a batch (the rows the recoverer offers, or, started by the receiver, every received row, "+fmt.Sprint(DrainBatch)+" at a time, until none comes for "+
+			duration.Format(drainLinger)+") and decides each row's effect in a transaction of its own (idemhook_apply_event): the effect key, the business change and "+
+			"the outbox tasks together, or none. A failed decision stays on its row, with the database's message, and is retried.")...)
+	return nil
+}
+
+// addDecision adds, after from (whose first item has ids, the offered rows,
+// and drain), the claim of a batch, the decision of each of its rows in a
+// transaction of its own, the errors the decision could not record, and the
+// outbox woken once for the batch. Every Postgres node here runs its items
+// independently or once: n8n's default batching would send all items as
+// one multi-statement query, one transaction, in which one row's error
+// would roll back the others' effects. It returns the last node, which
+// outputs one item per batch.
+func addDecision(g *graph, r resolved, ids map[string]string, from string) string {
+	col := g.col
+	claim := postgresNode(NodeClaimEvents, g.at(col, 0), r.inbox.ClaimBatch(r.ClaimLease, r.ClaimLease, r.MaxAttempts, DrainBatch),
+		"={{ [ $runIndex === 0 ? String($json.ids ?? '') : '', $('"+from+"').first().json.drain === true ] }}", r.CredentialName)
+	claim.ExecuteOnce, claim.AlwaysOutputData = true, true
+	g.add(claim)
+	g.connect(from, 0, NodeClaimEvents)
+	// An empty batch comes as one empty item: its id 0 names no row, and
+	// the decision answers not_claimed without writing anything. An error
+	// the decision could not catch comes on the same output (as its item,
+	// paired with the claimed row), so the batch always goes on as one.
+	apply := independently(postgresNode(NodeApplyEvent, g.at(col+1, 0), r.inbox.ApplyEventCall(r.DeferLimit, r.RetryBackoff),
+		"={{ [ $json.id ?? 0, $json.attempts ?? 0, "+jsString(strings.Join(r.Events, ","))+" ] }}", r.CredentialName))
+	apply.OnError = "continueRegularOutput"
+	g.add(apply)
+	g.connect(NodeClaimEvents, 0, NodeApplyEvent)
+	// n8n 2.41.1's Postgres node drops an uncaught error's message
+	// (see pgsql.Inbox.RecordBatch): what is left names the execution.
+	claimed := "$('" + NodeClaimEvents + "').all()"
+	record := postgresNode(NodeRecordBatch, g.at(col+2, 0), r.inbox.RecordBatch(r.RetryBackoff, dispatchLease(r)),
+		"={{ [ JSON.stringify($('"+NodeApplyEvent+"').all().map((i, n) => i.json.error === undefined ? null : "+
+			"{ id: "+claimed+"[n]?.json.id, attempts: "+claimed+"[n]?.json.attempts, message: 'the decision did not finish in n8n (execution ' + $execution.id + '): ' + "+
+			"String(i.json.error.message || i.json.error.description || i.json.message || 'no message') }).filter(e => e && e.id !== undefined)), "+
+			"$('"+NodeApplyEvent+"').all().reduce((n, i) => n + (i.json.tasks || 0), 0) ] }}", r.CredentialName)
+	record.ExecuteOnce = true
+	g.add(record)
+	g.connect(NodeApplyEvent, 0, NodeRecordBatch)
+	g.col = col + 3
+	if ids[FileOutbox] == "" {
+		return NodeRecordBatch // no outbox: the tasks wait in outbox_tasks
+	}
+	g.add(ifNode(g, NodeTasksQueued, g.at(g.col, 1), "={{ $json.wake_outbox }}", opBooleanTrue, ""))
+	g.connect(NodeRecordBatch, 0, NodeTasksQueued)
+	g.add(node{Name: NodeWakeOutbox, Type: typeExecWorkflow, Position: g.at(g.col+1, 2), Parameters: map[string]any{
+		"source":     "database",
+		"workflowId": map[string]any{"__rl": true, "value": ids[FileOutbox], "mode": "id"},
+		"mode":       "once",
+		"options":    map[string]any{"waitForSubWorkflow": false},
+	}})
+	g.connect(NodeTasksQueued, 0, NodeWakeOutbox)
+	// Both branches meet again: the If passes its item on either way.
+	g.add(node{Name: NodeBatchDone, Type: typeNoOp, Position: g.at(g.col+2, 0), Parameters: map[string]any{}})
+	g.connect(NodeTasksQueued, 1, NodeBatchDone)
+	g.connect(NodeWakeOutbox, 0, NodeBatchDone)
+	g.col += 3
+	return NodeBatchDone
+}
+
+// independently makes a Postgres node run one query per item, each in its
+// own transaction ("Query Batching: Independent").
+func independently(n node) node {
+	n.Parameters["options"].(map[string]any)["queryBatching"] = "independently"
+	return n
+}
+
+// recovererGraph re-offers unfinished rows to the worker on a schedule (or
+// on demand) and reports what is stuck.
+func recovererGraph(g *graph, r resolved, ids map[string]string) error {
+	addSweepTriggers(g, r)
+	find := postgresNode(NodeFindDue, g.at(1, 0), r.inbox.DueEventIDs(r.ClaimLease, DefaultRecoverBatch), "", r.CredentialName)
+	find.ExecuteOnce = true
+	g.add(find)
+	g.connect(NodeSweepTimer, 0, NodeFindDue)
+	g.connect(NodeSweepOnCall, 0, NodeFindDue)
+	g.add(ifNode(g, NodeAnyDue, g.at(2, 0), "={{ $json.ids }}", opStringExist, ""))
+	g.connect(NodeFindDue, 0, NodeAnyDue)
+	g.add(executeWorkflowNode(NodeReoffer, g.at(3, 0), ids[FileWorker], "once", true))
+	g.connect(NodeAnyDue, 0, NodeReoffer)
+	count := postgresNode(NodeCountStuck, g.at(4, 1), r.inbox.StuckWork(), "", r.CredentialName)
+	count.ExecuteOnce = true
+	g.add(count)
+	g.connect(NodeReoffer, 0, NodeCountStuck)
+	g.connect(NodeAnyDue, 1, NodeCountStuck)
+	g.addNote(NodeSweepTimer, inboxNote(r, "Recoverer: nothing left behind",
+		"Every "+duration.Format(r.SweepEvery)+", offers the worker what is due: a receipt whose hand-off was lost, a row whose worker died or whose retry is due, a deferred row; "+
+			"accounts take turns. Count Stuck Work says what needs a human.")...)
+	return nil
+}
+
+// outboxGraph delivers due tasks in two phases, each claimed on its own: the
+// tasks whose last call may have been performed (ambiguous, or sending when
+// their dispatcher died) are looked up first, and those the API never
+// performed go back to pending; then every pending task is sent with its
+// stable operation key. Each phase runs once per pass, whatever its
+// branches, so that the loop after it stays one loop: the last node waits,
+// as the only waiter of the table, for the next task to fall due within the
+// sweep interval (at most a minute), and runs the phases again when one
+// does, so that a task is retried at its backoff and not at the next sweep.
+func outboxGraph(g *graph, r resolved, _ map[string]string) error {
+	addSweepTriggers(g, r)
+	// One call and its recording; the HTTP node makes a batch's calls at once.
+	lease := r.OutboxTimeout + 20*time.Second
+	claim := func(name string, pos [2]int, phase string) node {
+		n := postgresNode(name, pos, r.inbox.ClaimTasks(lease, r.OutboxBatch, phase), "", r.CredentialName)
+		n.ExecuteOnce, n.AlwaysOutputData = true, true
+		return n
+	}
+	g.add(claim(NodeClaimLookups, g.at(1, 0), pgsql.PhaseLookup))
+	g.connect(NodeSweepTimer, 0, NodeClaimLookups)
+	g.connect(NodeSweepOnCall, 0, NodeClaimLookups)
+	g.add(ifNode(g, NodeAnyLookups, g.at(2, 0), "={{ $json.id }}", opStringExist, ""))
+	g.connect(NodeClaimLookups, 0, NodeAnyLookups)
+	lookups := "$('" + NodeClaimLookups + "').item.json"
+	g.add(outboxCall(r, httpCall{Method: "GET", URL: "={{ " + jsString(r.OutboxURL+"/") + " + encodeURIComponent(" + lookups + ".operation_key) }}"}).node(NodeLookup, g.at(3, -1)))
+	g.connect(NodeAnyLookups, 0, NodeLookup)
+	g.add(independently(postgresNode(NodeRecordLookup, g.at(4, -1), r.inbox.OutboxResultCall(r.OutboxMaxAttempts, r.OutboxBackoff),
+		outboxAnswer(lookups, pgsql.PhaseLookup), r.CredentialName)))
+	g.connect(NodeLookup, 0, NodeRecordLookup)
+
+	g.add(claim(NodeClaimSends, g.at(5, 0), pgsql.PhaseSend))
+	g.connect(NodeRecordLookup, 0, NodeClaimSends)
+	g.connect(NodeAnyLookups, 1, NodeClaimSends)
+	g.add(ifNode(g, NodeAnySends, g.at(6, 0), "={{ $json.id }}", opStringExist, ""))
+	g.connect(NodeClaimSends, 0, NodeAnySends)
+	sends := "$('" + NodeClaimSends + "').item.json"
+	g.add(outboxCall(r, httpCall{
+		Method: "POST", URL: "=" + r.OutboxURL,
+		Headers:  [][2]string{{"Idempotency-Key", "={{ " + sends + ".operation_key }}"}},
+		JSONBody: "={{ JSON.stringify(" + sends + ".payload) }}",
+	}).node(NodeCallAPI, g.at(7, -1)))
+	g.connect(NodeAnySends, 0, NodeCallAPI)
+	g.add(independently(postgresNode(NodeRecordSend, g.at(8, -1), r.inbox.OutboxResultCall(r.OutboxMaxAttempts, r.OutboxBackoff),
+		outboxAnswer(sends, pgsql.PhaseSend), r.CredentialName)))
+	g.connect(NodeCallAPI, 0, NodeRecordSend)
+
+	// Woken by a worker, a dispatcher stays a moment for the next batch's
+	// tasks and holds the dispatch lease (the workers wake no other while
+	// it does); run by the schedule or by hand, it does neither.
+	wait := postgresNode(NodeWaitDue, g.at(9, 0), r.inbox.LingerForTask(min(r.SweepEvery, time.Minute), dispatchLease(r)),
+		"={{ [ $('"+NodeSweepOnCall+"').isExecuted && $('"+NodeSweepOnCall+"').first().json.wake_outbox === true && $runIndex < "+fmt.Sprint(drainRuns)+
+			" ? "+fmt.Sprint(drainLinger.Milliseconds())+" : 0 ] }}", r.CredentialName)
+	wait.ExecuteOnce = true
+	g.add(wait)
+	g.connect(NodeRecordSend, 0, NodeWaitDue)
+	g.connect(NodeAnySends, 1, NodeWaitDue)
+	g.add(ifNode(g, NodeTaskDue, g.at(10, 0), "={{ $json.due }}", opBooleanTrue, ""))
+	g.connect(NodeWaitDue, 0, NodeTaskDue)
+	g.connect(NodeTaskDue, 0, NodeClaimLookups)
+	g.addNote(NodeSweepTimer, inboxNote(r, "Outbox: external calls",
+		"Calls "+r.OutboxURL+" once per task, with its operation key as Idempotency-Key on every attempt. A call that may have been performed is looked up first, "+
+			"and resent only when the API says it never happened. Retries wait their backoff.")...)
+	return nil
+}
+
+// dispatchLease is how long a dispatcher a worker woke holds the outbox
+// for itself (the workers wake no other meanwhile): a pass of its two
+// phases, each at most a call's timeout, and room. A dispatcher that died
+// holds it that long; its tasks then wait for the next batch or the sweep.
+// Without an outbox workflow no dispatcher is woken and the lease is only
+// written: the default stands in, so --outbox-timeout changes nothing there.
+func dispatchLease(r resolved) time.Duration {
+	timeout := r.OutboxTimeout
+	if r.OutboxURL == "" {
+		timeout = DefaultOutboxTimeout
+	}
+	return 2*timeout + 5*time.Second
+}
+
+// outboxAnswer is the parameter list of OutboxResultCall for the answer of an
+// HTTP node: its status and body (text, in "data"), or the transport error
+// code when no answer came.
+func outboxAnswer(task, phase string) string {
+	return "={{ [ " + task + ".id, " + task + ".attempts, '" + phase + "', String($json.statusCode ?? ''), " +
+		"$json.error ? String($json.error.code || $json.error.message || $json.error) : '', " +
+		"String($json.data ?? '') ] }}"
+}
+
+// outboxCall completes a call to the outbox API: its credential and timeout,
+// the answer's body as text (so that no answer fails to parse), and a call
+// that got no answer passed on as an item with its error, on the one output
+// (so that the record node after it runs once).
+func outboxCall(r resolved, c httpCall) httpCall {
+	c.Bearer, c.Timeout, c.TextResponse, c.ErrorsInline = r.OutboxCredential, r.OutboxTimeout, true, true
+	return c
+}
+
+func inboxCleanupGraph(g *graph, r resolved, _ map[string]string) error {
+	g.add(node{Name: NodeCleanupSchedule, Type: typeSchedule, Position: g.at(0, 0), Parameters: map[string]any{
+		"rule": map[string]any{"interval": []any{map[string]any{"field": "days", "daysInterval": 1, "triggerAtHour": 3}}},
+	}})
+	g.add(node{Name: NodeCleanupOnDemand, Type: typeExecTrig, Position: g.at(0, 1), Parameters: map[string]any{"inputSource": "passthrough"}})
+	del := postgresNode(NodeDeleteDone, g.at(1, 0), r.inbox.Cleanup(r.Retention), "", r.CredentialName)
+	del.ExecuteOnce = true
+	g.add(del)
+	g.connect(NodeCleanupSchedule, 0, NodeDeleteDone)
+	g.connect(NodeCleanupOnDemand, 0, NodeDeleteDone)
+	g.addNote(NodeCleanupSchedule, cleanupNote(r, "finished inbox work (processed, ignored, rejected, forwarded) and sent tasks")...)
+	return nil
+}
+
+// addSweepTriggers adds the schedule and the on-demand trigger of the
+// recoverer and the outbox dispatcher.
+func addSweepTriggers(g *graph, r resolved) {
+	interval := map[string]any{"field": "minutes", "minutesInterval": int(r.SweepEvery / time.Minute)}
+	switch {
+	case r.SweepEvery == 24*time.Hour:
+		interval = map[string]any{"field": "days", "daysInterval": 1}
+	case r.SweepEvery >= time.Hour:
+		interval = map[string]any{"field": "hours", "hoursInterval": int(r.SweepEvery / time.Hour)}
+	}
+	g.add(node{Name: NodeSweepTimer, Type: typeSchedule, Position: g.at(0, 0), Parameters: map[string]any{
+		"rule": map[string]any{"interval": []any{interval}},
+	}})
+	// The worker wakes the outbox through this trigger; tests and operators
+	// run either workflow now through it.
+	g.add(node{Name: NodeSweepOnCall, Type: typeExecTrig, Position: g.at(0, 1), Parameters: map[string]any{"inputSource": "passthrough"}})
+}
+
+// executeWorkflowNode runs the published workflow id, once per item or once
+// for all items, waiting for it or not.
+func executeWorkflowNode(name string, pos [2]int, id, mode string, wait bool) node {
+	return node{Name: name, Type: typeExecWorkflow, Position: pos, Parameters: map[string]any{
+		"source":     "database",
+		"workflowId": map[string]any{"__rl": true, "value": id, "mode": "id"},
+		"mode":       mode,
+		"options":    map[string]any{"waitForSubWorkflow": wait},
+	}}
+}
+
+// inboxSchema is the schema.sql of the inbox pattern: its tables, the
+// example domain of a preset, and the decision compiled from the rules.
+func inboxSchema(r resolved) (string, error) {
+	ddl, err := r.inbox.DDL(r.Rules.Decision())
+	if err != nil {
+		return "", &OptionError{Option: "rules", Value: r.Rules.Source, Reason: err.Error()}
+	}
+	// %q: a file name is the user's text, and it must not end the comment.
+	return fmt.Sprintf("-- idemhook schema (pattern: inbox, rules: %q). Safe to run more than once.\n%s", filepath.Base(r.Rules.Source), ddl), nil
+}
+
+// Notes returns what a user of o should know about the files that an error
+// would be too strong for: today, that the inbox pattern without an outbox
+// URL writes no outbox workflow.
+func Notes(o Options) ([]string, error) {
+	r, err := o.resolve()
+	if err != nil {
+		return nil, err
+	}
+	if r.Pattern == PatternInbox && r.OutboxURL == "" {
+		return []string{"no --outbox-url: the outbox workflow is not written, and the worker's outbox tasks wait in " +
+			r.inbox.Outbox().String() + " (pending) until you generate with --outbox-url URL and deploy again"}, nil
+	}
+	return nil, nil
+}

@@ -1,0 +1,349 @@
+package generator_test
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/idemhook/idemhook/internal/generator"
+	keysvcinbox "github.com/idemhook/idemhook/internal/keysvc/inbox"
+	"github.com/idemhook/idemhook/internal/rules"
+	"github.com/idemhook/idemhook/signature"
+	"github.com/tidwall/gjson"
+)
+
+func inboxFiles(t *testing.T, o generator.Options) (map[string][]byte, []generator.WorkflowFile) {
+	t.Helper()
+	o.Pattern = generator.PatternInbox
+	files, err := generator.Files(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wfs, err := generator.WorkflowFiles(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files, wfs
+}
+
+// The inbox pattern writes its workflows, schema and credentials; each
+// workflow is well formed, and the ones it calls are deployed before it.
+func TestInboxFiles(t *testing.T) {
+	files, wfs := inboxFiles(t, generator.Options{OutboxURL: "https://fulfil.example/v1/operations"})
+	var names []string
+	for name := range files {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	want := []string{"cleanup-workflow.json", "credentials.example.json", "outbox-workflow.json", "receiver-workflow.json",
+		"recoverer-workflow.json", "schema.sql", "worker-workflow.json"}
+	if !slices.Equal(names, want) {
+		t.Errorf("files %v, want %v", names, want)
+	}
+	deployed := map[string]bool{}
+	for _, f := range wfs {
+		w := parse(t, files[f.File])
+		checkCommon(t, w, generator.DefaultCredentialName)
+		if w.doc.Get("id").String() != f.ID {
+			t.Errorf("%s has id %s, WorkflowFiles says %s", f.File, w.doc.Get("id").String(), f.ID)
+		}
+		// Every sub-workflow it calls is published before it.
+		for _, n := range w.doc.Get(`nodes.#(type=="n8n-nodes-base.executeWorkflow")#`).Array() {
+			callee := n.Get("parameters.workflowId.value").String()
+			if !deployed[callee] {
+				t.Errorf("%s calls %s, which is not deployed before it", f.File, callee)
+			}
+		}
+		deployed[f.ID] = true
+	}
+	if wfs[len(wfs)-2].File != generator.FileReceiver || wfs[len(wfs)-2].WebhookPath != generator.DefaultInboxWebhookPath {
+		t.Errorf("the receiver serves %+v", wfs[len(wfs)-2])
+	}
+}
+
+// The receiver verifies, then saves, then answers, and only then hands the
+// new row to the worker: the provider's 200 follows the commit, and nothing
+// reaches the save without a valid signature.
+func TestInboxReceiverOrder(t *testing.T) {
+	files, _ := inboxFiles(t, generator.Options{})
+	w := parse(t, files[generator.FileReceiver])
+	checkEveryPathAnswers(t, w)
+	w.wantEdge(generator.NodeWebhook, 0, generator.NodePrepareSignature)
+	w.wantEdge(generator.NodeSignatureValid, 0, generator.NodeBuildReceipt)
+	w.wantEdge(generator.NodeSignatureValid, 1, generator.NodeRespond401)
+	w.wantEdge(generator.NodeKeyBuilt, 0, generator.NodeSaveReceipt)
+	w.wantEdge(generator.NodeSaveReceipt, 0, generator.NodeRespondReceipt)
+	w.wantEdge(generator.NodeSaveReceipt, 1, generator.NodeRespond503Save)
+	w.wantEdge(generator.NodeRespondReceipt, 0, generator.NodeNewReceipt)
+	w.wantEdge(generator.NodeNewReceipt, 0, generator.NodeWorkerNeeded)
+	w.wantEdge(generator.NodeWorkerNeeded, 0, generator.NodeDrainItem)
+	w.wantEdge(generator.NodeDrainItem, 0, generator.NodeHandOff)
+	if got := w.node(generator.NodeHandOff).Get("parameters.options.waitForSubWorkflow"); got.Type != gjson.False {
+		t.Errorf("the hand-off waits for the worker (%s); the receipt is already answered", got.Raw)
+	}
+	save := w.node(generator.NodeSaveReceipt).Get("parameters.query").String()
+	if !strings.Contains(save, "ON CONFLICT (account, event_id) DO NOTHING") {
+		t.Errorf("the receipt is not saved once per (account, event_id): %s", save)
+	}
+	// A worker is started only for a receipt that found none draining.
+	if !strings.Contains(w.node(generator.NodeWorkerNeeded).Get("parameters.conditions.conditions.0.leftValue").String(), ".json.wake") ||
+		!strings.Contains(save, "inbox_drainer") {
+		t.Errorf("the receiver starts a worker for every receipt, not only when none drains")
+	}
+	script := w.node(generator.NodeBuildReceipt).Get("parameters.jsCode").String()
+	for _, line := range []string{"const RECEIPT = true;", `const PRESET = "stripe";`, `"stripe-signature"`, `"content-type"`} {
+		if !strings.Contains(script, line) {
+			t.Errorf("the receipt script lacks %s", line)
+		}
+	}
+	// --verify none: no signature nodes, the receipt straight after the webhook.
+	files, _ = inboxFiles(t, generator.Options{Verify: "none", Account: "acct_shop"})
+	w = parse(t, files[generator.FileReceiver])
+	w.wantEdge(generator.NodeWebhook, 0, generator.NodeBuildReceipt)
+	if !strings.Contains(w.node(generator.NodeBuildReceipt).Get("parameters.jsCode").String(), `const DEFAULT_ACCOUNT = "acct_shop";`) {
+		t.Error("--account did not reach the receipt script")
+	}
+}
+
+// Without --outbox-url no outbox workflow is written: none calls a default
+// address nobody chose, the worker wakes nothing, and Notes says so.
+func TestInboxWithoutOutboxURL(t *testing.T) {
+	o := generator.Options{DBSchema: "pay"}
+	files, wfs := inboxFiles(t, o)
+	if _, ok := files[generator.FileOutbox]; ok {
+		t.Errorf("an outbox workflow was written without --outbox-url")
+	}
+	for _, f := range wfs {
+		if f.File == generator.FileOutbox {
+			t.Errorf("WorkflowFiles lists the outbox without --outbox-url")
+		}
+	}
+	w := parse(t, files[generator.FileWorker])
+	if w.doc.Get(`nodes.#(name=="` + generator.NodeWakeOutbox + `")`).Exists() {
+		t.Error("the worker wakes an outbox that is not there")
+	}
+	for name, b := range files {
+		if strings.Contains(string(b), "127.0.0.1:8088") {
+			t.Errorf("%s still names the old default outbox address", name)
+		}
+	}
+	o.Pattern = generator.PatternInbox
+	notes, err := generator.Notes(o)
+	if err != nil || len(notes) != 1 || !strings.Contains(notes[0], "pay.outbox_tasks") || !strings.Contains(notes[0], "--outbox-url") {
+		t.Errorf("notes %q (%v): want one that names the tasks' table and --outbox-url", notes, err)
+	}
+	o.OutboxCredential = "Fulfil API"
+	if err := o.Validate(); err == nil {
+		t.Error("--outbox-credential without --outbox-url was accepted")
+	}
+}
+
+// The worker claims a batch before it applies, runs each row in its own
+// transaction, records the errors of the batch on their own rows, wakes the
+// outbox once per batch, and drains again while Drain Next says so; the
+// allowlist is a bound parameter.
+func TestInboxWorkerAndOutbox(t *testing.T) {
+	files, _ := inboxFiles(t, generator.Options{Events: []string{"payment_intent.succeeded", "charge.refunded"}, DBSchema: "pay",
+		OutboxURL: "https://fulfil.example/v1/operations"})
+	w := parse(t, files[generator.FileWorker])
+	w.wantEdge(generator.NodeWorkerStart, 0, generator.NodeClaimEvents)
+	w.wantEdge(generator.NodeClaimEvents, 0, generator.NodeApplyEvent)
+	w.wantEdge(generator.NodeApplyEvent, 0, generator.NodeRecordBatch)
+	w.wantEdge(generator.NodeRecordBatch, 0, generator.NodeTasksQueued)
+	w.wantEdge(generator.NodeTasksQueued, 0, generator.NodeWakeOutbox)
+	w.wantEdge(generator.NodeWakeOutbox, 0, generator.NodeBatchDone)
+	w.wantEdge(generator.NodeTasksQueued, 1, generator.NodeBatchDone)
+	w.wantEdge(generator.NodeBatchDone, 0, generator.NodeDrainNext)
+	w.wantEdge(generator.NodeDrainNext, 0, generator.NodeDrainAgain)
+	w.wantEdge(generator.NodeDrainAgain, 0, generator.NodeClaimEvents)
+	w.wantEdge(generator.NodeDrainAgain, 1, generator.NodeDrained)
+	apply := w.node(generator.NodeApplyEvent)
+	if !strings.Contains(apply.Get("parameters.options.queryReplacement").String(), `"payment_intent.succeeded,charge.refunded"`) {
+		t.Errorf("the allowlist is not a parameter of Apply Event: %s", apply.Get("parameters.options.queryReplacement").String())
+	}
+	if !strings.Contains(apply.Get("parameters.query").String(), "pay.idemhook_apply_event(") {
+		t.Errorf("Apply Event does not call the function in --db-schema: %s", apply.Get("parameters.query").String())
+	}
+	if got := apply.Get("parameters.options.queryBatching").String(); got != "independently" {
+		t.Errorf("Apply Event batches its items as %q: one row's error would roll back the others", got)
+	}
+	if got := apply.Get("onError").String(); got != "continueRegularOutput" {
+		t.Errorf("Apply Event: onError %q, want continueRegularOutput (the batch goes on as one)", got)
+	}
+	for _, n := range []string{generator.NodeClaimEvents, generator.NodeRecordBatch, generator.NodeDrainNext} {
+		if !w.node(n).Get("executeOnce").Bool() {
+			t.Errorf("%s runs once per item: it is one statement for the batch", n)
+		}
+	}
+	claim := w.node(generator.NodeClaimEvents).Get("parameters.query").String()
+	if !strings.Contains(claim, "FOR UPDATE SKIP LOCKED") || !strings.Contains(claim, fmt.Sprintf("LIMIT %d", generator.DrainBatch)) {
+		t.Errorf("Claim Events does not claim a batch of %d with SKIP LOCKED: %s", generator.DrainBatch, claim)
+	}
+	// An error is recorded on the row of its own item.
+	record := w.node(generator.NodeRecordBatch).Get("parameters.options.queryReplacement").String()
+	if !strings.Contains(record, "$('"+generator.NodeApplyEvent+"').all()") || !strings.Contains(record, "$('"+generator.NodeClaimEvents+"').all()[n]") {
+		t.Errorf("Record Batch's parameters %s: want each failed item's own row", record)
+	}
+
+	o := parse(t, files[generator.FileOutbox])
+	o.wantEdge(generator.NodeClaimLookups, 0, generator.NodeAnyLookups)
+	o.wantEdge(generator.NodeAnyLookups, 0, generator.NodeLookup)
+	o.wantEdge(generator.NodeLookup, 0, generator.NodeRecordLookup)
+	o.wantEdge(generator.NodeRecordLookup, 0, generator.NodeClaimSends)
+	o.wantEdge(generator.NodeAnyLookups, 1, generator.NodeClaimSends)
+	o.wantEdge(generator.NodeAnySends, 0, generator.NodeCallAPI)
+	o.wantEdge(generator.NodeCallAPI, 0, generator.NodeRecordSend)
+	o.wantEdge(generator.NodeRecordSend, 0, generator.NodeWaitDue)
+	o.wantEdge(generator.NodeAnySends, 1, generator.NodeWaitDue)
+	o.wantEdge(generator.NodeTaskDue, 0, generator.NodeClaimLookups)
+	for _, n := range []string{generator.NodeLookup, generator.NodeCallAPI} {
+		// No answer at all (timeout, reset) reaches the record node on the
+		// one output, so that the phase after it runs once.
+		if got := o.node(n).Get("onError").String(); got != "continueRegularOutput" {
+			t.Errorf("%s: onError %q, want continueRegularOutput", n, got)
+		}
+		if len(o.doc.Get("connections").Get(gjson.Escape(n)).Get("main").Array()) != 1 {
+			t.Errorf("%s has more than one output wired", n)
+		}
+		if o.node(n).Get("parameters.options.response.response.responseFormat").String() != "text" {
+			t.Errorf("%s parses the answer: a non-JSON 2xx would look like a failed call", n)
+		}
+	}
+	// Each node that more than one branch leads to runs once per pass: its
+	// inputs come from branches that exclude each other.
+	for _, n := range []string{generator.NodeClaimLookups, generator.NodeClaimSends, generator.NodeWaitDue} {
+		if !o.node(n).Get("executeOnce").Bool() {
+			t.Errorf("%s runs once per item: the loop would multiply", n)
+		}
+	}
+	// The claim is sized for one call, not for the batch: a dead
+	// dispatcher's tasks are reconciled within a minute of its claim.
+	claim = o.node(generator.NodeClaimSends).Get("parameters.query").String()
+	if !strings.Contains(claim, "interval '30 seconds'") {
+		t.Errorf("the default claim is not the 10 s call plus 20 s: %s", claim)
+	}
+	call := o.node(generator.NodeCallAPI).Get("parameters")
+	if call.Get("headerParameters.parameters.0.name").String() != "Idempotency-Key" ||
+		!strings.Contains(call.Get("headerParameters.parameters.0.value").String(), "operation_key") {
+		t.Errorf("Call API does not send the operation key as Idempotency-Key: %s", call.Get("headerParameters").Raw)
+	}
+	for _, n := range []string{generator.NodeClaimLookups, generator.NodeClaimSends} {
+		if !strings.Contains(o.node(n).Get("parameters.query").String(), "FOR UPDATE SKIP LOCKED") {
+			t.Errorf("%s does not skip locked tasks", n)
+		}
+	}
+}
+
+func TestInboxSchema(t *testing.T) {
+	files, _ := inboxFiles(t, generator.Options{DBSchema: "pay"})
+	sql := string(files["schema.sql"])
+	for _, want := range []string{"CREATE SCHEMA IF NOT EXISTS pay;", "CREATE TABLE IF NOT EXISTS pay.inbox_events", "UNIQUE (account, event_id)",
+		"CREATE TABLE IF NOT EXISTS pay.effects", "effect_key text PRIMARY KEY", "CREATE TABLE IF NOT EXISTS pay.orders",
+		"operation_key text NOT NULL UNIQUE", "CREATE OR REPLACE FUNCTION pay.idemhook_apply_event("} {
+		if !strings.Contains(sql, want) {
+			t.Errorf("schema.sql lacks %q", want)
+		}
+	}
+	// It only creates what is missing: a column added since the first
+	// release, and an idemhook function whose signature changed, replaced.
+	for _, line := range strings.Split(sql, "\n") {
+		switch {
+		case strings.HasPrefix(line, "ALTER TABLE") && !strings.Contains(line, " ADD COLUMN IF NOT EXISTS "),
+			strings.HasPrefix(line, "DROP ") && !strings.HasPrefix(line, "DROP FUNCTION IF EXISTS pay.idemhook_"):
+			t.Errorf("schema.sql changes what it does not own: %s", line)
+		}
+	}
+}
+
+// Standard Webhooks, which the n8n receiver cannot verify, is verified by
+// keysvc as the inbox's receiver: the example endpoint names the provider,
+// and keysvc loads it with a whpk_ public key.
+func TestInboxKeysvcReceiverVerifiesStandardWebhooks(t *testing.T) {
+	if err := (generator.Options{Pattern: generator.PatternInbox, Receiver: generator.ReceiverN8N, Verify: "standardwebhooks"}).Validate(); err == nil {
+		t.Error("the n8n receiver took standardwebhooks, which its Crypto node cannot verify")
+	}
+	files, _ := inboxFiles(t, generator.Options{Receiver: generator.ReceiverKeysvc, Verify: "standardwebhooks"})
+	file := filepath.Join(t.TempDir(), generator.FileEndpoints)
+	if err := os.WriteFile(file, files[generator.FileEndpoints], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key := "whpk_" + base64.StdEncoding.EncodeToString(make([]byte, 32))
+	eps, err := keysvcinbox.LoadEndpoints(file, map[signature.Provider][]string{signature.ProviderStandardWebhooks: {key}})
+	if err != nil || len(eps) != 1 || eps[0].Provider != signature.ProviderStandardWebhooks {
+		t.Errorf("keysvc loaded %+v, %v from\n%s", eps, err, files[generator.FileEndpoints])
+	}
+}
+
+// keysvc accepts the endpoints example the keysvc receiver writes, whatever
+// the webhook path: its endpoint name follows keysvc's rule.
+func TestInboxKeysvcEndpointsExampleLoads(t *testing.T) {
+	t.Setenv("KEYSVC_SECRET_STRIPE", "whsec_test")
+	for _, path := range []string{"", "Hooks/Stripe_Live", "a--b/_c_", "x/" + strings.Repeat("long-", 20), "_-_"} {
+		files, _ := inboxFiles(t, generator.Options{Receiver: generator.ReceiverKeysvc, WebhookPath: path})
+		file := filepath.Join(t.TempDir(), generator.FileEndpoints)
+		if err := os.WriteFile(file, files[generator.FileEndpoints], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		eps, err := keysvcinbox.LoadEndpoints(file, map[signature.Provider][]string{signature.ProviderStripe: {"whsec_test"}})
+		if err != nil {
+			t.Errorf("path %q: keysvc refuses the example: %v\n%s", path, err, files[generator.FileEndpoints])
+			continue
+		}
+		t.Logf("path %q → endpoint %q", path, eps[0].Name)
+	}
+}
+
+// Without --rules the inbox pattern compiles the stripe-orders preset,
+// whose types are DefaultEvents; with --rules stripe-subscriptions the
+// allowlist, the receipt's endpoint, the worker and schema.sql all follow
+// the rules, for the n8n receiver and for keysvc's.
+func TestInboxRules(t *testing.T) {
+	orders, err := rules.Preset(rules.DefaultPreset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(orders.Types(), generator.DefaultEvents) {
+		t.Errorf("DefaultEvents %v, the default preset's types %v", generator.DefaultEvents, orders.Types())
+	}
+	subs, err := rules.Preset("stripe-subscriptions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, receiver := range []generator.Receiver{generator.ReceiverN8N, generator.ReceiverKeysvc} {
+		files, _ := inboxFiles(t, generator.Options{Rules: subs, Receiver: receiver})
+		w := parse(t, files[generator.FileWorker])
+		if got := w.node(generator.NodeApplyEvent).Get("parameters.options.queryReplacement").String(); !strings.Contains(got, strings.Join(subs.Types(), ",")) {
+			t.Errorf("%s: the worker's allowlist %s, want the rules' types", receiver, got)
+		}
+		sql := string(files["schema.sql"])
+		for _, want := range []string{"CREATE TABLE IF NOT EXISTS subscriptions", "-- rule open_account", "'open_account:' || v_id"} {
+			if !strings.Contains(sql, want) {
+				t.Errorf("%s: schema.sql lacks %q", receiver, want)
+			}
+		}
+		if strings.Contains(sql, "CREATE TABLE IF NOT EXISTS orders") {
+			t.Errorf("%s: schema.sql creates the orders table of another preset", receiver)
+		}
+		if receiver == generator.ReceiverKeysvc && !strings.Contains(string(files[generator.FileEndpoints]), `"customer.subscription.created"`) {
+			t.Errorf("keysvc's endpoint does not allow the rules' types:\n%s", files[generator.FileEndpoints])
+		}
+	}
+	// An allowlist within the rules is kept; beyond them, refused.
+	if _, err := generator.Files(generator.Options{Pattern: generator.PatternInbox, Rules: subs, Events: []string{"invoice.paid"}}); err != nil {
+		t.Errorf("a narrower allowlist: %v", err)
+	}
+	err = generator.Options{Pattern: generator.PatternInbox, Rules: subs, Events: []string{"invoice.paid", "charge.refunded"}}.Validate()
+	var oe *generator.OptionError
+	if !errors.As(err, &oe) || oe.Option != "events" || !strings.Contains(oe.Reason, "subset") {
+		t.Errorf("an allowlist wider than the rules: %v", err)
+	}
+	// The flag reads a preset or a file; an unknown one is refused by name.
+	if _, err := generator.OptionsFromFlags(map[string]string{"pattern": "inbox", "rules": "stripe-paypal"}); err == nil || !strings.Contains(err.Error(), "stripe-orders, stripe-subscriptions") {
+		t.Errorf("--rules stripe-paypal: %v", err)
+	}
+}

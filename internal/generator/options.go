@@ -1,0 +1,573 @@
+// Package generator emits importable n8n 2.x workflows that make a webhook
+// safe to retry: the delivery's idempotency key (docs/key-spec.md) is
+// reserved once in PostgreSQL before the business step runs, and a replay is
+// answered "200 duplicate" without running it again.
+//
+// The output is a pure function of Options: the same options give the same
+// bytes, including the workflow id, node ids and webhookId, so re-importing a
+// regenerated workflow updates it in place.
+package generator
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idemhook/idemhook/eventkey"
+	"github.com/idemhook/idemhook/internal/communitynode"
+	"github.com/idemhook/idemhook/internal/pgsql"
+	"github.com/idemhook/idemhook/internal/rules"
+	"github.com/idemhook/idemhook/signature/provider"
+)
+
+// Hashing chooses the n8n nodes that build the key.
+type Hashing string
+
+const (
+	// HashingCodeNode builds the key in a Code node running
+	// templates/code-node/idempotency-key.js. It follows the key spec for
+	// every body, but needs NODE_FUNCTION_ALLOW_BUILTIN=crypto.
+	HashingCodeNode Hashing = "code-node"
+	// HashingCryptoNode hashes with n8n's Crypto node and reads the id from
+	// n8n's parsed body in a Set node, for instances where the Code node may
+	// not require crypto. See docs/modes.md#crypto-node for the clauses it cannot honour.
+	HashingCryptoNode Hashing = "crypto-node"
+	// HashingKeysvc sends the raw body to keysvc, which derives and
+	// reserves the key (and holds the lease in GuardLease mode): no Code
+	// node, no Crypto node, and one reservation table for many tools.
+	HashingKeysvc Hashing = "keysvc"
+	// HashingNode builds and reserves the key in one node, idemhook's
+	// community node (n8n-nodes-idemhook's Idempotency Guard), with the
+	// same key code as the Code node and the same statements, run in n8n's
+	// own process: the fewest nodes per delivery. n8n must have the package
+	// installed (docs/n8n-node.md); NodeType names how.
+	HashingNode Hashing = "node"
+)
+
+// Guard chooses how the key is held while the business step runs.
+type Guard string
+
+const (
+	// GuardReserve is the seed template: INSERT … ON CONFLICT DO NOTHING, a
+	// release (DELETE) when the business step fails.
+	GuardReserve Guard = "reserve"
+	// GuardLease records a state and a lease expiry: a retry during a running
+	// attempt gets 409, a retry after the lease expired takes over.
+	GuardLease Guard = "lease"
+	// GuardTransactional reserves the key and runs the business write in one
+	// SQL statement (pgsql.ReserveAndWrite): for business steps that are SQL
+	// on the same database. Atomic, so no release branch and nothing lost on
+	// a crash, and the fewest nodes.
+	GuardTransactional Guard = "transactional"
+)
+
+// Pattern chooses what the generated files do with a delivery.
+type Pattern string
+
+const (
+	// PatternReserve reserves the delivery's key and runs the business step
+	// in the webhook's own execution (workflow.json).
+	PatternReserve Pattern = "reserve"
+	// PatternInbox saves the delivery in an inbox and answers 200 once it is
+	// committed; a worker then decides the business effect in one
+	// transaction, an outbox delivers external calls, and a recoverer
+	// re-offers unfinished work (receiver-, worker-, recoverer- and
+	// outbox-workflow.json).
+	PatternInbox Pattern = "inbox"
+)
+
+// Defaults of Options.
+const (
+	DefaultWebhookPath    = "idempotent-webhook"
+	DefaultWorkflowName   = "Idempotent Webhook (idemhook)"
+	DefaultEventsTable    = "processed_events"
+	DefaultBusinessTable  = "business_log"
+	DefaultCredentialName = "Postgres (idemhook)"
+	DefaultRetention      = 30 * 24 * time.Hour
+	DefaultLease          = 5 * time.Minute
+	DefaultKeysvcURL      = "http://127.0.0.1:8080"
+	// DefaultVerifyCredential names the n8n Crypto credential whose HMAC
+	// secret is the provider's signing secret (--verify).
+	DefaultVerifyCredential = "Webhook signing secret (idemhook)"
+	DefaultTolerance        = 5 * time.Minute
+
+	// Inbox pattern.
+	DefaultInboxWebhookPath  = "webhook-inbox"
+	DefaultInboxWorkflowName = "Webhook Inbox (idemhook)"
+	DefaultAccount           = "default"
+	DefaultDeferLimit        = 24 * time.Hour
+	DefaultClaimLease        = 2 * time.Minute
+	DefaultMaxAttempts       = 5
+	DefaultSweepEvery        = time.Minute
+	DefaultRetryBackoff      = 30 * time.Second
+	DefaultOutboxMaxAttempts = 10
+	DefaultOutboxBackoff     = 10 * time.Second
+	DefaultOutboxTimeout     = 10 * time.Second
+	DefaultOutboxBatch       = 20
+	DefaultRecoverBatch      = 100
+)
+
+// DefaultEvents is the inbox pattern's default allowlist without --rules:
+// the event types of the default rules preset, stripe-orders (a test keeps
+// them equal). With --rules, the default is the types those rules handle.
+var DefaultEvents = []string{"payment_intent.succeeded", "checkout.session.completed", "charge.refunded"}
+
+// Options configure a generated workflow. The zero value of every field
+// means its default.
+type Options struct {
+	// WebhookPath is the production URL path: /webhook/<path>.
+	WebhookPath string
+	// WorkflowName is the name shown in n8n; the cleanup workflow appends
+	// " – cleanup".
+	WorkflowName string
+	// EventsTable stores reserved keys; BusinessTable is the example
+	// business step's table. Both accept "table" or "schema.table".
+	EventsTable   string
+	BusinessTable string
+	// CredentialName is the n8n Postgres credential the nodes reference by
+	// name; no credential id is ever written.
+	CredentialName string
+	// Retention is how long the cleanup workflow keeps keys. Keep it longer
+	// than your provider may resend an event (Stripe: up to 30 days from its
+	// CLI).
+	Retention time.Duration
+	Hashing   Hashing
+	Guard     Guard
+	// Lease is how long an attempt holds the key in GuardLease mode; size it
+	// above the business step's worst running time.
+	Lease time.Duration
+	// KeysvcURL is keysvc's base URL as n8n reaches it (HashingKeysvc).
+	KeysvcURL string
+	// KeysvcCredential, when set, names an n8n "Bearer Auth" credential
+	// holding keysvc's token; the token itself is never in the workflow.
+	KeysvcCredential string
+	// NodeType is the community node's type name with HashingNode: how n8n
+	// loaded the package (communitynode.Type for a package installed in
+	// ~/.n8n/nodes, the default; communitynode.CustomType for a folder in
+	// N8N_CUSTOM_EXTENSIONS).
+	NodeType string
+	// Verify names the provider whose signature is checked before the key
+	// is reserved (stripe, github, shopify, slack; standardwebhooks only
+	// where keysvc verifies: HashingKeysvc, or the inbox pattern with
+	// ReceiverKeysvc). Empty: no check.
+	Verify string
+	// VerifyCredential names the n8n Crypto credential holding the signing
+	// secret (encrypted by n8n; never in the workflow).
+	VerifyCredential string
+	// Tolerance bounds signed timestamps, both ways. Default 5m.
+	Tolerance time.Duration
+	// Preset picks where the event id is read (docs/key-spec.md, "Provider
+	// presets"); it defaults to Verify's provider. Scope prefixes a preset's
+	// key.
+	Preset string
+	Scope  string
+
+	// Pattern is PatternReserve (default) or PatternInbox. The options
+	// below apply to the inbox pattern only; its Verify defaults to stripe
+	// ("none" turns the check off).
+	Pattern Pattern
+	// Account is the receipt's account when the event names none (Stripe
+	// Connect events carry "account").
+	Account string
+	// Rules are the effect rules the worker's decision function is
+	// compiled from (package rules); nil: the stripe-orders preset.
+	Rules *rules.Rules
+	// Events is the allowlist of event types the worker acts on; any other
+	// type is stored as ignored. Empty: every type Rules handle; else a
+	// subset of them.
+	Events []string
+	// DeferLimit is how long an event whose transition is not allowed yet
+	// (a refund before its payment) is retried before it becomes failed.
+	DeferLimit time.Duration
+	// ClaimLease is how long a worker holds an inbox row; the recoverer
+	// re-offers rows left unfinished for longer.
+	ClaimLease time.Duration
+	// MaxAttempts bounds the claims of an event whose decision never
+	// finishes or keeps failing (it is then failed).
+	MaxAttempts int
+	// RetryBackoff is the first delay before a deferred event, or one whose
+	// decision failed, is offered again; doubled per attempt, at most 15
+	// minutes.
+	RetryBackoff time.Duration
+	// DBSchema is the PostgreSQL schema of the pattern's tables and
+	// functions; empty: the search_path default (public).
+	DBSchema string
+	// SweepEvery is the schedule of the recoverer and of the outbox
+	// dispatcher: whole minutes, at most 24h.
+	SweepEvery time.Duration
+	// OutboxURL receives the outbox's calls: POST {url} with the task's
+	// payload and Idempotency-Key, GET {url}/{operation_key} to reconcile.
+	// Empty: no outbox workflow is written, and the tasks wait in
+	// outbox_tasks (see Notes).
+	OutboxURL string
+	// OutboxCredential, when set, names an n8n "Bearer Auth" credential
+	// for the outbox API.
+	OutboxCredential  string
+	OutboxMaxAttempts int
+	// OutboxBackoff is the first retry delay, doubled per attempt (with
+	// jitter) up to an hour.
+	OutboxBackoff time.Duration
+	OutboxTimeout time.Duration
+	// OutboxBatch is how many tasks one dispatcher run claims.
+	OutboxBatch int
+	// Receiver is who saves the receipt: ReceiverN8N (the receiver
+	// workflow) or ReceiverKeysvc (keysvc's durable inbox, which forwards
+	// each saved event to the target workflow).
+	Receiver Receiver
+
+	// Executions are the workflows' execution settings.
+	Executions Executions
+}
+
+// Receiver chooses who receives the provider's deliveries in the inbox
+// pattern.
+type Receiver string
+
+const (
+	ReceiverN8N    Receiver = "n8n"
+	ReceiverKeysvc Receiver = "keysvc"
+)
+
+// OptionError reports an invalid option. Every error of Validate is one.
+type OptionError struct {
+	Option string
+	Value  string
+	Reason string
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("invalid %s %q: %s", e.Option, e.Value, e.Reason)
+}
+
+// webhook paths are URL path segments n8n serves under /webhook/.
+var pathPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*$`)
+
+// WithDefaults returns o with every zero field set to the value the
+// generated files use. The defaults of some options depend on others (the
+// inbox pattern's --verify on its rules, --preset on --verify, --path on
+// the pattern): the planner page reads them here rather than repeat the
+// rules, to name the provider a choice implies and leave out of its
+// command line what the generator does anyway.
+func (o Options) WithDefaults() Options { return o.withDefaults() }
+
+// withDefaults fills in zero fields.
+func (o Options) withDefaults() Options {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	if o.Pattern == "" {
+		o.Pattern = PatternReserve
+	}
+	if o.Pattern == PatternInbox {
+		def(&o.WebhookPath, DefaultInboxWebhookPath)
+		def(&o.WorkflowName, DefaultInboxWorkflowName)
+		if o.Rules == nil {
+			// The preset is embedded and tested: it always parses.
+			o.Rules, _ = rules.Preset(rules.DefaultPreset)
+		}
+		verify := provider.Stripe
+		if o.Rules != nil {
+			verify = o.Rules.Provider.Verify
+		}
+		def(&o.Verify, verify)
+		// n8n cannot check every provider's signature (see Validate):
+		// keysvc's inbox receives for those.
+		if p, ok := provider.Lookup(o.Verify); ok && o.Receiver == "" && p.WorkflowCannot != "" {
+			o.Receiver = ReceiverKeysvc
+		}
+	}
+	if o.Receiver == "" {
+		o.Receiver = ReceiverN8N
+	}
+	if o.Verify == "none" {
+		o.Verify = ""
+	}
+	def(&o.WebhookPath, DefaultWebhookPath)
+	def(&o.WorkflowName, DefaultWorkflowName)
+	def(&o.Account, DefaultAccount)
+	if len(o.Events) == 0 {
+		o.Events = DefaultEvents
+		if o.Rules != nil {
+			o.Events = o.Rules.Types()
+		}
+	}
+	setDuration := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	setDuration(&o.DeferLimit, DefaultDeferLimit)
+	setDuration(&o.ClaimLease, DefaultClaimLease)
+	setDuration(&o.SweepEvery, DefaultSweepEvery)
+	setDuration(&o.RetryBackoff, DefaultRetryBackoff)
+	setDuration(&o.OutboxBackoff, DefaultOutboxBackoff)
+	setDuration(&o.OutboxTimeout, DefaultOutboxTimeout)
+	setInt := func(n *int, v int) {
+		if *n == 0 {
+			*n = v
+		}
+	}
+	setInt(&o.MaxAttempts, DefaultMaxAttempts)
+	setInt(&o.OutboxMaxAttempts, DefaultOutboxMaxAttempts)
+	setInt(&o.OutboxBatch, DefaultOutboxBatch)
+	def(&o.EventsTable, DefaultEventsTable)
+	def(&o.BusinessTable, DefaultBusinessTable)
+	def(&o.CredentialName, DefaultCredentialName)
+	if o.Retention == 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.Hashing == "" {
+		o.Hashing = HashingCodeNode
+	}
+	def(&o.NodeType, communitynode.Type)
+	if o.Guard == "" {
+		o.Guard = GuardReserve
+	}
+	if o.Lease == 0 {
+		o.Lease = DefaultLease
+	}
+	def(&o.KeysvcURL, DefaultKeysvcURL)
+	def(&o.VerifyCredential, DefaultVerifyCredential)
+	def(&o.Preset, o.Verify)
+	if o.Tolerance == 0 {
+		o.Tolerance = DefaultTolerance
+	}
+	return o
+}
+
+// Validate reports the first invalid option as an *OptionError.
+func (o Options) Validate() error {
+	_, err := o.resolve()
+	return err
+}
+
+// resolved options: defaults applied, tables parsed.
+type resolved struct {
+	Options
+	events, business pgsql.Table
+	inbox            pgsql.Inbox
+	// byExecution: the reservation records the n8n execution that holds
+	// the key (the guard `idemhook guard` puts into a user's workflow).
+	byExecution bool
+}
+
+func (o Options) resolve() (resolved, error) {
+	o = o.withDefaults()
+	r := resolved{Options: o}
+	bad := func(option, value, reason string) (resolved, error) {
+		return resolved{}, &OptionError{Option: option, Value: value, Reason: reason}
+	}
+	p := strings.TrimPrefix(o.WebhookPath, "/")
+	if !pathPattern.MatchString(p) || len(p) > 200 {
+		return bad("webhook path", o.WebhookPath, "use letters, digits, '-' and '_' in '/'-separated segments, at most 200 characters")
+	}
+	r.WebhookPath = p
+	if strings.TrimSpace(o.WorkflowName) == "" || len(o.WorkflowName) > 128 || strings.ContainsAny(o.WorkflowName, "\x00\r\n") {
+		return bad("workflow name", o.WorkflowName, "must be 1-128 characters on one line")
+	}
+	if strings.TrimSpace(o.CredentialName) == "" || len(o.CredentialName) > 128 || strings.ContainsAny(o.CredentialName, "\x00\r\n") {
+		return bad("credential name", o.CredentialName, "must be 1-128 characters on one line")
+	}
+	var err error
+	if r.events, err = pgsql.ParseTable(o.EventsTable); err != nil {
+		return bad("events table", o.EventsTable, identReason(err))
+	}
+	if r.business, err = pgsql.ParseTable(o.BusinessTable); err != nil {
+		return bad("business table", o.BusinessTable, identReason(err))
+	}
+	if r.events == r.business {
+		return bad("business table", o.BusinessTable, "must differ from the events table")
+	}
+	if o.Retention < time.Hour || o.Retention%time.Second != 0 {
+		return bad("retention", o.Retention.String(), "must be at least 1h, in whole seconds (default 30 days)")
+	}
+	switch o.Hashing {
+	case HashingCodeNode, HashingCryptoNode, HashingKeysvc, HashingNode:
+	default:
+		return bad("hashing mode", string(o.Hashing), "use code-node, crypto-node, keysvc or node")
+	}
+	if !slices.Contains(communitynode.Types, o.NodeType) {
+		return bad("node type", o.NodeType, "use "+communitynode.Type+" (the package installed in ~/.n8n/nodes, from n8n's UI or npm) or "+communitynode.CustomType+" (a folder in N8N_CUSTOM_EXTENSIONS)")
+	}
+	u, err := url.Parse(o.KeysvcURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return bad("keysvc URL", o.KeysvcURL, "use http(s)://host[:port][/prefix] with no credentials, query or fragment")
+	}
+	r.KeysvcURL = strings.TrimSuffix(o.KeysvcURL, "/")
+	if len(o.KeysvcCredential) > 128 || strings.ContainsAny(o.KeysvcCredential, "\x00\r\n") {
+		return bad("keysvc credential", o.KeysvcCredential, "must be at most 128 characters on one line")
+	}
+	if o.Verify != "" {
+		p, ok := provider.Lookup(o.Verify)
+		if !ok {
+			return bad("verify provider", o.Verify, "use "+provider.List())
+		}
+		// keysvc verifies in the keysvc mode and as the inbox's receiver.
+		keysvcVerifies := o.Hashing == HashingKeysvc || (o.Pattern == PatternInbox && o.Receiver == ReceiverKeysvc)
+		if p.WorkflowCannot != "" && !keysvcVerifies {
+			return bad("verify provider", o.Verify, p.WorkflowCannot+": use --hashing keysvc, or --pattern inbox --receiver keysvc")
+		}
+	}
+	if strings.TrimSpace(o.VerifyCredential) == "" || len(o.VerifyCredential) > 128 || strings.ContainsAny(o.VerifyCredential, "\x00\r\n") {
+		return bad("verify credential", o.VerifyCredential, "must be 1-128 characters on one line")
+	}
+	if o.Tolerance < time.Second || o.Tolerance > time.Hour || o.Tolerance%time.Second != 0 {
+		return bad("tolerance", o.Tolerance.String(), "must be between 1s and 1h, in whole seconds (default 5m)")
+	}
+	preset, err := eventkey.ParsePreset(o.Preset)
+	if err != nil {
+		return bad("preset", o.Preset, "use "+provider.List())
+	}
+	if err := preset.CheckScope(o.Scope); err != nil {
+		return bad("scope", o.Scope, err.Error())
+	}
+	if o.Hashing == HashingCryptoNode && preset != eventkey.PresetDefault && preset != eventkey.PresetStripe {
+		return bad("preset", o.Preset, "the crypto-node mode reads only the body's id: use --hashing code-node or keysvc for this preset")
+	}
+	switch o.Guard {
+	case GuardReserve, GuardLease:
+	case GuardTransactional:
+		if o.Hashing == HashingKeysvc || o.Hashing == HashingNode {
+			return bad("guard mode", string(o.Guard), string(o.Hashing)+" reserves in its own statement: the transactional guard needs the reservation and the business write in one, with --hashing code-node or crypto-node")
+		}
+	default:
+		return bad("guard mode", string(o.Guard), "use reserve, lease or transactional")
+	}
+	if o.Lease < 5*time.Second || o.Lease > 24*time.Hour || o.Lease%time.Second != 0 {
+		return bad("lease", o.Lease.String(), "must be between 5s and 24h, in whole seconds")
+	}
+	if err := o.Executions.check(); err != nil {
+		return resolved{}, err
+	}
+	switch o.Pattern {
+	case PatternReserve:
+		return r, nil
+	case PatternInbox:
+		return resolveInbox(r)
+	default:
+		return bad("pattern", string(o.Pattern), "use reserve or inbox")
+	}
+}
+
+// eventTypePattern matches provider event types such as
+// "payment_intent.succeeded" or Shopify's "orders/paid"; no comma, which
+// separates the allowlist.
+var eventTypePattern = regexp.MustCompile(`^[A-Za-z0-9_.:/-]{1,100}$`)
+
+func resolveInbox(r resolved) (resolved, error) {
+	o := r.Options
+	bad := func(option, value, reason string) (resolved, error) {
+		return resolved{}, &OptionError{Option: option, Value: value, Reason: reason}
+	}
+	if o.Hashing != HashingCodeNode {
+		return bad("hashing mode", string(o.Hashing), "the inbox pattern builds its receipt in the Code node: use code-node, or --receiver keysvc")
+	}
+	switch o.Receiver {
+	case ReceiverN8N, ReceiverKeysvc:
+	default:
+		return bad("receiver", string(o.Receiver), "use n8n or keysvc")
+	}
+	if o.Guard != GuardReserve {
+		return bad("guard mode", string(o.Guard), "the guard applies to the reserve pattern; the inbox pattern claims its rows itself")
+	}
+	if !eventkey.ValidID(o.Account) {
+		return bad("account", o.Account, "must be 1-255 bytes of UTF-8 with no control character")
+	}
+	if o.Rules == nil {
+		return bad("rules", "", "no rules: name a preset or a rules file")
+	}
+	seen := map[string]bool{}
+	handled := o.Rules.Types()
+	for _, e := range o.Events {
+		if !eventTypePattern.MatchString(e) || seen[e] {
+			return bad("events", strings.Join(o.Events, ","), fmt.Sprintf("%q: give distinct event types of letters, digits, '.', '_', ':', '/' and '-'", e))
+		}
+		if !slices.Contains(handled, e) {
+			return bad("events", strings.Join(o.Events, ","), fmt.Sprintf("the rules (%s) have no rule for %q: the allowlist must be a subset of the types they handle (%s); leave --events out to allow them all",
+				o.Rules.Source, e, strings.Join(handled, ",")))
+		}
+		seen[e] = true
+	}
+	if o.DBSchema != "" {
+		t, err := pgsql.ParseTable(o.DBSchema)
+		if err != nil || t.Schema != "" {
+			return bad("database schema", o.DBSchema, "a lower-case identifier that is not a reserved word")
+		}
+	}
+	r.inbox = pgsql.Inbox{Schema: o.DBSchema}
+	durations := []struct {
+		name     string
+		d        *time.Duration
+		min, max time.Duration
+		unit     time.Duration
+	}{
+		{"defer limit", &r.DeferLimit, time.Minute, 30 * 24 * time.Hour, time.Second},
+		{"claim lease", &r.ClaimLease, 5 * time.Second, time.Hour, time.Second},
+		{"sweep interval", &r.SweepEvery, time.Minute, 24 * time.Hour, time.Minute},
+		{"retry backoff", &r.RetryBackoff, 100 * time.Millisecond, 15 * time.Minute, time.Millisecond},
+		{"outbox backoff", &r.OutboxBackoff, 100 * time.Millisecond, time.Hour, time.Millisecond},
+		{"outbox timeout", &r.OutboxTimeout, time.Second, 5 * time.Minute, time.Second},
+	}
+	for _, d := range durations {
+		if *d.d < d.min || *d.d > d.max || *d.d%d.unit != 0 {
+			return bad(d.name, d.d.String(), fmt.Sprintf("must be between %s and %s, in whole %s", d.min, d.max, unitName(d.unit)))
+		}
+	}
+	ints := []struct {
+		name     string
+		n        int
+		min, max int
+	}{
+		{"max attempts", o.MaxAttempts, 1, 100},
+		{"outbox max attempts", o.OutboxMaxAttempts, 1, 100},
+		{"outbox batch", o.OutboxBatch, 1, 500},
+	}
+	for _, n := range ints {
+		if n.n < n.min || n.n > n.max {
+			return bad(n.name, fmt.Sprint(n.n), fmt.Sprintf("must be between %d and %d", n.min, n.max))
+		}
+	}
+	// n8n's schedule takes 1-59 minutes, 1-23 hours or whole days.
+	if (r.SweepEvery >= time.Hour && r.SweepEvery%time.Hour != 0) || (r.SweepEvery > time.Hour && r.SweepEvery < 24*time.Hour && r.SweepEvery%time.Hour != 0) {
+		return bad("sweep interval", r.SweepEvery.String(), "use whole minutes below an hour, whole hours below a day, or 24h")
+	}
+	if o.OutboxURL == "" {
+		if o.OutboxCredential != "" {
+			return bad("outbox credential", o.OutboxCredential, "the outbox calls an API only with --outbox-url")
+		}
+		return r, nil
+	}
+	u, err := url.Parse(o.OutboxURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return bad("outbox URL", o.OutboxURL, "use http(s)://host[:port][/path] with no credentials, query or fragment")
+	}
+	r.OutboxURL = strings.TrimSuffix(o.OutboxURL, "/")
+	if len(o.OutboxCredential) > 128 || strings.ContainsAny(o.OutboxCredential, "\x00\r\n") {
+		return bad("outbox credential", o.OutboxCredential, "must be at most 128 characters on one line")
+	}
+	return r, nil
+}
+
+func unitName(d time.Duration) string {
+	switch d {
+	case time.Minute:
+		return "minutes"
+	case time.Millisecond:
+		return "milliseconds"
+	}
+	return "seconds"
+}
+
+func identReason(err error) string {
+	var ie *pgsql.IdentifierError
+	if errors.As(err, &ie) {
+		return ie.Reason
+	}
+	return err.Error()
+}

@@ -1,0 +1,44 @@
+package generator
+
+import "github.com/idemhook/idemhook/internal/rules"
+
+// Template is a set of options whose output is committed under
+// templates/workflows/<Name>, for users who copy files instead of running
+// the generator.
+type Template struct {
+	Name    string
+	Options Options
+}
+
+// Templates lists the committed templates: the defaults and each mode.
+var Templates = []Template{
+	{Name: "default", Options: Options{}},
+	{Name: "crypto-node", Options: Options{Hashing: HashingCryptoNode}},
+	{Name: "lease", Options: Options{Guard: GuardLease}},
+	{Name: "transactional", Options: Options{Guard: GuardTransactional}},
+	{Name: "keysvc", Options: Options{Hashing: HashingKeysvc}},
+	{Name: "node", Options: Options{Hashing: HashingNode}},
+	{Name: "node-lease", Options: Options{Hashing: HashingNode, Guard: GuardLease}},
+	{Name: "verify-stripe", Options: Options{Verify: "stripe"}},
+	{Name: "inbox", Options: Options{Pattern: PatternInbox}},
+	{Name: "inbox-keysvc", Options: Options{Pattern: PatternInbox, Receiver: ReceiverKeysvc}},
+	{Name: "inbox-stripe-subscriptions", Options: Options{Pattern: PatternInbox, Rules: preset("stripe-subscriptions")}},
+	{Name: "inbox-shopify-orders", Options: Options{Pattern: PatternInbox, Rules: preset("shopify-orders")}},
+	{Name: "inbox-github-deployments", Options: Options{Pattern: PatternInbox, Rules: preset("github-deployments")}},
+	{Name: "inbox-standardwebhooks-generic", Options: Options{Pattern: PatternInbox, Rules: preset("standardwebhooks-generic")}},
+}
+
+// preset is a rules preset for a template. The presets are embedded and
+// their tests parse them, so a failure here is a bug: it panics at start.
+func preset(name string) *rules.Rules {
+	rs, err := rules.Preset(name)
+	if err != nil {
+		panic(err)
+	}
+	return rs
+}
+
+// TemplatesDir is where the templates live, relative to the module root.
+const TemplatesDir = "templates/workflows"
+
+//go:generate go run ./internal/gentemplates
