@@ -228,14 +228,5 @@ func writeGuarded(out string, res *guard.Result, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(stdout, "wrote", out)
-	_, err := writeFilesIn(dir, res.Files, stdout)
-	return err
-}
-
-func writeFilesIn(dir string, files map[string][]byte, stdout io.Writer) ([]string, error) {
-	paths, err := generator.WriteFiles(dir, files)
-	for _, p := range paths {
-		fmt.Fprintln(stdout, "wrote", p)
-	}
-	return paths, err
+	return writeFiles(dir, res.Files, stdout)
 }

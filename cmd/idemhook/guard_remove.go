@@ -39,7 +39,7 @@ func removeFile(file, out, errorFile string, force bool, errorWF *guard.Workflow
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if _, err := writeFilesIn(dir, files, stdout); err != nil {
+	if err := writeFiles(dir, files, stdout); err != nil {
 		return err
 	}
 	removed.WriteSummary(stdout, errorWF != nil)
