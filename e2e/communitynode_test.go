@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -158,12 +157,10 @@ func TestCommunityNodeSetupFaults(t *testing.T) {
 	if _, err := api.CreateCredential(ctx, wrongCred, "postgres", wrongPassword); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	closedPort, err := sandbox.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	closedPort := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	nobody := st.PostgresCredentialData()
 	nobody["port"] = closedPort
 	const nobodyCred = "Postgres (e2e nobody listening)"

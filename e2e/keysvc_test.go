@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/sandbox"
 )
 
 var (
@@ -63,12 +63,11 @@ func launchKeysvc(t *testing.T, name string, args, env []string) *keysvcProc {
 	if keysvcErr != nil {
 		t.Fatal(keysvcErr)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// keysvc is killed and started again on this address: see sandbox.FreePort.
+	addr, err := sandbox.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
 	logPath := filepath.Join(st.LogDir, "keysvc-"+name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -150,12 +149,11 @@ func TestKeysvcMode(t *testing.T) {
 // silent 200.
 func TestKeysvcUnreachable(t *testing.T) {
 	needStack(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := sandbox.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadURL := "http://" + l.Addr().String()
-	l.Close()
+	deadURL := "http://" + addr
 	opts := seedOptions("k7", generator.HashingKeysvc)
 	opts.KeysvcURL = deadURL
 	d := deploy(t, opts)

@@ -56,6 +56,10 @@ func TestMain(m *testing.M) {
 	stopWatching := st.CloseOnSignal()
 	code := setupAndRun(ctx, m)
 	stopWatching()
+	// Said last, where a CI log's tail shows it.
+	for _, e := range st.UnexpectedExits() {
+		fmt.Fprintf(os.Stderr, "e2e: %s\n", e)
+	}
 	st.Close()
 	fmt.Fprintf(os.Stderr, "e2e: n8n and PostgreSQL logs kept in %s\n", st.LogDir)
 	os.Exit(code)
@@ -111,6 +115,29 @@ func needStack(t *testing.T) {
 	if p := part(); p != partAll && (p == partOwn) != slices.Contains(ownStackTests, top) {
 		t.Skipf("runs in this package's other process (%s), beside this one", partEnv)
 	}
+	if st != nil && !slices.Contains(ownStackTests, top) {
+		watchSharedStack(t, st)
+	}
+}
+
+// watchSharedStack fails t when a process of the shared stack s exits on
+// its own while t runs, with when and the end of its log, and starts it
+// again, so that the tests after t run instead of all failing with
+// "connection refused".
+func watchSharedStack(t *testing.T, s *sandbox.Stack) {
+	seen := len(s.UnexpectedExits())
+	t.Cleanup(func() {
+		exits := s.UnexpectedExits()
+		if len(exits) == seen {
+			return
+		}
+		for _, e := range exits[seen:] {
+			t.Errorf("the shared stack broke while this test ran: %s", e)
+		}
+		if err := s.Revive(context.Background()); err != nil {
+			t.Errorf("start the shared stack again: %v", err)
+		}
+	})
 }
 
 // useStack starts a stack of its own for opts (queue mode, another

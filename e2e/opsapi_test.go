@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemhook/idemhook/internal/sandbox"
 )
 
 // opsAPI is the external API of the outbox tests: a real HTTP server that
@@ -46,13 +48,13 @@ type opsStep struct {
 // reserves the address, and calls are refused until start. It stops when t
 // ends (nil t: when the test binary exits).
 func newOpsAPI(t *testing.T, listen bool) *opsAPI {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// Started later (or again) on this address: see sandbox.FreePort.
+	addr, err := sandbox.FreeAddr()
 	if err != nil {
 		panic(err)
 	}
-	a := &opsAPI{addr: l.Addr().String(), performed: map[string]int{}, plans: map[string][]opsStep{}, held: make(chan struct{})}
+	a := &opsAPI{addr: addr, performed: map[string]int{}, plans: map[string][]opsStep{}, held: make(chan struct{})}
 	a.url = "http://" + a.addr + "/v1/operations"
-	l.Close()
 	if listen {
 		if err := a.start(); err != nil {
 			panic(err)

@@ -193,6 +193,12 @@ func (rt *dockerRuntime) logs() []string {
 
 func (rt *dockerRuntime) folder() string { return rt.logDir }
 
+// unexpectedExits is empty: a container's exit is in the logs saved at close.
+func (rt *dockerRuntime) unexpectedExits() []string { return nil }
+
+// revive has nothing to do: exits are not watched (unexpectedExits).
+func (rt *dockerRuntime) revive(context.Context) error { return nil }
+
 // saveLogs copies a container's output into logDir before it is removed.
 func (rt *dockerRuntime) saveLogs(c testcontainers.Container, name string) {
 	if c == nil {

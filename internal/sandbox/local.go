@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +46,9 @@ type localRuntime struct {
 
 	mu    sync.Mutex
 	procs []*process // started order; stopped in reverse
+	// died says, for each process that exited while it was meant to run
+	// (not killed by a fault, not stopped by close), when and how.
+	died []string
 }
 
 // process is a started child whose exit is watched.
@@ -113,7 +117,7 @@ func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
 	if ext := opts.External; ext != nil {
 		businessDSN, n8nDSN = ext.Business, ext.N8N
 	} else {
-		pgPort, err := freePort()
+		pgPort, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -135,11 +139,11 @@ func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("n8n's database URL: %w", err)
 		}
-		n8nPort, err := freePort()
+		n8nPort, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
-		brokerPort, err := freePort()
+		brokerPort, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -194,16 +198,6 @@ func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
 
 func dsn(port int, database string) string {
 	return fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/%s?sslmode=disable", pgUser, pgPassword, port, database)
-}
-
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func (rt *localRuntime) startPostgres(ctx context.Context, port int) error {
@@ -264,7 +258,10 @@ func (rt *localRuntime) runPostgres(ctx context.Context) error {
 			conn.Close(ctx)
 			return nil
 		}
-		if time.Now().After(deadline) || rt.exited("postgres") {
+		if rt.exited("postgres") {
+			return fmt.Errorf("PostgreSQL exited during start-up: %s", rt.lastExit("postgres"))
+		}
+		if time.Now().After(deadline) {
 			return fmt.Errorf("PostgreSQL did not accept connections on port %d: %w", port, err)
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -354,7 +351,7 @@ func (rt *localRuntime) startN8N(ctx context.Context) (string, error) {
 			}
 		}
 		if rt.exited("n8n") {
-			return "", fmt.Errorf("n8n exited during start-up: see %s", filepath.Join(rt.logDir, "n8n.log"))
+			return "", fmt.Errorf("n8n exited during start-up: %s", rt.lastExit("n8n"))
 		}
 		if time.Now().After(deadline) {
 			return "", fmt.Errorf("n8n did not become ready at %s within 3 minutes: see %s", url, filepath.Join(rt.logDir, "n8n.log"))
@@ -374,7 +371,7 @@ func (rt *localRuntime) startQueue(ctx context.Context, progress io.Writer) erro
 	if err != nil {
 		return err
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -402,16 +399,16 @@ func (rt *localRuntime) startQueue(ctx context.Context, progress io.Writer) erro
 // own task broker and health port, and waits until each answers.
 func (rt *localRuntime) startQueueProcesses(ctx context.Context) error {
 	for i := 1; i <= QueueWorkers; i++ {
-		broker, _ := freePort()
-		health, _ := freePort()
+		broker, _ := FreePort()
+		health, _ := FreePort()
 		env := append(append([]string{}, rt.n8nEnv...), "N8N_RUNNERS_BROKER_PORT="+strconv.Itoa(broker), "QUEUE_HEALTH_CHECK_PORT="+strconv.Itoa(health))
 		rt.workerEnv = append(rt.workerEnv, env)
 		if err := rt.startWorker(ctx, i); err != nil {
 			return err
 		}
 	}
-	broker, _ := freePort()
-	port, _ := freePort()
+	broker, _ := FreePort()
+	port, _ := FreePort()
 	rt.webhookURL = fmt.Sprintf("http://127.0.0.1:%d", port)
 	cmd := exec.Command(rt.installs.N8N, "webhook")
 	cmd.Env = append(append([]string{}, rt.n8nEnv...), "N8N_RUNNERS_BROKER_PORT="+strconv.Itoa(broker), "N8N_PORT="+strconv.Itoa(port))
@@ -531,12 +528,61 @@ func (rt *localRuntime) start(name string, cmd *exec.Cmd) error {
 	go func() {
 		p.err = cmd.Wait()
 		f.Close()
+		rt.noteIfUnexpected(p)
 		close(p.exited)
 	}()
 	rt.mu.Lock()
 	rt.procs = append(rt.procs, p)
 	rt.mu.Unlock()
 	return nil
+}
+
+// noteIfUnexpected records p's exit when p is still listed: kill and
+// close take a process off the list before they signal it.
+func (rt *localRuntime) noteIfUnexpected(p *process) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if !slices.Contains(rt.procs, p) {
+		return
+	}
+	log := filepath.Join(rt.logDir, p.name+".log")
+	b, _ := os.ReadFile(log)
+	rt.died = append(rt.died, fmt.Sprintf("%s exited unexpectedly at %s (%v); the end of %s:\n%s",
+		p.name, time.Now().Format(time.TimeOnly), p.err, log, tail(b, 1500)))
+}
+
+// lastExit is what noteIfUnexpected recorded last about name.
+func (rt *localRuntime) lastExit(name string) string {
+	exits := rt.unexpectedExits()
+	for i := len(exits) - 1; i >= 0; i-- {
+		if strings.HasPrefix(exits[i], name+" exited") {
+			return exits[i]
+		}
+	}
+	return "see " + filepath.Join(rt.logDir, name+".log")
+}
+
+// revive starts PostgreSQL and n8n again when they exited on their own.
+func (rt *localRuntime) revive(ctx context.Context) error {
+	if rt.exited("postgres") {
+		rt.take("postgres")
+		if err := rt.runPostgres(ctx); err != nil {
+			return err
+		}
+	}
+	if rt.exited("n8n") {
+		rt.take("n8n")
+		if _, err := rt.startN8N(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (rt *localRuntime) unexpectedExits() []string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return slices.Clone(rt.died)
 }
 
 func (rt *localRuntime) exited(name string) bool {
@@ -560,7 +606,7 @@ func (rt *localRuntime) n8nCLI(ctx context.Context, args ...string) ([]byte, err
 	}
 	// A command that runs a workflow (n8n execute) starts a task broker of
 	// its own, which must not collide with the server's.
-	broker, err := freePort()
+	broker, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -594,11 +640,11 @@ func (rt *localRuntime) logs() []string {
 	return []string{filepath.Join(rt.logDir, "n8n.log"), filepath.Join(rt.logDir, "postgres.log")}
 }
 
+func (rt *localRuntime) folder() string { return rt.base }
+
 // close stops n8n, then PostgreSQL: SIGTERM (PostgreSQL's smart shutdown is
 // SIGTERM; n8n drains), then SIGKILL after 20 s. It removes the data folders
 // and keeps the logs.
-func (rt *localRuntime) folder() string { return rt.base }
-
 func (rt *localRuntime) close() error {
 	rt.mu.Lock()
 	procs := rt.procs

@@ -79,7 +79,7 @@ func PrepareNodeRED(ctx context.Context, flows []byte, progress io.Writer) (*Nod
 			return nil, err
 		}
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}

@@ -158,6 +158,11 @@ type runtime interface {
 	// killWorker and startWorker stop (SIGKILL) and start queue worker i.
 	killWorker(ctx context.Context, i int) error
 	startWorker(ctx context.Context, i int) error
+	// unexpectedExits describes each process of the stack that exited on
+	// its own, with the end of its log.
+	unexpectedExits() []string
+	// revive starts again PostgreSQL and n8n when they exited on their own.
+	revive(ctx context.Context) error
 	close() error
 }
 
@@ -327,6 +332,18 @@ func dockerAnswers() bool {
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
 }
+
+// UnexpectedExits describes each process of the stack (n8n, PostgreSQL,
+// Redis, a queue worker) that exited while it was meant to run, neither
+// killed by a fault the test asked for nor stopped by Close: when, its
+// exit status, and the end of its log. A test that finds its stack dead
+// says why with it, instead of "connection refused".
+func (s *Stack) UnexpectedExits() []string { return s.rt.unexpectedExits() }
+
+// Revive starts PostgreSQL and n8n again, on the same data and ports, when
+// they exited on their own, and waits until they are ready; n8n activates
+// its published workflows again as it starts.
+func (s *Stack) Revive(ctx context.Context) error { return s.rt.revive(ctx) }
 
 // Close stops everything the stack started. The logs stay in LogDir.
 func (s *Stack) Close() error {
