@@ -142,7 +142,7 @@ func TestGuardKeepsTheErrorWorkflow(t *testing.T) {
 	ctx := context.Background()
 	crm := newFlakyCRM(t)
 	ordersRaw, alertsRaw := errorFixtures(t, crm.URL)
-	opts := generator.Options{Guard: generator.GuardReserve, CredentialName: credentialName, EventsTable: "ge_events"}
+	opts := generator.Options{CredentialName: credentialName, ReserveOptions: generator.ReserveOptions{Guard: generator.GuardReserve, EventsTable: "ge_events"}}
 	res, err := guard.Guard(parse(t, ordersRaw), guard.Options{Generate: opts, ErrorWorkflow: parse(t, alertsRaw)})
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +265,7 @@ func TestGuardKeepsTheOwnErrorTrigger(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw = bytes.ReplaceAll(raw, []byte("http://IDEMHOOK_E2E_ECHO"), []byte(crm.URL))
-	res, err := guard.Guard(parse(t, raw), guard.Options{Generate: generator.Options{CredentialName: credentialName, EventsTable: "gs_events"}})
+	res, err := guard.Guard(parse(t, raw), guard.Options{Generate: generator.Options{CredentialName: credentialName, ReserveOptions: generator.ReserveOptions{EventsTable: "gs_events"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestGuardErrorWorkflowLive(t *testing.T) {
 	os.WriteFile(keyFile, []byte(apiKey), 0o600)
 	opts := []string{"--credential", credentialName, "--events-table", "gel_events"}
 	// The schema, as the file mode writes it.
-	res, err := guard.Guard(parse(t, ordersRaw), guard.Options{Generate: generator.Options{CredentialName: credentialName, EventsTable: "gel_events"}, ErrorWorkflow: parse(t, alertsRaw)})
+	res, err := guard.Guard(parse(t, ordersRaw), guard.Options{Generate: generator.Options{CredentialName: credentialName, ReserveOptions: generator.ReserveOptions{EventsTable: "gel_events"}}, ErrorWorkflow: parse(t, alertsRaw)})
 	if err != nil {
 		t.Fatal(err)
 	}

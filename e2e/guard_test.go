@@ -72,7 +72,7 @@ func TestGuardExports(t *testing.T) {
 		if i%3 == 1 { // a third of them with the lease guard
 			c.mode = generator.GuardLease
 		}
-		c.opts = generator.Options{Guard: c.mode, CredentialName: credentialName, EventsTable: fmt.Sprintf("g%02d_events", i)}
+		c.opts = generator.Options{CredentialName: credentialName, ReserveOptions: generator.ReserveOptions{Guard: c.mode, EventsTable: fmt.Sprintf("g%02d_events", i)}}
 		if i%3 == 2 { // a third with the community node in place of the Code, Postgres and If nodes
 			c.opts.Hashing = generator.HashingNode
 		}

@@ -34,20 +34,22 @@ type inboxDeployment struct {
 
 func inboxOptions(prefix, outboxURL string) generator.Options {
 	return generator.Options{
-		Pattern:          generator.PatternInbox,
-		WebhookPath:      prefix + "-inbox",
-		WorkflowName:     "e2e " + prefix,
-		DBSchema:         prefix,
+		Pattern:      generator.PatternInbox,
+		WebhookPath:  prefix + "-inbox",
+		WorkflowName: "e2e " + prefix,
+		InboxOptions: generator.InboxOptions{
+			DBSchema:  prefix,
+			OutboxURL: outboxURL,
+			// The recoverer and the dispatcher run on demand in the tests (a
+			// daily schedule never fires during a run).
+			SweepEvery:    24 * time.Hour,
+			ClaimLease:    5 * time.Second,
+			RetryBackoff:  time.Second,
+			OutboxBackoff: 200 * time.Millisecond,
+			OutboxTimeout: 2 * time.Second,
+			OutboxBatch:   2,
+		},
 		VerifyCredential: inboxSecretCredential,
-		OutboxURL:        outboxURL,
-		// The recoverer and the dispatcher run on demand in the tests (a
-		// daily schedule never fires during a run).
-		SweepEvery:    24 * time.Hour,
-		ClaimLease:    5 * time.Second,
-		RetryBackoff:  time.Second,
-		OutboxBackoff: 200 * time.Millisecond,
-		OutboxTimeout: 2 * time.Second,
-		OutboxBatch:   2,
 	}
 }
 

@@ -389,7 +389,7 @@ func TestNodeRED(t *testing.T) {
 // printed, and they cannot outnumber the attempts in flight at the kill.
 func TestNodeREDRestartUnderLease(t *testing.T) {
 	needStack(t)
-	opts := generator.Options{WebhookPath: "nr-lease", Guard: generator.GuardLease, Lease: 3 * time.Second}
+	opts := generator.Options{WebhookPath: "nr-lease", ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease, Lease: 3 * time.Second}}
 	s := startRed(t, "nr_lease_events", redFlow(t, opts))
 	url := s.red.URL + "/nr-lease"
 	run := time.Now().UnixNano() // the events of this run only (-count)
@@ -480,7 +480,7 @@ func TestNodeREDRestartUnderLease(t *testing.T) {
 // refused.
 func TestNodeREDBehindKeysvcInbox(t *testing.T) {
 	needStack(t)
-	opts := generator.Options{WebhookPath: "nr-target", Receiver: generator.ReceiverKeysvc}
+	opts := generator.Options{WebhookPath: "nr-target", InboxOptions: generator.InboxOptions{Receiver: generator.ReceiverKeysvc}}
 	rec := newStepRecorder(t)
 	red, err := sandbox.PrepareNodeRED(context.Background(), mustJSON(t, redFlow(t, opts)), os.Stderr)
 	if err != nil {

@@ -14,11 +14,13 @@ import (
 
 func seedOptions(prefix string, hashing generator.Hashing) generator.Options {
 	return generator.Options{
-		WebhookPath:   prefix + "-hook",
-		WorkflowName:  "e2e " + prefix,
-		EventsTable:   prefix + "_processed_events",
-		BusinessTable: prefix + "_business_log",
-		Hashing:       hashing,
+		WebhookPath:  prefix + "-hook",
+		WorkflowName: "e2e " + prefix,
+		ReserveOptions: generator.ReserveOptions{
+			EventsTable:   prefix + "_processed_events",
+			BusinessTable: prefix + "_business_log",
+		},
+		Hashing: hashing,
 	}
 }
 

@@ -228,8 +228,7 @@ func TestVerify(t *testing.T) {
 	})
 
 	t.Run("the inbox receiver passes, with a stand-in for its worker", func(t *testing.T) {
-		o := generator.Options{Pattern: generator.PatternInbox, WebhookPath: "vf12-inbox", WorkflowName: "e2e vf12", DBSchema: "vf12",
-			VerifyCredential: inboxSecretCredential, OutboxURL: "http://127.0.0.1:9/outbox"}
+		o := generator.Options{Pattern: generator.PatternInbox, WebhookPath: "vf12-inbox", WorkflowName: "e2e vf12", VerifyCredential: inboxSecretCredential, InboxOptions: generator.InboxOptions{DBSchema: "vf12", OutboxURL: "http://127.0.0.1:9/outbox"}}
 		files, err := generator.Files(o)
 		if err != nil {
 			t.Fatal(err)

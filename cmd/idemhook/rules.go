@@ -126,7 +126,7 @@ func runRulesCheck(_ context.Context, args []string, std stdio) error {
 	}
 	rs, err := rules.Load(*name)
 	if err == nil {
-		_, err = generator.Schema(generator.Options{Pattern: generator.PatternInbox, Rules: rs})
+		_, err = generator.Schema(generator.Options{Pattern: generator.PatternInbox, InboxOptions: generator.InboxOptions{Rules: rs}})
 	}
 	if err != nil {
 		return asUsage(err)

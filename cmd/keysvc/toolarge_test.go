@@ -47,7 +47,7 @@ func TestOversizedBodyReachesTheClient(t *testing.T) {
 	}
 	defer pg.Close()
 	// The n8n inbox pattern's tables, which the console shows (--pattern-schema).
-	patternSchema, err := generator.Schema(generator.Options{Pattern: generator.PatternInbox, DBSchema: "payments"})
+	patternSchema, err := generator.Schema(generator.Options{Pattern: generator.PatternInbox, InboxOptions: generator.InboxOptions{DBSchema: "payments"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,7 +127,7 @@ func Inbox(ctx context.Context, opts InboxOptions) (*Report, error) {
 	}
 
 	step("inbox: the lab with keysvc's inbox in front (idemhook up --pattern inbox --receiver keysvc)")
-	err = inLab(ctx, generator.Options{Pattern: generator.PatternInbox, Receiver: generator.ReceiverKeysvc}, opts.Progress, func(k *lab.Lab) error {
+	err = inLab(ctx, generator.Options{Pattern: generator.PatternInbox, InboxOptions: generator.InboxOptions{Receiver: generator.ReceiverKeysvc}}, opts.Progress, func(k *lab.Lab) error {
 		for _, p := range plans {
 			step("inbox: %d events from %d senders, to keysvc's inbox", p.events, p.senders)
 			r, err := sendEvents(ctx, k, k.InboxURL, k.SigningSecret, fmt.Sprintf("k%d-%s-%d", run, p.part, p.senders), p.senders, p.events)

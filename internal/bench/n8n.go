@@ -112,11 +112,11 @@ func n8nModes(ctx context.Context, st *sandbox.Stack, opts Options, withNode boo
 		{name: "bare Webhook → Respond", file: workflowWithout("idemhookBenchBare", "bench-bare", nil), baseline: unguarded},
 		{name: unguarded, file: workflowWithout("idemhookBenchUngd", "bench-unguarded", &business)},
 		{name: "default (code-node, reserve)", opts: gen("bench-default", generator.Options{}), baseline: unguarded},
-		{name: "transactional (code-node)", opts: gen("bench-transactional", generator.Options{Guard: generator.GuardTransactional}), baseline: unguarded},
+		{name: "transactional (code-node)", opts: gen("bench-transactional", generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardTransactional}}), baseline: unguarded},
 		{name: "crypto-node", opts: gen("bench-cryptonode", generator.Options{Hashing: generator.HashingCryptoNode}), baseline: unguarded},
-		{name: "transactional (crypto-node)", opts: gen("bench-txcrypto", generator.Options{Hashing: generator.HashingCryptoNode, Guard: generator.GuardTransactional}), baseline: unguarded},
-		{name: "lease", opts: gen("bench-lease", generator.Options{Guard: generator.GuardLease}), baseline: unguarded},
-		{name: "keysvc", opts: gen("bench-keysvc", generator.Options{Hashing: generator.HashingKeysvc, KeysvcURL: ksrv.URL}), baseline: unguarded},
+		{name: "transactional (crypto-node)", opts: gen("bench-txcrypto", generator.Options{Hashing: generator.HashingCryptoNode, ReserveOptions: generator.ReserveOptions{Guard: generator.GuardTransactional}}), baseline: unguarded},
+		{name: "lease", opts: gen("bench-lease", generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease}}), baseline: unguarded},
+		{name: "keysvc", opts: gen("bench-keysvc", generator.Options{Hashing: generator.HashingKeysvc, ReserveOptions: generator.ReserveOptions{KeysvcURL: ksrv.URL}}), baseline: unguarded},
 	}
 	if withNode {
 		// n8n-nodes-idemhook, installed from its packed tarball.

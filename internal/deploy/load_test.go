@@ -14,7 +14,7 @@ func TestLoadOrdersCalledWorkflowsFirst(t *testing.T) {
 	for _, opts := range []generator.Options{
 		{},
 		{Pattern: generator.PatternInbox},
-		{Pattern: generator.PatternInbox, Receiver: generator.ReceiverKeysvc},
+		{Pattern: generator.PatternInbox, InboxOptions: generator.InboxOptions{Receiver: generator.ReceiverKeysvc}},
 	} {
 		files, err := generator.Files(opts)
 		if err != nil {

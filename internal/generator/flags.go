@@ -3,6 +3,7 @@ package generator
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,9 +31,13 @@ type Flag struct {
 	// Choices lists the accepted values of an enumeration.
 	Choices []string
 	// Pattern is the one pattern the option applies to ("" for both):
-	// CheckApplies refuses it with the other.
+	// CheckApplies refuses it with the other. It is where the option's
+	// field is: in ReserveOptions, InboxOptions, or neither.
 	Pattern Pattern
-	set     func(o *Options, v string) error
+	// field is the option's field in its group ("Guard" for
+	// ReserveOptions.Guard), "" for a shared option.
+	field string
+	set   func(o *Options, v string) error
 }
 
 // Set parses v into o.
@@ -121,19 +126,19 @@ var Flags = []Flag{
 	{Name: "hashing", Option: "hashing mode", Default: string(HashingCodeNode), Choices: []string{string(HashingCodeNode), string(HashingCryptoNode), string(HashingKeysvc), string(HashingNode)},
 		Usage: "how the workflow builds the key, a `MODE`: code-node, crypto-node, keysvc, or node (idemhook's community node, which n8n must have installed: docs/n8n-node.md)",
 		set:   nonEmpty(func(o *Options) *Hashing { return &o.Hashing })},
-	{Name: "node-type", Option: "node type", Default: communitynode.Type, Choices: communitynode.Types, Pattern: PatternReserve,
+	{Name: "node-type", Option: "node type", Default: communitynode.Type, Choices: communitynode.Types,
 		Usage: "with --hashing node, the community node's `TYPE` as n8n loaded it: " + communitynode.Type + " (a package in ~/.n8n/nodes) or " + communitynode.CustomType + " (N8N_CUSTOM_EXTENSIONS)",
 		set:   nonEmpty(func(o *Options) *string { return &o.NodeType })},
-	{Name: "guard", Option: "guard mode", Default: string(GuardReserve), Choices: []string{string(GuardReserve), string(GuardLease), string(GuardTransactional)}, Pattern: PatternReserve,
+	{Name: "guard", Option: "guard mode", Default: string(GuardReserve), Choices: []string{string(GuardReserve), string(GuardLease), string(GuardTransactional)},
 		Usage: "how the key is held while the business step runs, a `MODE`: reserve, lease, or transactional (one SQL statement reserves and writes)",
 		set:   nonEmpty(func(o *Options) *Guard { return &o.Guard })},
-	{Name: "lease", Option: "lease", Default: "5m", Pattern: PatternReserve,
+	{Name: "lease", Option: "lease", Default: "5m",
 		Usage: "in lease mode, how long an attempt holds the key, a `DURATION` such as 90s or 5m",
 		set:   durationOf(func(o *Options) *time.Duration { return &o.Lease })},
-	{Name: "events-table", Option: "events table", Default: DefaultEventsTable, Pattern: PatternReserve,
+	{Name: "events-table", Option: "events table", Default: DefaultEventsTable,
 		Usage: "`TABLE` of reserved keys (table or schema.table)",
 		set:   nonEmpty(func(o *Options) *string { return &o.EventsTable })},
-	{Name: "business-table", Option: "business table", Default: DefaultBusinessTable, Pattern: PatternReserve,
+	{Name: "business-table", Option: "business table", Default: DefaultBusinessTable,
 		Usage: "`TABLE` of the example business step",
 		set:   nonEmpty(func(o *Options) *string { return &o.BusinessTable })},
 	{Name: "save-success", Option: "save success", Choices: []string{SaveAll, SaveNone},
@@ -148,27 +153,27 @@ var Flags = []Flag{
 	{Name: "execution-timeout", Option: "execution timeout",
 		Usage: "stop an execution after this `DURATION`, such as 5m (default: n8n's setting)",
 		set:   durationOf(func(o *Options) *time.Duration { return &o.Executions.Timeout })},
-	{Name: "keysvc-url", Option: "keysvc URL", Default: DefaultKeysvcURL, Pattern: PatternReserve,
+	{Name: "keysvc-url", Option: "keysvc URL", Default: DefaultKeysvcURL,
 		Usage: "keysvc's base `URL` as n8n reaches it (--hashing keysvc)",
 		set:   nonEmpty(func(o *Options) *string { return &o.KeysvcURL })},
-	{Name: "keysvc-credential", Option: "keysvc credential", Pattern: PatternReserve,
+	{Name: "keysvc-credential", Option: "keysvc credential",
 		Usage: "`NAME` of an n8n Bearer Auth credential holding keysvc's token (--hashing keysvc)",
 		set:   text(func(o *Options) *string { return &o.KeysvcCredential })},
 
-	{Name: "receiver", Option: "receiver", Default: string(ReceiverN8N), Choices: []string{string(ReceiverN8N), string(ReceiverKeysvc)}, Pattern: PatternInbox,
+	{Name: "receiver", Option: "receiver", Default: string(ReceiverN8N), Choices: []string{string(ReceiverN8N), string(ReceiverKeysvc)},
 		Usage: "inbox: who saves the provider's deliveries, a `RECEIVER`: n8n (receiver-workflow.json) or keysvc (its durable inbox forwards to target-workflow.json); keysvc by default for standardwebhooks, which n8n cannot verify",
 		set:   nonEmpty(func(o *Options) *Receiver { return &o.Receiver })},
-	{Name: "account", Option: "account", Default: DefaultAccount, Pattern: PatternInbox,
+	{Name: "account", Option: "account", Default: DefaultAccount,
 		Usage: "inbox: the receipt's `ACCOUNT` when the event names none (Stripe Connect events carry \"account\")",
 		set:   nonEmpty(func(o *Options) *string { return &o.Account })},
-	{Name: "rules", Option: "rules", Default: rules.DefaultPreset, Pattern: PatternInbox,
+	{Name: "rules", Option: "rules", Default: rules.DefaultPreset,
 		Usage: "inbox: the effect `RULES` the worker's decision is compiled from: a preset (" + strings.Join(rules.PresetNames(), ", ") + ") or a rules file, YAML or JSON (docs/inbox.md)",
 		set: func(o *Options, v string) error {
 			rs, err := rules.Load(v)
 			o.Rules = rs
 			return err
 		}},
-	{Name: "events", Option: "events", Pattern: PatternInbox,
+	{Name: "events", Option: "events",
 		Usage: "inbox: the allowlist of event `TYPES` the worker acts on, comma-separated (default: every type the rules handle; else a subset of them)",
 		set: func(o *Options, v string) error {
 			if strings.TrimSpace(v) == "" {
@@ -177,42 +182,71 @@ var Flags = []Flag{
 			o.Events = strings.Split(v, ",")
 			return nil
 		}},
-	{Name: "defer-limit", Option: "defer limit", Default: "24h", Pattern: PatternInbox,
+	{Name: "defer-limit", Option: "defer limit", Default: "24h",
 		Usage: "inbox: how long an event whose transition is not allowed yet is retried before it is failed, a `DURATION`",
 		set:   durationOf(func(o *Options) *time.Duration { return &o.DeferLimit })},
-	{Name: "claim-lease", Option: "claim lease", Default: "2m", Pattern: PatternInbox,
+	{Name: "claim-lease", Option: "claim lease", Default: "2m",
 		Usage: "inbox: how long a worker holds an event before the recoverer may re-offer it, a `DURATION`",
 		set:   durationOf(func(o *Options) *time.Duration { return &o.ClaimLease })},
-	{Name: "max-attempts", Option: "max attempts", Default: strconv.Itoa(DefaultMaxAttempts), Pattern: PatternInbox,
+	{Name: "max-attempts", Option: "max attempts", Default: strconv.Itoa(DefaultMaxAttempts),
 		Usage: "inbox: claims of an event whose worker never finishes before it is failed, a `NUMBER`",
 		set:   integer(func(o *Options) *int { return &o.MaxAttempts })},
-	{Name: "retry-backoff", Option: "retry backoff", Default: "30s", Pattern: PatternInbox,
+	{Name: "retry-backoff", Option: "retry backoff", Default: "30s",
 		Usage: "inbox: first delay before a deferred event, or one whose decision failed, is offered again, doubled per attempt up to 15m, a `DURATION`",
 		set:   durationOf(func(o *Options) *time.Duration { return &o.RetryBackoff })},
-	{Name: "db-schema", Option: "database schema", Pattern: PatternInbox,
+	{Name: "db-schema", Option: "database schema",
 		Usage: "inbox: PostgreSQL `SCHEMA` of the tables and functions (default: the search_path, public)",
 		set:   text(func(o *Options) *string { return &o.DBSchema })},
-	{Name: "sweep-every", Option: "sweep interval", Default: "1m", Pattern: PatternInbox,
+	{Name: "sweep-every", Option: "sweep interval", Default: "1m",
 		Usage: "inbox: schedule of the recoverer and the outbox dispatcher, a `DURATION`: 1m-59m, 1h-23h or 24h",
 		set:   durationOf(func(o *Options) *time.Duration { return &o.SweepEvery })},
-	{Name: "outbox-url", Option: "outbox URL", Pattern: PatternInbox,
+	{Name: "outbox-url", Option: "outbox URL",
 		Usage: "inbox: the external API's `URL`: POST URL with Idempotency-Key, GET URL/{operation_key} to reconcile (none: no outbox workflow; the tasks wait in outbox_tasks)",
 		set:   text(func(o *Options) *string { return &o.OutboxURL })},
-	{Name: "outbox-credential", Option: "outbox credential", Pattern: PatternInbox,
+	{Name: "outbox-credential", Option: "outbox credential",
 		Usage: "inbox: `NAME` of an n8n Bearer Auth credential for the outbox API",
 		set:   text(func(o *Options) *string { return &o.OutboxCredential })},
-	{Name: "outbox-max-attempts", Option: "outbox max attempts", Default: strconv.Itoa(DefaultOutboxMaxAttempts), Pattern: PatternInbox,
+	{Name: "outbox-max-attempts", Option: "outbox max attempts", Default: strconv.Itoa(DefaultOutboxMaxAttempts),
 		Usage: "inbox: sends of a task before it is failed, a `NUMBER`",
 		set:   integer(func(o *Options) *int { return &o.OutboxMaxAttempts })},
-	{Name: "outbox-backoff", Option: "outbox backoff", Default: "10s", Pattern: PatternInbox,
+	{Name: "outbox-backoff", Option: "outbox backoff", Default: "10s",
 		Usage: "inbox: first retry delay of a task, doubled per attempt with jitter, a `DURATION`",
 		set:   durationOf(func(o *Options) *time.Duration { return &o.OutboxBackoff })},
-	{Name: "outbox-timeout", Option: "outbox timeout", Default: "10s", Pattern: PatternInbox,
+	{Name: "outbox-timeout", Option: "outbox timeout", Default: "10s",
 		Usage: "inbox: how long a call may take before its result is ambiguous, a `DURATION`",
 		set:   durationOf(func(o *Options) *time.Duration { return &o.OutboxTimeout })},
-	{Name: "outbox-batch", Option: "outbox batch", Default: strconv.Itoa(DefaultOutboxBatch), Pattern: PatternInbox,
+	{Name: "outbox-batch", Option: "outbox batch", Default: strconv.Itoa(DefaultOutboxBatch),
 		Usage: "inbox: tasks one dispatcher run claims, a `NUMBER`",
 		set:   integer(func(o *Options) *int { return &o.OutboxBatch })},
+}
+
+// The pattern each flag applies to is read from the field it sets, once,
+// so that the struct is the one place that says it.
+func init() {
+	for i := range Flags {
+		Flags[i].Pattern, Flags[i].field = Flags[i].probe()
+	}
+}
+
+// probe sets a sample value on zero options and reports which pattern's
+// group, and which field of it, changed.
+func (f Flag) probe() (Pattern, string) {
+	for _, v := range append([]string{f.Default, "x", "1", "1m"}, f.Choices...) {
+		var o Options
+		if f.set(&o, v) != nil || reflect.ValueOf(o).IsZero() {
+			continue
+		}
+		for pattern, group := range map[Pattern]any{PatternReserve: o.ReserveOptions, PatternInbox: o.InboxOptions} {
+			g := reflect.ValueOf(group)
+			for i := range g.NumField() {
+				if !g.Field(i).IsZero() {
+					return pattern, g.Type().Field(i).Name
+				}
+			}
+		}
+		return "", ""
+	}
+	panic("generator: no sample value sets the option of --" + f.Name)
 }
 
 // NotApplicableError is a flag given with a pattern it does not apply to.

@@ -34,7 +34,7 @@ func inboxFiles(t *testing.T, o generator.Options) (map[string][]byte, []generat
 // The inbox pattern writes its workflows, schema and credentials; each
 // workflow is well formed, and the ones it calls are deployed before it.
 func TestInboxFiles(t *testing.T) {
-	files, wfs := inboxFiles(t, generator.Options{OutboxURL: "https://fulfil.example/v1/operations"})
+	files, wfs := inboxFiles(t, generator.Options{InboxOptions: generator.InboxOptions{OutboxURL: "https://fulfil.example/v1/operations"}})
 	var names []string
 	for name := range files {
 		names = append(names, name)
@@ -102,7 +102,7 @@ func TestInboxReceiverOrder(t *testing.T) {
 		}
 	}
 	// --verify none: no signature nodes, the receipt straight after the webhook.
-	files, _ = inboxFiles(t, generator.Options{Verify: "none", Account: "acct_shop"})
+	files, _ = inboxFiles(t, generator.Options{Verify: "none", InboxOptions: generator.InboxOptions{Account: "acct_shop"}})
 	w = parse(t, files[generator.FileReceiver])
 	w.wantEdge(generator.NodeWebhook, 0, generator.NodeBuildReceipt)
 	if !strings.Contains(w.node(generator.NodeBuildReceipt).Get("parameters.jsCode").String(), `const DEFAULT_ACCOUNT = "acct_shop";`) {
@@ -113,7 +113,7 @@ func TestInboxReceiverOrder(t *testing.T) {
 // Without --outbox-url no outbox workflow is written: none calls a default
 // address nobody chose, the worker wakes nothing, and Notes says so.
 func TestInboxWithoutOutboxURL(t *testing.T) {
-	o := generator.Options{DBSchema: "pay"}
+	o := generator.Options{InboxOptions: generator.InboxOptions{DBSchema: "pay"}}
 	files, wfs := inboxFiles(t, o)
 	if _, ok := files[generator.FileOutbox]; ok {
 		t.Errorf("an outbox workflow was written without --outbox-url")
@@ -148,8 +148,7 @@ func TestInboxWithoutOutboxURL(t *testing.T) {
 // outbox once per batch, and drains again while Drain Next says so; the
 // allowlist is a bound parameter.
 func TestInboxWorkerAndOutbox(t *testing.T) {
-	files, _ := inboxFiles(t, generator.Options{Events: []string{"payment_intent.succeeded", "charge.refunded"}, DBSchema: "pay",
-		OutboxURL: "https://fulfil.example/v1/operations"})
+	files, _ := inboxFiles(t, generator.Options{InboxOptions: generator.InboxOptions{Events: []string{"payment_intent.succeeded", "charge.refunded"}, DBSchema: "pay", OutboxURL: "https://fulfil.example/v1/operations"}})
 	w := parse(t, files[generator.FileWorker])
 	w.wantEdge(generator.NodeWorkerStart, 0, generator.NodeClaimEvents)
 	w.wantEdge(generator.NodeClaimEvents, 0, generator.NodeApplyEvent)
@@ -240,7 +239,7 @@ func TestInboxWorkerAndOutbox(t *testing.T) {
 }
 
 func TestInboxSchema(t *testing.T) {
-	files, _ := inboxFiles(t, generator.Options{DBSchema: "pay"})
+	files, _ := inboxFiles(t, generator.Options{InboxOptions: generator.InboxOptions{DBSchema: "pay"}})
 	sql := string(files["schema.sql"])
 	for _, want := range []string{"CREATE SCHEMA IF NOT EXISTS pay;", "CREATE TABLE IF NOT EXISTS pay.inbox_events", "UNIQUE (account, event_id)",
 		"CREATE TABLE IF NOT EXISTS pay.effects", "effect_key text PRIMARY KEY", "CREATE TABLE IF NOT EXISTS pay.orders",
@@ -264,10 +263,10 @@ func TestInboxSchema(t *testing.T) {
 // keysvc as the inbox's receiver: the example endpoint names the provider,
 // and keysvc loads it with a whpk_ public key.
 func TestInboxKeysvcReceiverVerifiesStandardWebhooks(t *testing.T) {
-	if err := (generator.Options{Pattern: generator.PatternInbox, Receiver: generator.ReceiverN8N, Verify: "standardwebhooks"}).Validate(); err == nil {
+	if err := (generator.Options{Pattern: generator.PatternInbox, Verify: "standardwebhooks", InboxOptions: generator.InboxOptions{Receiver: generator.ReceiverN8N}}).Validate(); err == nil {
 		t.Error("the n8n receiver took standardwebhooks, which its Crypto node cannot verify")
 	}
-	files, _ := inboxFiles(t, generator.Options{Receiver: generator.ReceiverKeysvc, Verify: "standardwebhooks"})
+	files, _ := inboxFiles(t, generator.Options{Verify: "standardwebhooks", InboxOptions: generator.InboxOptions{Receiver: generator.ReceiverKeysvc}})
 	file := filepath.Join(t.TempDir(), generator.FileEndpoints)
 	if err := os.WriteFile(file, files[generator.FileEndpoints], 0o600); err != nil {
 		t.Fatal(err)
@@ -284,7 +283,7 @@ func TestInboxKeysvcReceiverVerifiesStandardWebhooks(t *testing.T) {
 func TestInboxKeysvcEndpointsExampleLoads(t *testing.T) {
 	t.Setenv("KEYSVC_SECRET_STRIPE", "whsec_test")
 	for _, path := range []string{"", "Hooks/Stripe_Live", "a--b/_c_", "x/" + strings.Repeat("long-", 20), "_-_"} {
-		files, _ := inboxFiles(t, generator.Options{Receiver: generator.ReceiverKeysvc, WebhookPath: path})
+		files, _ := inboxFiles(t, generator.Options{WebhookPath: path, InboxOptions: generator.InboxOptions{Receiver: generator.ReceiverKeysvc}})
 		file := filepath.Join(t.TempDir(), generator.FileEndpoints)
 		if err := os.WriteFile(file, files[generator.FileEndpoints], 0o600); err != nil {
 			t.Fatal(err)
@@ -315,7 +314,7 @@ func TestInboxRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, receiver := range []generator.Receiver{generator.ReceiverN8N, generator.ReceiverKeysvc} {
-		files, _ := inboxFiles(t, generator.Options{Rules: subs, Receiver: receiver})
+		files, _ := inboxFiles(t, generator.Options{InboxOptions: generator.InboxOptions{Rules: subs, Receiver: receiver}})
 		w := parse(t, files[generator.FileWorker])
 		if got := w.node(generator.NodeApplyEvent).Get("parameters.options.queryReplacement").String(); !strings.Contains(got, strings.Join(subs.Types(), ",")) {
 			t.Errorf("%s: the worker's allowlist %s, want the rules' types", receiver, got)
@@ -334,10 +333,10 @@ func TestInboxRules(t *testing.T) {
 		}
 	}
 	// An allowlist within the rules is kept; beyond them, refused.
-	if _, err := generator.Files(generator.Options{Pattern: generator.PatternInbox, Rules: subs, Events: []string{"invoice.paid"}}); err != nil {
+	if _, err := generator.Files(generator.Options{Pattern: generator.PatternInbox, InboxOptions: generator.InboxOptions{Rules: subs, Events: []string{"invoice.paid"}}}); err != nil {
 		t.Errorf("a narrower allowlist: %v", err)
 	}
-	err = generator.Options{Pattern: generator.PatternInbox, Rules: subs, Events: []string{"invoice.paid", "charge.refunded"}}.Validate()
+	err = generator.Options{Pattern: generator.PatternInbox, InboxOptions: generator.InboxOptions{Rules: subs, Events: []string{"invoice.paid", "charge.refunded"}}}.Validate()
 	var oe *generator.OptionError
 	if !errors.As(err, &oe) || oe.Option != "events" || !strings.Contains(oe.Reason, "subset") {
 		t.Errorf("an allowlist wider than the rules: %v", err)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -117,17 +118,15 @@ const (
 var DefaultEvents = []string{"payment_intent.succeeded", "checkout.session.completed", "charge.refunded"}
 
 // Options configure a generated workflow. The zero value of every field
-// means its default.
+// means its default. The fields of ReserveOptions apply to the reserve
+// pattern only and those of InboxOptions to the inbox pattern only:
+// Validate refuses the other pattern's, set, rather than ignore them.
 type Options struct {
 	// WebhookPath is the production URL path: /webhook/<path>.
 	WebhookPath string
 	// WorkflowName is the name shown in n8n; the cleanup workflow appends
 	// " – cleanup".
 	WorkflowName string
-	// EventsTable stores reserved keys; BusinessTable is the example
-	// business step's table. Both accept "table" or "schema.table".
-	EventsTable   string
-	BusinessTable string
 	// CredentialName is the n8n Postgres credential the nodes reference by
 	// name; no credential id is ever written.
 	CredentialName string
@@ -136,20 +135,6 @@ type Options struct {
 	// CLI).
 	Retention time.Duration
 	Hashing   Hashing
-	Guard     Guard
-	// Lease is how long an attempt holds the key in GuardLease mode; size it
-	// above the business step's worst running time.
-	Lease time.Duration
-	// KeysvcURL is keysvc's base URL as n8n reaches it (HashingKeysvc).
-	KeysvcURL string
-	// KeysvcCredential, when set, names an n8n "Bearer Auth" credential
-	// holding keysvc's token; the token itself is never in the workflow.
-	KeysvcCredential string
-	// NodeType is the community node's type name with HashingNode: how n8n
-	// loaded the package (communitynode.Type for a package installed in
-	// ~/.n8n/nodes, the default; communitynode.CustomType for a folder in
-	// N8N_CUSTOM_EXTENSIONS).
-	NodeType string
 	// Verify names the provider whose signature is checked before the key
 	// is reserved (stripe, github, shopify, slack; standardwebhooks only
 	// where keysvc verifies: HashingKeysvc, or the inbox pattern with
@@ -166,10 +151,47 @@ type Options struct {
 	Preset string
 	Scope  string
 
-	// Pattern is PatternReserve (default) or PatternInbox. The options
-	// below apply to the inbox pattern only; its Verify defaults to stripe
-	// ("none" turns the check off).
+	// Pattern is PatternReserve (default) or PatternInbox. The inbox
+	// pattern's Verify defaults to its rules' provider ("none" turns the
+	// check off).
 	Pattern Pattern
+	ReserveOptions
+	InboxOptions
+
+	// Executions are the workflows' execution settings.
+	Executions Executions
+}
+
+// ReserveOptions configure the reserve pattern: the guard that reserves
+// the event's key before the business step.
+type ReserveOptions struct {
+	// EventsTable stores reserved keys; BusinessTable is the example
+	// business step's table. Both accept "table" or "schema.table".
+	EventsTable   string
+	BusinessTable string
+	Guard         Guard
+	// Lease is how long an attempt holds the key in GuardLease mode; size it
+	// above the business step's worst running time.
+	Lease time.Duration
+	// KeysvcURL is keysvc's base URL as n8n reaches it (HashingKeysvc).
+	KeysvcURL string
+	// KeysvcCredential, when set, names an n8n "Bearer Auth" credential
+	// holding keysvc's token; the token itself is never in the workflow.
+	KeysvcCredential string
+	// NodeType is the community node's type name with HashingNode: how n8n
+	// loaded the package (communitynode.Type for a package installed in
+	// ~/.n8n/nodes, the default; communitynode.CustomType for a folder in
+	// N8N_CUSTOM_EXTENSIONS).
+	NodeType string
+}
+
+// InboxOptions configure the inbox pattern: the receipt, the worker that
+// decides each event by its rules, and the outbox.
+type InboxOptions struct {
+	// Receiver is who saves the receipt: ReceiverN8N (the receiver
+	// workflow) or ReceiverKeysvc (keysvc's durable inbox, which forwards
+	// each saved event to the target workflow).
+	Receiver Receiver
 	// Account is the receipt's account when the event names none (Stripe
 	// Connect events carry "account").
 	Account string
@@ -214,13 +236,6 @@ type Options struct {
 	OutboxTimeout time.Duration
 	// OutboxBatch is how many tasks one dispatcher run claims.
 	OutboxBatch int
-	// Receiver is who saves the receipt: ReceiverN8N (the receiver
-	// workflow) or ReceiverKeysvc (keysvc's durable inbox, which forwards
-	// each saved event to the target workflow).
-	Receiver Receiver
-
-	// Executions are the workflows' execution settings.
-	Executions Executions
 }
 
 // Receiver chooses who receives the provider's deliveries in the inbox
@@ -254,91 +269,87 @@ var pathPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*$`)
 // command line what the generator does anyway.
 func (o Options) WithDefaults() Options { return o.withDefaults() }
 
-// withDefaults fills in zero fields.
+// withDefaults fills in the zero fields of the shared options and of the
+// pattern's own; the other pattern's stay as they are, for resolve to
+// refuse if set.
 func (o Options) withDefaults() Options {
-	def := func(s *string, v string) {
-		if *s == "" {
-			*s = v
-		}
-	}
 	if o.Pattern == "" {
 		o.Pattern = PatternReserve
 	}
 	if o.Pattern == PatternInbox {
-		def(&o.WebhookPath, DefaultInboxWebhookPath)
-		def(&o.WorkflowName, DefaultInboxWorkflowName)
-		if o.Rules == nil {
-			// The preset is embedded and tested: it always parses.
-			o.Rules, _ = rules.Preset(rules.DefaultPreset)
-		}
-		verify := provider.Stripe
-		if o.Rules != nil {
-			verify = o.Rules.Provider.Verify
-		}
-		def(&o.Verify, verify)
-		// n8n cannot check every provider's signature (see Validate):
-		// keysvc's inbox receives for those.
-		if p, ok := provider.Lookup(o.Verify); ok && o.Receiver == "" && p.WorkflowCannot != "" {
-			o.Receiver = ReceiverKeysvc
-		}
-	}
-	if o.Receiver == "" {
-		o.Receiver = ReceiverN8N
+		setDefault(&o.WebhookPath, DefaultInboxWebhookPath)
+		setDefault(&o.WorkflowName, DefaultInboxWorkflowName)
+		o.InboxOptions = o.InboxOptions.withDefaults(&o.Verify)
+	} else {
+		o.ReserveOptions = o.ReserveOptions.withDefaults()
 	}
 	if o.Verify == "none" {
 		o.Verify = ""
 	}
-	def(&o.WebhookPath, DefaultWebhookPath)
-	def(&o.WorkflowName, DefaultWorkflowName)
-	def(&o.Account, DefaultAccount)
+	setDefault(&o.WebhookPath, DefaultWebhookPath)
+	setDefault(&o.WorkflowName, DefaultWorkflowName)
+	setDefault(&o.CredentialName, DefaultCredentialName)
+	setDefault(&o.Retention, DefaultRetention)
+	setDefault(&o.Hashing, HashingCodeNode)
+	setDefault(&o.VerifyCredential, DefaultVerifyCredential)
+	setDefault(&o.Preset, o.Verify)
+	setDefault(&o.Tolerance, DefaultTolerance)
+	return o
+}
+
+func (o ReserveOptions) withDefaults() ReserveOptions {
+	setDefault(&o.EventsTable, DefaultEventsTable)
+	setDefault(&o.BusinessTable, DefaultBusinessTable)
+	setDefault(&o.NodeType, communitynode.Type)
+	setDefault(&o.Guard, GuardReserve)
+	setDefault(&o.Lease, DefaultLease)
+	setDefault(&o.KeysvcURL, DefaultKeysvcURL)
+	return o
+}
+
+// withDefaults fills in the inbox options, and verify, whose default is
+// the rules' provider.
+func (o InboxOptions) withDefaults(verify *string) InboxOptions {
+	if o.Rules == nil {
+		// The preset is embedded and tested: it always parses.
+		o.Rules, _ = rules.Preset(rules.DefaultPreset)
+	}
+	rulesProvider := provider.Stripe
+	if o.Rules != nil {
+		rulesProvider = o.Rules.Provider.Verify
+	}
+	setDefault(verify, rulesProvider)
+	// n8n cannot check every provider's signature (see Validate): keysvc's
+	// inbox receives for those.
+	if p, ok := provider.Lookup(*verify); ok && o.Receiver == "" && p.WorkflowCannot != "" {
+		o.Receiver = ReceiverKeysvc
+	}
+	setDefault(&o.Receiver, ReceiverN8N)
+	setDefault(&o.Account, DefaultAccount)
 	if len(o.Events) == 0 {
 		o.Events = DefaultEvents
 		if o.Rules != nil {
 			o.Events = o.Rules.Types()
 		}
 	}
-	setDuration := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	setDuration(&o.DeferLimit, DefaultDeferLimit)
-	setDuration(&o.ClaimLease, DefaultClaimLease)
-	setDuration(&o.SweepEvery, DefaultSweepEvery)
-	setDuration(&o.RetryBackoff, DefaultRetryBackoff)
-	setDuration(&o.OutboxBackoff, DefaultOutboxBackoff)
-	setDuration(&o.OutboxTimeout, DefaultOutboxTimeout)
-	setInt := func(n *int, v int) {
-		if *n == 0 {
-			*n = v
-		}
-	}
-	setInt(&o.MaxAttempts, DefaultMaxAttempts)
-	setInt(&o.OutboxMaxAttempts, DefaultOutboxMaxAttempts)
-	setInt(&o.OutboxBatch, DefaultOutboxBatch)
-	def(&o.EventsTable, DefaultEventsTable)
-	def(&o.BusinessTable, DefaultBusinessTable)
-	def(&o.CredentialName, DefaultCredentialName)
-	if o.Retention == 0 {
-		o.Retention = DefaultRetention
-	}
-	if o.Hashing == "" {
-		o.Hashing = HashingCodeNode
-	}
-	def(&o.NodeType, communitynode.Type)
-	if o.Guard == "" {
-		o.Guard = GuardReserve
-	}
-	if o.Lease == 0 {
-		o.Lease = DefaultLease
-	}
-	def(&o.KeysvcURL, DefaultKeysvcURL)
-	def(&o.VerifyCredential, DefaultVerifyCredential)
-	def(&o.Preset, o.Verify)
-	if o.Tolerance == 0 {
-		o.Tolerance = DefaultTolerance
-	}
+	setDefault(&o.DeferLimit, DefaultDeferLimit)
+	setDefault(&o.ClaimLease, DefaultClaimLease)
+	setDefault(&o.SweepEvery, DefaultSweepEvery)
+	setDefault(&o.RetryBackoff, DefaultRetryBackoff)
+	setDefault(&o.OutboxBackoff, DefaultOutboxBackoff)
+	setDefault(&o.OutboxTimeout, DefaultOutboxTimeout)
+	setDefault(&o.MaxAttempts, DefaultMaxAttempts)
+	setDefault(&o.OutboxMaxAttempts, DefaultOutboxMaxAttempts)
+	setDefault(&o.OutboxBatch, DefaultOutboxBatch)
 	return o
+}
+
+// setDefault sets a zero *v to def.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
 }
 
 // Validate reports the first invalid option as an *OptionError.
@@ -358,6 +369,9 @@ type resolved struct {
 }
 
 func (o Options) resolve() (resolved, error) {
+	if err := o.checkPatternGroup(); err != nil {
+		return resolved{}, err
+	}
 	o = o.withDefaults()
 	r := resolved{Options: o}
 	bad := func(option, value, reason string) (resolved, error) {
@@ -374,16 +388,6 @@ func (o Options) resolve() (resolved, error) {
 	if strings.TrimSpace(o.CredentialName) == "" || len(o.CredentialName) > 128 || strings.ContainsAny(o.CredentialName, "\x00\r\n") {
 		return bad("credential name", o.CredentialName, "must be 1-128 characters on one line")
 	}
-	var err error
-	if r.events, err = pgsql.ParseTable(o.EventsTable); err != nil {
-		return bad("events table", o.EventsTable, identReason(err))
-	}
-	if r.business, err = pgsql.ParseTable(o.BusinessTable); err != nil {
-		return bad("business table", o.BusinessTable, identReason(err))
-	}
-	if r.events == r.business {
-		return bad("business table", o.BusinessTable, "must differ from the events table")
-	}
 	if o.Retention < time.Hour || o.Retention%time.Second != 0 {
 		return bad("retention", o.Retention.String(), "must be at least 1h, in whole seconds (default 30 days)")
 	}
@@ -391,17 +395,6 @@ func (o Options) resolve() (resolved, error) {
 	case HashingCodeNode, HashingCryptoNode, HashingKeysvc, HashingNode:
 	default:
 		return bad("hashing mode", string(o.Hashing), "use code-node, crypto-node, keysvc or node")
-	}
-	if !slices.Contains(communitynode.Types, o.NodeType) {
-		return bad("node type", o.NodeType, "use "+communitynode.Type+" (the package installed in ~/.n8n/nodes, from n8n's UI or npm) or "+communitynode.CustomType+" (a folder in N8N_CUSTOM_EXTENSIONS)")
-	}
-	u, err := url.Parse(o.KeysvcURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return bad("keysvc URL", o.KeysvcURL, "use http(s)://host[:port][/prefix] with no credentials, query or fragment")
-	}
-	r.KeysvcURL = strings.TrimSuffix(o.KeysvcURL, "/")
-	if len(o.KeysvcCredential) > 128 || strings.ContainsAny(o.KeysvcCredential, "\x00\r\n") {
-		return bad("keysvc credential", o.KeysvcCredential, "must be at most 128 characters on one line")
 	}
 	if o.Verify != "" {
 		p, ok := provider.Lookup(o.Verify)
@@ -430,6 +423,78 @@ func (o Options) resolve() (resolved, error) {
 	if o.Hashing == HashingCryptoNode && preset != eventkey.PresetDefault && preset != eventkey.PresetStripe {
 		return bad("preset", o.Preset, "the crypto-node mode reads only the body's id: use --hashing code-node or keysvc for this preset")
 	}
+	if err := o.Executions.check(); err != nil {
+		return resolved{}, err
+	}
+	switch o.Pattern {
+	case PatternReserve:
+		return resolveReserve(r)
+	case PatternInbox:
+		return resolveInbox(r)
+	default:
+		return bad("pattern", string(o.Pattern), "use reserve or inbox")
+	}
+}
+
+// checkPatternGroup refuses an option of the other pattern, set: ignoring
+// it would generate something else than the caller asked for. The command
+// line refuses its flag before (CheckApplies); this is the library's.
+func (o Options) checkPatternGroup() error {
+	pattern, other, group := o.Pattern, PatternInbox, any(o.InboxOptions)
+	if pattern == "" {
+		pattern = PatternReserve
+	}
+	if pattern == PatternInbox {
+		other, group = PatternReserve, o.ReserveOptions
+	}
+	v := reflect.ValueOf(group)
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if f.IsZero() {
+			continue
+		}
+		value := fmt.Sprint(f.Interface())
+		if f.Kind() == reflect.Pointer {
+			value = "set"
+		}
+		option := v.Type().Name() + "." + v.Type().Field(i).Name
+		for _, flag := range Flags {
+			if flag.Pattern == other && flag.field == v.Type().Field(i).Name {
+				option = flag.Option
+			}
+		}
+		return &OptionError{Option: option, Value: value,
+			Reason: fmt.Sprintf("applies to the %s pattern only (this is the %s pattern)", other, pattern)}
+	}
+	return nil
+}
+
+func resolveReserve(r resolved) (resolved, error) {
+	o := r.Options
+	bad := func(option, value, reason string) (resolved, error) {
+		return resolved{}, &OptionError{Option: option, Value: value, Reason: reason}
+	}
+	var err error
+	if r.events, err = pgsql.ParseTable(o.EventsTable); err != nil {
+		return bad("events table", o.EventsTable, identReason(err))
+	}
+	if r.business, err = pgsql.ParseTable(o.BusinessTable); err != nil {
+		return bad("business table", o.BusinessTable, identReason(err))
+	}
+	if r.events == r.business {
+		return bad("business table", o.BusinessTable, "must differ from the events table")
+	}
+	if !slices.Contains(communitynode.Types, o.NodeType) {
+		return bad("node type", o.NodeType, "use "+communitynode.Type+" (the package installed in ~/.n8n/nodes, from n8n's UI or npm) or "+communitynode.CustomType+" (a folder in N8N_CUSTOM_EXTENSIONS)")
+	}
+	u, err := url.Parse(o.KeysvcURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return bad("keysvc URL", o.KeysvcURL, "use http(s)://host[:port][/prefix] with no credentials, query or fragment")
+	}
+	r.KeysvcURL = strings.TrimSuffix(o.KeysvcURL, "/")
+	if len(o.KeysvcCredential) > 128 || strings.ContainsAny(o.KeysvcCredential, "\x00\r\n") {
+		return bad("keysvc credential", o.KeysvcCredential, "must be at most 128 characters on one line")
+	}
 	switch o.Guard {
 	case GuardReserve, GuardLease:
 	case GuardTransactional:
@@ -442,17 +507,7 @@ func (o Options) resolve() (resolved, error) {
 	if o.Lease < 5*time.Second || o.Lease > 24*time.Hour || o.Lease%time.Second != 0 {
 		return bad("lease", o.Lease.String(), "must be between 5s and 24h, in whole seconds")
 	}
-	if err := o.Executions.check(); err != nil {
-		return resolved{}, err
-	}
-	switch o.Pattern {
-	case PatternReserve:
-		return r, nil
-	case PatternInbox:
-		return resolveInbox(r)
-	default:
-		return bad("pattern", string(o.Pattern), "use reserve or inbox")
-	}
+	return r, nil
 }
 
 // eventTypePattern matches provider event types such as
@@ -472,9 +527,6 @@ func resolveInbox(r resolved) (resolved, error) {
 	case ReceiverN8N, ReceiverKeysvc:
 	default:
 		return bad("receiver", string(o.Receiver), "use n8n or keysvc")
-	}
-	if o.Guard != GuardReserve {
-		return bad("guard mode", string(o.Guard), "the guard applies to the reserve pattern; the inbox pattern claims its rows itself")
 	}
 	if !eventkey.ValidID(o.Account) {
 		return bad("account", o.Account, "must be 1-255 bytes of UTF-8 with no control character")

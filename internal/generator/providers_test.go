@@ -34,7 +34,7 @@ func TestProviderChoicesGenerate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		in := generator.Options{Pattern: generator.PatternInbox, Verify: c.Verify, Preset: c.Preset, Receiver: c.Receiver, Rules: rs}
+		in := generator.Options{Pattern: generator.PatternInbox, Verify: c.Verify, Preset: c.Preset, InboxOptions: generator.InboxOptions{Receiver: c.Receiver, Rules: rs}}
 		if _, err := generator.Files(in); err != nil {
 			t.Errorf("%s, inbox pattern with %s: %v", c.Name, c.Rules, err)
 		}

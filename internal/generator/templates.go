@@ -14,18 +14,18 @@ type Template struct {
 var Templates = []Template{
 	{Name: "default", Options: Options{}},
 	{Name: "crypto-node", Options: Options{Hashing: HashingCryptoNode}},
-	{Name: "lease", Options: Options{Guard: GuardLease}},
-	{Name: "transactional", Options: Options{Guard: GuardTransactional}},
+	{Name: "lease", Options: Options{ReserveOptions: ReserveOptions{Guard: GuardLease}}},
+	{Name: "transactional", Options: Options{ReserveOptions: ReserveOptions{Guard: GuardTransactional}}},
 	{Name: "keysvc", Options: Options{Hashing: HashingKeysvc}},
 	{Name: "node", Options: Options{Hashing: HashingNode}},
-	{Name: "node-lease", Options: Options{Hashing: HashingNode, Guard: GuardLease}},
+	{Name: "node-lease", Options: Options{Hashing: HashingNode, ReserveOptions: ReserveOptions{Guard: GuardLease}}},
 	{Name: "verify-stripe", Options: Options{Verify: "stripe"}},
 	{Name: "inbox", Options: Options{Pattern: PatternInbox}},
-	{Name: "inbox-keysvc", Options: Options{Pattern: PatternInbox, Receiver: ReceiverKeysvc}},
-	{Name: "inbox-stripe-subscriptions", Options: Options{Pattern: PatternInbox, Rules: preset("stripe-subscriptions")}},
-	{Name: "inbox-shopify-orders", Options: Options{Pattern: PatternInbox, Rules: preset("shopify-orders")}},
-	{Name: "inbox-github-deployments", Options: Options{Pattern: PatternInbox, Rules: preset("github-deployments")}},
-	{Name: "inbox-standardwebhooks-generic", Options: Options{Pattern: PatternInbox, Rules: preset("standardwebhooks-generic")}},
+	{Name: "inbox-keysvc", Options: Options{Pattern: PatternInbox, InboxOptions: InboxOptions{Receiver: ReceiverKeysvc}}},
+	{Name: "inbox-stripe-subscriptions", Options: Options{Pattern: PatternInbox, InboxOptions: InboxOptions{Rules: preset("stripe-subscriptions")}}},
+	{Name: "inbox-shopify-orders", Options: Options{Pattern: PatternInbox, InboxOptions: InboxOptions{Rules: preset("shopify-orders")}}},
+	{Name: "inbox-github-deployments", Options: Options{Pattern: PatternInbox, InboxOptions: InboxOptions{Rules: preset("github-deployments")}}},
+	{Name: "inbox-standardwebhooks-generic", Options: Options{Pattern: PatternInbox, InboxOptions: InboxOptions{Rules: preset("standardwebhooks-generic")}}},
 }
 
 // preset is a rules preset for a template. The presets are embedded and

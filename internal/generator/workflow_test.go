@@ -265,7 +265,7 @@ func TestCryptoNodeWorkflow(t *testing.T) {
 }
 
 func TestLeaseWorkflow(t *testing.T) {
-	w := generate(t, generator.Options{Guard: generator.GuardLease, Lease: 90 * time.Second})
+	w := generate(t, generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease, Lease: 90 * time.Second}})
 	checkCommon(t, w, generator.DefaultCredentialName)
 	checkEveryPathAnswers(t, w)
 	acquire := w.node("Acquire Lease").Get("parameters.query").String()
@@ -291,7 +291,7 @@ func TestLeaseWorkflow(t *testing.T) {
 }
 
 func TestCleanupWorkflow(t *testing.T) {
-	raw, err := generator.CleanupWorkflow(generator.Options{EventsTable: "hooks.events", Retention: 45 * 24 * time.Hour})
+	raw, err := generator.CleanupWorkflow(generator.Options{Retention: 45 * 24 * time.Hour, ReserveOptions: generator.ReserveOptions{EventsTable: "hooks.events"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +315,7 @@ func TestIDsAreDeterministic(t *testing.T) {
 		t.Fatal("two runs with the same options differ")
 	}
 	base := generate(t, generator.Options{})
-	other := generate(t, generator.Options{BusinessTable: "orders_log", Guard: generator.GuardLease})
+	other := generate(t, generator.Options{ReserveOptions: generator.ReserveOptions{BusinessTable: "orders_log", Guard: generator.GuardLease}})
 	if base.doc.Get("id").String() != other.doc.Get("id").String() {
 		t.Error("changing options other than the path changed the workflow id: a re-import would add a copy")
 	}
@@ -332,7 +332,7 @@ func TestIDsAreDeterministic(t *testing.T) {
 }
 
 func TestIdentifiersReachSQLValidated(t *testing.T) {
-	w := generate(t, generator.Options{EventsTable: "hooks.processed_events", BusinessTable: "app.orders"})
+	w := generate(t, generator.Options{ReserveOptions: generator.ReserveOptions{EventsTable: "hooks.processed_events", BusinessTable: "app.orders"}})
 	if q := w.node("Reserve Key").Get("parameters.query").String(); !strings.HasPrefix(q, "INSERT INTO hooks.processed_events (key)") {
 		t.Errorf("reservation query %q", q)
 	}
@@ -364,7 +364,7 @@ func TestSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lease, err := generator.Schema(generator.Options{Guard: generator.GuardLease})
+	lease, err := generator.Schema(generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,7 @@ func TestSchema(t *testing.T) {
 }
 
 func TestKeysvcWorkflow(t *testing.T) {
-	w := generate(t, generator.Options{Hashing: generator.HashingKeysvc, KeysvcURL: "https://keys.internal:8443/", KeysvcCredential: "keysvc token"})
+	w := generate(t, generator.Options{Hashing: generator.HashingKeysvc, ReserveOptions: generator.ReserveOptions{KeysvcURL: "https://keys.internal:8443/", KeysvcCredential: "keysvc token"}})
 	checkCommon(t, w, generator.DefaultCredentialName)
 	checkEveryPathAnswers(t, w)
 	reserve := w.node("Reserve via keysvc")
@@ -420,11 +420,11 @@ func TestKeysvcWorkflow(t *testing.T) {
 		t.Errorf("Reserved? compares with %d", got)
 	}
 	for _, bad := range []string{"ftp://x", "http://user:pw@x", "http://x/?token=1", "not a url", "http://"} {
-		if err := (generator.Options{Hashing: generator.HashingKeysvc, KeysvcURL: bad}).Validate(); err == nil {
+		if err := (generator.Options{Hashing: generator.HashingKeysvc, ReserveOptions: generator.ReserveOptions{KeysvcURL: bad}}).Validate(); err == nil {
 			t.Errorf("keysvc URL %q accepted", bad)
 		}
 	}
-	lease := generate(t, generator.Options{Hashing: generator.HashingKeysvc, Guard: generator.GuardLease, Lease: 2 * time.Minute})
+	lease := generate(t, generator.Options{Hashing: generator.HashingKeysvc, ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease, Lease: 2 * time.Minute}})
 	checkEveryPathAnswers(t, lease)
 	if got := lease.node("Reserve via keysvc").Get("parameters.url").String(); got != "http://127.0.0.1:8080/v1/reservations?lease=120s" {
 		t.Errorf("lease URL %q", got)
@@ -531,7 +531,7 @@ func TestVerifyOptions(t *testing.T) {
 // one answer; a failed statement answers 500. Four nodes on the way.
 func TestTransactionalWorkflow(t *testing.T) {
 	for _, hashing := range []generator.Hashing{generator.HashingCodeNode, generator.HashingCryptoNode} {
-		w := generate(t, generator.Options{Guard: generator.GuardTransactional, Hashing: hashing})
+		w := generate(t, generator.Options{Hashing: hashing, ReserveOptions: generator.ReserveOptions{Guard: generator.GuardTransactional}})
 		checkCommon(t, w, generator.DefaultCredentialName)
 		checkEveryPathAnswers(t, w)
 		w.wantEdge(generator.NodeReserveAndWrite, 0, generator.NodeRespondResult)
@@ -556,7 +556,7 @@ func TestTransactionalWorkflow(t *testing.T) {
 			t.Errorf("%s: the hot path is %v, want %d nodes", hashing, path, want)
 		}
 	}
-	if err := (generator.Options{Guard: generator.GuardTransactional, Hashing: generator.HashingKeysvc}).Validate(); err == nil {
+	if err := (generator.Options{Hashing: generator.HashingKeysvc, ReserveOptions: generator.ReserveOptions{Guard: generator.GuardTransactional}}).Validate(); err == nil {
 		t.Error("the transactional guard was accepted with keysvc, which reserves in its own statement")
 	}
 }
@@ -574,11 +574,11 @@ func TestCryptoIDExpressionReadsTheWebhookNode(t *testing.T) {
 // one, each guard, keysvc, the inbox pattern's workflows).
 func TestNodesDoNotOverlap(t *testing.T) {
 	options := []generator.Options{
-		{Verify: "stripe", Hashing: generator.HashingCryptoNode, Guard: generator.GuardLease},
-		{Verify: "github", Guard: generator.GuardTransactional},
-		{Hashing: generator.HashingKeysvc, Guard: generator.GuardLease},
+		{Verify: "stripe", Hashing: generator.HashingCryptoNode, ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease}},
+		{Verify: "github", ReserveOptions: generator.ReserveOptions{Guard: generator.GuardTransactional}},
+		{Hashing: generator.HashingKeysvc, ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease}},
 		{Pattern: generator.PatternInbox, Verify: "shopify"},
-		{Pattern: generator.PatternInbox, Receiver: generator.ReceiverKeysvc},
+		{Pattern: generator.PatternInbox, InboxOptions: generator.InboxOptions{Receiver: generator.ReceiverKeysvc}},
 	}
 	for _, tpl := range generator.Templates {
 		options = append(options, tpl.Options)
@@ -637,15 +637,15 @@ func TestNotesSayWhatToDo(t *testing.T) {
 	}{
 		{generator.Options{}, generator.FileWorkflow, []string{"schema.sql", "**Postgres (idemhook)**", "NODE_FUNCTION_ALLOW_BUILTIN=crypto", "wired to **Release Key**", "docs/modes.md#reserve"}},
 		{generator.Options{Hashing: generator.HashingCryptoNode}, generator.FileWorkflow, []string{"docs/modes.md#crypto-node", "reserved once"}},
-		{generator.Options{Guard: generator.GuardLease}, generator.FileWorkflow, []string{"**Mark Done**", "leased for 5m0s", "docs/modes.md#lease"}},
-		{generator.Options{Guard: generator.GuardTransactional}, generator.FileWorkflow, []string{"business CTE", "docs/modes.md#transactional"}},
-		{generator.Options{Hashing: generator.HashingKeysvc, KeysvcCredential: "keysvc token"}, generator.FileWorkflow, []string{"**keysvc token**", "docs/modes.md#keysvc"}},
+		{generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease}}, generator.FileWorkflow, []string{"**Mark Done**", "leased for 5m0s", "docs/modes.md#lease"}},
+		{generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardTransactional}}, generator.FileWorkflow, []string{"business CTE", "docs/modes.md#transactional"}},
+		{generator.Options{Hashing: generator.HashingKeysvc, ReserveOptions: generator.ReserveOptions{KeysvcCredential: "keysvc token"}}, generator.FileWorkflow, []string{"**keysvc token**", "docs/modes.md#keysvc"}},
 		{generator.Options{Verify: "stripe"}, generator.FileWorkflow, []string{"Crypto credential **Webhook signing secret (idemhook)**", "401"}},
 		{generator.Options{}, generator.FileCleanup, []string{"older than 30d", "idemhook cleanup --now"}},
-		{generator.Options{Pattern: generator.PatternInbox, OutboxURL: "https://api.example/v1/operations"}, generator.FileReceiver, []string{"outbox, worker, recoverer, receiver", "docs/inbox.md"}},
+		{generator.Options{Pattern: generator.PatternInbox, InboxOptions: generator.InboxOptions{OutboxURL: "https://api.example/v1/operations"}}, generator.FileReceiver, []string{"outbox, worker, recoverer, receiver", "docs/inbox.md"}},
 		{generator.Options{Pattern: generator.PatternInbox}, generator.FileWorker, []string{"## Worker", "worker, recoverer, receiver"}},
-		{generator.Options{Pattern: generator.PatternInbox, OutboxURL: "https://api.example/v1/operations"}, generator.FileOutbox, []string{"https://api.example/v1/operations", "Idempotency-Key"}},
-		{generator.Options{Pattern: generator.PatternInbox, Receiver: generator.ReceiverKeysvc}, generator.FileTarget, []string{"X-Idemhook-Inbox-Id", "worker, recoverer, target"}},
+		{generator.Options{Pattern: generator.PatternInbox, InboxOptions: generator.InboxOptions{OutboxURL: "https://api.example/v1/operations"}}, generator.FileOutbox, []string{"https://api.example/v1/operations", "Idempotency-Key"}},
+		{generator.Options{Pattern: generator.PatternInbox, InboxOptions: generator.InboxOptions{Receiver: generator.ReceiverKeysvc}}, generator.FileTarget, []string{"X-Idemhook-Inbox-Id", "worker, recoverer, target"}},
 	} {
 		files, err := generator.Files(c.o)
 		if err != nil {
@@ -671,7 +671,7 @@ func TestUnreachableDatabaseAnswers503(t *testing.T) {
 		guard   generator.Guard
 		reserve string
 	}{{generator.GuardReserve, generator.NodeReserve}, {generator.GuardLease, generator.NodeAcquireLease}} {
-		w := generate(t, generator.Options{Guard: c.guard})
+		w := generate(t, generator.Options{ReserveOptions: generator.ReserveOptions{Guard: c.guard}})
 		w.wantEdge(c.reserve, 1, generator.NodeRespond503DB)
 		respond := w.node(generator.NodeRespond503DB)
 		if respond.Get("parameters.options.responseCode").Int() != 503 ||

@@ -92,7 +92,7 @@ func TestGuardKeepsTheUsersNodes(t *testing.T) {
 	for _, file := range exports(t) {
 		for _, mode := range []generator.Guard{generator.GuardReserve, generator.GuardLease} {
 			t.Run(filepath.Base(file)+"/"+string(mode), func(t *testing.T) {
-				res, raw := guardFile(t, file, generator.Options{Guard: mode})
+				res, raw := guardFile(t, file, generator.Options{ReserveOptions: generator.ReserveOptions{Guard: mode}})
 				before, after := read(t, raw), read(t, res.Workflow)
 				hookName := webhookOf(file)
 				if hookName == "" {
@@ -196,14 +196,14 @@ func isLeaf(d doc, name string) bool {
 // a branch of an If or a Switch that ends unconnected included; with
 // lastNode, the node after Mark Done gives the last node's output back.
 func TestLeaseMarksDoneAtEveryEnd(t *testing.T) {
-	res, _ := guardFile(t, "testdata/exports/v2-switch-http.json", generator.Options{Guard: generator.GuardLease})
+	res, _ := guardFile(t, "testdata/exports/v2-switch-http.json", generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease}})
 	after := read(t, res.Workflow)
 	for _, end := range []string{"Tell CRM", "Payment Seen", "Other"} {
 		if after.node("Mark Done after "+end) == nil {
 			t.Errorf("no Mark Done after %q; inserted %v", end, res.Inserted)
 		}
 	}
-	res, _ = guardFile(t, "testdata/exports/v2.1-lastnode-code.json", generator.Options{Guard: generator.GuardLease})
+	res, _ = guardFile(t, "testdata/exports/v2.1-lastnode-code.json", generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease}})
 	after = read(t, res.Workflow)
 	answer := after.node("Answer as Result")
 	if answer == nil || !strings.Contains(answer["parameters"].(map[string]any)["jsCode"].(string), `return $("Result").all(0);`) {
@@ -288,7 +288,7 @@ func TestGuardRefuses(t *testing.T) {
 	}
 	// Options that cannot apply to a user's workflow are option errors.
 	w, _ = guard.Parse(fixture(t, "exports/v2-respond-first.json"))
-	for _, o := range []generator.Options{{Hashing: generator.HashingKeysvc}, {Guard: generator.GuardTransactional}, {Preset: "nope"}} {
+	for _, o := range []generator.Options{{Hashing: generator.HashingKeysvc}, {ReserveOptions: generator.ReserveOptions{Guard: generator.GuardTransactional}}, {Preset: "nope"}} {
 		var oe *generator.OptionError
 		if _, err := guard.Guard(w, guard.Options{Generate: o}); !errors.As(err, &oe) {
 			t.Errorf("%+v: %v, want an option error", o, err)

@@ -52,7 +52,7 @@ func TestRemoveGivesTheExportBack(t *testing.T) {
 	for _, file := range exports(t) {
 		for _, mode := range []generator.Guard{generator.GuardReserve, generator.GuardLease} {
 			t.Run(filepath.Base(file)+"/"+string(mode), func(t *testing.T) {
-				res, raw := guardFile(t, file, generator.Options{Guard: mode})
+				res, raw := guardFile(t, file, generator.Options{ReserveOptions: generator.ReserveOptions{Guard: mode}})
 				removed, err := guard.Remove(parse(t, res.Workflow), guard.RemoveOptions{})
 				if err != nil {
 					t.Fatal(err)
@@ -103,7 +103,7 @@ func isRefused(err error) bool {
 func TestGuardKeepsTheUsersErrorWorkflow(t *testing.T) {
 	raw := readFile(t, "testdata/error-workflow/orders.json")
 	alertsRaw := readFile(t, "testdata/error-workflow/alerts.json")
-	opts := generator.Options{Guard: generator.GuardReserve, EventsTable: "orders_events"}
+	opts := generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardReserve, EventsTable: "orders_events"}}
 	var need *guard.ErrorWorkflowNeededError
 	if _, err := guard.Guard(parse(t, raw), guard.Options{Generate: opts}); !errors.As(err, &need) || need.ID != "AlertsWf0000001" {
 		t.Fatalf("without the error workflow: %v, want ErrorWorkflowNeededError for AlertsWf0000001", err)
@@ -200,7 +200,7 @@ func TestGuardKeepsTheUsersErrorWorkflow(t *testing.T) {
 // error workflow is named or written.
 func TestGuardKeepsTheWorkflowsOwnErrorTrigger(t *testing.T) {
 	raw := readFile(t, "testdata/error-workflow/self.json")
-	res, err := guard.Guard(parse(t, raw), guard.Options{Generate: generator.Options{EventsTable: "shipments_events"}})
+	res, err := guard.Guard(parse(t, raw), guard.Options{Generate: generator.Options{ReserveOptions: generator.ReserveOptions{EventsTable: "shipments_events"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

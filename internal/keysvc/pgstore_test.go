@@ -22,7 +22,7 @@ func TestSharesTheWorkflowTable(t *testing.T) {
 		t.Skip("PostgreSQL tests skipped with -short")
 	}
 	ctx := context.Background()
-	opts := generator.Options{EventsTable: "ks_shared_events", BusinessTable: "ks_shared_business"}
+	opts := generator.Options{ReserveOptions: generator.ReserveOptions{EventsTable: "ks_shared_events", BusinessTable: "ks_shared_business"}}
 	schema, err := generator.Schema(opts)
 	if err != nil {
 		t.Fatal(err)

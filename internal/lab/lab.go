@@ -121,8 +121,8 @@ func Start(ctx context.Context, o generator.Options, nodePackage string, progres
 	if len(endpoints) > 0 {
 		l.InboxURL = l.KeysvcURL + "/v1/inbox/" + endpoints[0].Name
 	}
-	if o.KeysvcURL == "" {
-		o.KeysvcURL = l.KeysvcURL
+	if o.Pattern != generator.PatternInbox && o.KeysvcURL == "" {
+		o.KeysvcURL = l.KeysvcURL // the reserve pattern's keysvc mode calls it
 	}
 	l.Options = o
 	files, err := generator.Files(o)

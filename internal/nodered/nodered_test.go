@@ -18,22 +18,22 @@ func TestFromGenerate(t *testing.T) {
 		option string // the *generator.OptionError's option, "" for none
 	}{
 		{name: "defaults", want: Options{Path: generator.DefaultWebhookPath, Name: generator.DefaultWorkflowName}},
-		{name: "lease default", in: generator.Options{Guard: generator.GuardLease},
+		{name: "lease default", in: generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease}},
 			want: Options{Path: generator.DefaultWebhookPath, Name: generator.DefaultWorkflowName, Lease: 5 * time.Minute}},
 		{name: "stripe verified, its preset", in: generator.Options{WebhookPath: "hooks/stripe", Verify: "stripe"},
 			want: Options{Path: "hooks/stripe", Name: generator.DefaultWorkflowName, Verify: "stripe", Preset: "stripe"}},
-		{name: "inbox target", in: generator.Options{Receiver: generator.ReceiverKeysvc},
+		{name: "inbox target", in: generator.Options{InboxOptions: generator.InboxOptions{Receiver: generator.ReceiverKeysvc}},
 			want: Options{Path: generator.DefaultWebhookPath, Name: generator.DefaultWorkflowName, InboxTarget: true}},
 		{name: "verify none", in: generator.Options{Verify: "none"}, want: Options{Path: generator.DefaultWebhookPath, Name: generator.DefaultWorkflowName}},
 		{name: "upper-case path", in: generator.Options{WebhookPath: "Stripe"}, option: "webhook path"},
 		{name: "path parameter", in: generator.Options{WebhookPath: "hooks/:id"}, option: "webhook path"},
 		{name: "two-line name", in: generator.Options{WorkflowName: "a\nb"}, option: "workflow name"},
-		{name: "transactional", in: generator.Options{Guard: generator.GuardTransactional}, option: "guard mode"},
-		{name: "lease too short", in: generator.Options{Guard: generator.GuardLease, Lease: time.Millisecond}, option: "lease"},
+		{name: "transactional", in: generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardTransactional}}, option: "guard mode"},
+		{name: "lease too short", in: generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease, Lease: time.Millisecond}}, option: "lease"},
 		{name: "unknown provider", in: generator.Options{Verify: "paypal"}, option: "verify provider"},
-		{name: "verify behind the inbox", in: generator.Options{Verify: "stripe", Receiver: generator.ReceiverKeysvc}, option: "verify provider"},
+		{name: "verify behind the inbox", in: generator.Options{Verify: "stripe", InboxOptions: generator.InboxOptions{Receiver: generator.ReceiverKeysvc}}, option: "verify provider"},
 		{name: "unknown preset", in: generator.Options{Preset: "paypal"}, option: "preset"},
-		{name: "n8n receiver name", in: generator.Options{Receiver: "other"}, option: "receiver"},
+		{name: "n8n receiver name", in: generator.Options{InboxOptions: generator.InboxOptions{Receiver: "other"}}, option: "receiver"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := FromGenerate(tc.in)

@@ -46,12 +46,12 @@ func TestFindGeneratedGuards(t *testing.T) {
 	}{
 		{opts: generator.Options{}, reserve: "Reserve Key", decision: "Row Returned?", first: "Business Step (insert business_log)"},
 		{opts: generator.Options{Hashing: generator.HashingCryptoNode}, reserve: "Reserve Key", decision: "Row Returned?", first: "Business Step (insert business_log)"},
-		{opts: generator.Options{Guard: generator.GuardLease}, reserve: "Acquire Lease", decision: "Lease Acquired?", first: "Business Step (insert business_log)", lease: true},
-		{opts: generator.Options{Verify: "stripe", EventsTable: "stripe_events"}, reserve: "Reserve Key", decision: "Row Returned?", first: "Business Step (insert business_log)"},
-		{opts: generator.Options{Hashing: generator.HashingKeysvc, KeysvcURL: "http://keysvc.internal:8080"}, reserve: "Reserve via keysvc", decision: "Reserved?", first: "Business Step (insert business_log)", keysvc: "http://keysvc.internal:8080"},
+		{opts: generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease}}, reserve: "Acquire Lease", decision: "Lease Acquired?", first: "Business Step (insert business_log)", lease: true},
+		{opts: generator.Options{Verify: "stripe", ReserveOptions: generator.ReserveOptions{EventsTable: "stripe_events"}}, reserve: "Reserve Key", decision: "Row Returned?", first: "Business Step (insert business_log)"},
+		{opts: generator.Options{Hashing: generator.HashingKeysvc, ReserveOptions: generator.ReserveOptions{KeysvcURL: "http://keysvc.internal:8080"}}, reserve: "Reserve via keysvc", decision: "Reserved?", first: "Business Step (insert business_log)", keysvc: "http://keysvc.internal:8080"},
 		// The community node reserves and decides in one node.
 		{opts: generator.Options{Hashing: generator.HashingNode}, reserve: "Idempotency Guard", decision: "Idempotency Guard", first: "Business Step (insert business_log)"},
-		{opts: generator.Options{Hashing: generator.HashingNode, Guard: generator.GuardLease, EventsTable: "shop.events"}, reserve: "Idempotency Guard", decision: "Idempotency Guard", first: "Business Step (insert business_log)", lease: true},
+		{opts: generator.Options{Hashing: generator.HashingNode, ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease, EventsTable: "shop.events"}}, reserve: "Idempotency Guard", decision: "Idempotency Guard", first: "Business Step (insert business_log)", lease: true},
 	} {
 		g, err := Find(generated(t, tc.opts))
 		if err != nil {
@@ -152,7 +152,7 @@ func TestLearnNewOutputFromTheFirstNewEvent(t *testing.T) {
 }
 
 func TestFindTransactional(t *testing.T) {
-	g, err := Find(generated(t, generator.Options{Guard: generator.GuardTransactional}))
+	g, err := Find(generated(t, generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardTransactional}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestFindTransactional(t *testing.T) {
 		t.Errorf("found %+v", g)
 	}
 	// Without its "new" column, nothing tells a duplicate from a new event.
-	w := generated(t, generator.Options{Guard: generator.GuardTransactional})
+	w := generated(t, generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardTransactional}})
 	p := node(t, w, "Reserve and Write")["parameters"].(map[string]any)
 	p["query"] = strings.Replace(p["query"].(string), "AS new", "AS fresh", 1)
 	if _, err := Find(w); !errors.As(err, new(*UnsupportedError)) {

@@ -19,7 +19,7 @@ func EventsSchema(g Guard) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("the events table %s: %v; create it with --schema FILE", g.EventsTable, err)
 	}
-	o := generator.Options{EventsTable: name}
+	o := generator.Options{ReserveOptions: generator.ReserveOptions{EventsTable: name}}
 	if g.Lease {
 		o.Guard = generator.GuardLease
 	}

@@ -31,7 +31,7 @@ func TestRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		in := pgsql.Inbox{Schema: "samples" + string(rune('a'+i))}
-		schema, err := generator.Schema(generator.Options{Pattern: generator.PatternInbox, Rules: rs, DBSchema: in.Schema})
+		schema, err := generator.Schema(generator.Options{Pattern: generator.PatternInbox, InboxOptions: generator.InboxOptions{Rules: rs, DBSchema: in.Schema}})
 		if err != nil {
 			t.Fatal(err)
 		}
