@@ -382,10 +382,10 @@ func (o Options) resolve() (resolved, error) {
 		return bad("webhook path", o.WebhookPath, "use letters, digits, '-' and '_' in '/'-separated segments, at most 200 characters")
 	}
 	r.WebhookPath = p
-	if strings.TrimSpace(o.WorkflowName) == "" || len(o.WorkflowName) > 128 || strings.ContainsAny(o.WorkflowName, "\x00\r\n") {
+	if !oneLine(o.WorkflowName, true) {
 		return bad("workflow name", o.WorkflowName, "must be 1-128 characters on one line")
 	}
-	if strings.TrimSpace(o.CredentialName) == "" || len(o.CredentialName) > 128 || strings.ContainsAny(o.CredentialName, "\x00\r\n") {
+	if !oneLine(o.CredentialName, true) {
 		return bad("credential name", o.CredentialName, "must be 1-128 characters on one line")
 	}
 	if o.Retention < time.Hour || o.Retention%time.Second != 0 {
@@ -407,7 +407,7 @@ func (o Options) resolve() (resolved, error) {
 			return bad("verify provider", o.Verify, p.WorkflowCannot+": use --hashing keysvc, or --pattern inbox --receiver keysvc")
 		}
 	}
-	if strings.TrimSpace(o.VerifyCredential) == "" || len(o.VerifyCredential) > 128 || strings.ContainsAny(o.VerifyCredential, "\x00\r\n") {
+	if !oneLine(o.VerifyCredential, true) {
 		return bad("verify credential", o.VerifyCredential, "must be 1-128 characters on one line")
 	}
 	if o.Tolerance < time.Second || o.Tolerance > time.Hour || o.Tolerance%time.Second != 0 {
@@ -487,12 +487,11 @@ func resolveReserve(r resolved) (resolved, error) {
 	if !slices.Contains(communitynode.Types, o.NodeType) {
 		return bad("node type", o.NodeType, "use "+communitynode.Type+" (the package installed in ~/.n8n/nodes, from n8n's UI or npm) or "+communitynode.CustomType+" (a folder in N8N_CUSTOM_EXTENSIONS)")
 	}
-	u, err := url.Parse(o.KeysvcURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+	if !plainHTTPURL(o.KeysvcURL) {
 		return bad("keysvc URL", o.KeysvcURL, "use http(s)://host[:port][/prefix] with no credentials, query or fragment")
 	}
 	r.KeysvcURL = strings.TrimSuffix(o.KeysvcURL, "/")
-	if len(o.KeysvcCredential) > 128 || strings.ContainsAny(o.KeysvcCredential, "\x00\r\n") {
+	if !oneLine(o.KeysvcCredential, false) {
 		return bad("keysvc credential", o.KeysvcCredential, "must be at most 128 characters on one line")
 	}
 	switch o.Guard {
@@ -595,15 +594,27 @@ func resolveInbox(r resolved) (resolved, error) {
 		}
 		return r, nil
 	}
-	u, err := url.Parse(o.OutboxURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+	if !plainHTTPURL(o.OutboxURL) {
 		return bad("outbox URL", o.OutboxURL, "use http(s)://host[:port][/path] with no credentials, query or fragment")
 	}
 	r.OutboxURL = strings.TrimSuffix(o.OutboxURL, "/")
-	if len(o.OutboxCredential) > 128 || strings.ContainsAny(o.OutboxCredential, "\x00\r\n") {
+	if !oneLine(o.OutboxCredential, false) {
 		return bad("outbox credential", o.OutboxCredential, "must be at most 128 characters on one line")
 	}
 	return r, nil
+}
+
+// plainHTTPURL: http or https, a host, and no credentials, query or
+// fragment (the workflow appends paths to it).
+func plainHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil && u.RawQuery == "" && u.Fragment == ""
+}
+
+// oneLine: at most 128 characters on one line, not blank when required
+// (n8n's names of workflows and credentials).
+func oneLine(s string, required bool) bool {
+	return (!required || strings.TrimSpace(s) != "") && len(s) <= 128 && !strings.ContainsAny(s, "\x00\r\n")
 }
 
 func unitName(d time.Duration) string {
