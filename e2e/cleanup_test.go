@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,7 +26,13 @@ func TestCleanupWorkflow(t *testing.T) {
 	execSQL(t, "INSERT INTO "+opts.EventsTable+" (key, first_seen) VALUES ('evt:old', now() - interval '31 days'), ('evt:older', now() - interval '90 days'), ('evt:recent', now() - interval '29 days'), ('evt:new', now())")
 	out, err := st.N8N(ctx, "execute", "--id="+d.cleanupID)
 	if err != nil {
-		t.Fatalf("run the cleanup workflow: %v", err)
+		// n8n's CLI was seen to die of a segmentation fault on its way
+		// out, after it had reported the run: what the run did is what
+		// this test checks.
+		if !bytes.Contains(out, []byte("Execution was successful")) {
+			t.Fatalf("run the cleanup workflow: %v", err)
+		}
+		t.Logf("n8n execute reported a successful run, then exited with: %v", strings.SplitN(err.Error(), "\n", 2)[0])
 	}
 	keys := storedKeys(t, opts.EventsTable)
 	want := map[string]bool{"evt:recent": true, "evt:new": true}

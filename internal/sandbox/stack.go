@@ -57,6 +57,16 @@ var n8nStackSettings = map[string]string{
 	"N8N_PERSONALIZATION_ENABLED":       "false",
 	"N8N_LOG_LEVEL":                     "info",
 	"N8N_LOG_OUTPUT":                    "console",
+	// n8n pings its database every 2 s through its pool of two
+	// connections, and gives the ping 5 s. Under the suite's load on two
+	// cores the ping waits longer than that for a connection: n8n then
+	// answers every request, webhooks included, "503 Database is not
+	// ready!" until a ping passes, and after three it tears its pool down
+	// under the running executions (seen: nine times in one crash test,
+	// whose provider then gave up on deliveries). A stopped PostgreSQL
+	// still fails the ping at once (connection refused), so the fault
+	// tests see the same n8n.
+	"DB_PING_TIMEOUT_MS": "30000",
 }
 
 // QueueWorkers is the number of n8n workers of a queue-mode stack.
