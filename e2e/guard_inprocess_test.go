@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -24,30 +23,8 @@ import (
 func TestGuardLiveAndRemoveInProcess(t *testing.T) {
 	needStack(t)
 	ctx := context.Background()
-	raw, err := os.ReadFile("../internal/guard/testdata/exports/v2.1-if-two-responds.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const path = "guard-inprocess"
-	original := workflowOf(t, raw)
-	original.Name = "e2e guard in process"
-	for _, n := range original.Nodes {
-		if n["type"] == "n8n-nodes-base.webhook" {
-			n["parameters"].(map[string]any)["path"] = path
-			n["webhookId"] = idemdeploy.NewUUID()
-		}
-	}
-	claimName(t, original.Name)
-	deployed, err := idemdeploy.Deploy(ctx, api, []idemdeploy.Workflow{{File: "inprocess.json", Doc: original, WebhookPath: path}}, idemdeploy.Options{WebhookURL: st.WebhookURL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := deployed[0].ID
-	t.Cleanup(func() { api.DeleteWorkflow(context.Background(), id) })
-	before, err := api.WorkflowJSON(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, before := deployUsersWorkflow(t, "e2e guard in process", path)
 	opts := guard.Options{Generate: generator.Options{CredentialName: credentialName,
 		ReserveOptions: generator.ReserveOptions{EventsTable: "g_inprocess_events"}}}
 	res, err := guard.Export(before, opts)

@@ -27,29 +27,7 @@ import (
 func TestGuardApplyLive(t *testing.T) {
 	needStack(t)
 	ctx := context.Background()
-	raw, err := os.ReadFile("../internal/guard/testdata/exports/v2.1-if-two-responds.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	original := workflowOf(t, raw)
-	original.Name = "e2e guard live"
-	for _, n := range original.Nodes {
-		if n["type"] == "n8n-nodes-base.webhook" {
-			n["parameters"].(map[string]any)["path"] = "guard-live"
-			n["webhookId"] = idemdeploy.NewUUID()
-		}
-	}
-	claimName(t, original.Name)
-	deployed, err := idemdeploy.Deploy(ctx, api, []idemdeploy.Workflow{{File: "live.json", Doc: original, WebhookPath: "guard-live"}}, idemdeploy.Options{WebhookURL: st.WebhookURL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := deployed[0].ID
-	t.Cleanup(func() { api.DeleteWorkflow(context.Background(), id) })
-	before, err := api.WorkflowJSON(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, before := deployUsersWorkflow(t, "e2e guard live", "guard-live")
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "n8n-api-key")
 	os.WriteFile(keyFile, []byte(apiKey), 0o600)
@@ -98,6 +76,30 @@ func TestGuardApplyLive(t *testing.T) {
 	if r := runIdemhook(t, append(live, "--apply", "--backup", dir)...); r.code != 2 || !strings.Contains(r.stderr, "already guarded") {
 		t.Errorf("guard --apply again: exit %d, want 2, already guarded\n%s%s", r.code, r.stdout, r.stderr)
 	}
+}
+
+// deployUsersWorkflow deploys a user's export (the v2.1 If and two
+// Respond nodes) as name, its Webhook on path, and returns its id and its
+// export as n8n holds it; the workflow is deleted when the test ends.
+func deployUsersWorkflow(t *testing.T, name, path string) (string, []byte) {
+	t.Helper()
+	ctx := context.Background()
+	raw, err := os.ReadFile("../internal/guard/testdata/exports/v2.1-if-two-responds.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	original := renamed(t, raw, name, path)
+	deployed, err := idemdeploy.Deploy(ctx, api, []idemdeploy.Workflow{{File: "users.json", Doc: original, WebhookPath: path}}, idemdeploy.Options{WebhookURL: st.WebhookURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := deployed[0].ID
+	t.Cleanup(func() { api.DeleteWorkflow(context.Background(), id) })
+	export, err := api.WorkflowJSON(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, export
 }
 
 // shot logs in to the suite's n8n in headless Chromium, opens workflow id
