@@ -124,7 +124,7 @@ func TestDocsLinksResolve(t *testing.T) {
 	// The notes point at the docs on GitHub: the same pages and anchors.
 	prefix := regexp.QuoteMeta(generator.Docs)
 	noteLink := regexp.MustCompile(prefix + `([a-z0-9-]+\.md)(?:#([a-z0-9-]+))?`)
-	for _, tpl := range generator.Templates {
+	for _, tpl := range generator.Templates() {
 		files, err := generator.Files(tpl.Options)
 		if err != nil {
 			t.Fatal(err)

@@ -237,11 +237,8 @@ func (f Flag) probe() (Pattern, string) {
 			continue
 		}
 		for pattern, group := range map[Pattern]any{PatternReserve: o.ReserveOptions, PatternInbox: o.InboxOptions} {
-			g := reflect.ValueOf(group)
-			for i := range g.NumField() {
-				if !g.Field(i).IsZero() {
-					return pattern, g.Type().Field(i).Name
-				}
+			if field, ok := firstSetField(reflect.ValueOf(group)); ok {
+				return pattern, field.Name
 			}
 		}
 		return "", ""

@@ -13,7 +13,7 @@ import (
 // The committed templates are exactly the generator's output. After a
 // deliberate change, regenerate them with `go generate ./internal/generator`.
 func TestTemplatesMatchGenerator(t *testing.T) {
-	for _, tpl := range generator.Templates {
+	for _, tpl := range generator.Templates() {
 		files, err := generator.Files(tpl.Options)
 		if err != nil {
 			t.Fatal(err)

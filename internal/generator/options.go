@@ -448,25 +448,33 @@ func (o Options) checkPatternGroup() error {
 		other, group = PatternReserve, o.ReserveOptions
 	}
 	v := reflect.ValueOf(group)
-	for i := range v.NumField() {
-		f := v.Field(i)
-		if f.IsZero() {
-			continue
-		}
-		value := fmt.Sprint(f.Interface())
-		if f.Kind() == reflect.Pointer {
-			value = "set"
-		}
-		option := v.Type().Name() + "." + v.Type().Field(i).Name
-		for _, flag := range Flags {
-			if flag.Pattern == other && flag.field == v.Type().Field(i).Name {
-				option = flag.Option
-			}
-		}
-		return &OptionError{Option: option, Value: value,
-			Reason: fmt.Sprintf("applies to the %s pattern only (this is the %s pattern)", other, pattern)}
+	field, ok := firstSetField(v)
+	if !ok {
+		return nil
 	}
-	return nil
+	value := fmt.Sprint(v.FieldByIndex(field.Index).Interface())
+	if field.Type.Kind() == reflect.Pointer {
+		value = "set"
+	}
+	option := v.Type().Name() + "." + field.Name
+	for _, flag := range Flags {
+		if flag.Pattern == other && flag.field == field.Name {
+			option = flag.Option
+		}
+	}
+	return &OptionError{Option: option, Value: value,
+		Reason: fmt.Sprintf("applies to the %s pattern only (this is the %s pattern)", other, pattern)}
+}
+
+// firstSetField returns the first field of the struct group that is not
+// its zero value: what the flags' probe and the pattern check both look for.
+func firstSetField(group reflect.Value) (reflect.StructField, bool) {
+	for i := range group.NumField() {
+		if !group.Field(i).IsZero() {
+			return group.Type().Field(i), true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 func resolveReserve(r resolved) (resolved, error) {

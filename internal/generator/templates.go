@@ -10,22 +10,26 @@ type Template struct {
 	Options Options
 }
 
-// Templates lists the committed templates: the defaults and each mode.
-var Templates = []Template{
-	{Name: "default", Options: Options{}},
-	{Name: "crypto-node", Options: Options{Hashing: HashingCryptoNode}},
-	{Name: "lease", Options: Options{ReserveOptions: ReserveOptions{Guard: GuardLease}}},
-	{Name: "transactional", Options: Options{ReserveOptions: ReserveOptions{Guard: GuardTransactional}}},
-	{Name: "keysvc", Options: Options{Hashing: HashingKeysvc}},
-	{Name: "node", Options: Options{Hashing: HashingNode}},
-	{Name: "node-lease", Options: Options{Hashing: HashingNode, ReserveOptions: ReserveOptions{Guard: GuardLease}}},
-	{Name: "verify-stripe", Options: Options{Verify: "stripe"}},
-	{Name: "inbox", Options: Options{Pattern: PatternInbox}},
-	{Name: "inbox-keysvc", Options: Options{Pattern: PatternInbox, InboxOptions: InboxOptions{Receiver: ReceiverKeysvc}}},
-	{Name: "inbox-stripe-subscriptions", Options: Options{Pattern: PatternInbox, InboxOptions: InboxOptions{Rules: preset("stripe-subscriptions")}}},
-	{Name: "inbox-shopify-orders", Options: Options{Pattern: PatternInbox, InboxOptions: InboxOptions{Rules: preset("shopify-orders")}}},
-	{Name: "inbox-github-deployments", Options: Options{Pattern: PatternInbox, InboxOptions: InboxOptions{Rules: preset("github-deployments")}}},
-	{Name: "inbox-standardwebhooks-generic", Options: Options{Pattern: PatternInbox, InboxOptions: InboxOptions{Rules: preset("standardwebhooks-generic")}}},
+// Templates lists the committed templates: the defaults and each mode. It
+// is a function so that the rules presets it parses are parsed only for the
+// templates' tests and generator, not at every start of the CLI.
+func Templates() []Template {
+	return []Template{
+		{Name: "default", Options: Options{}},
+		{Name: "crypto-node", Options: Options{Hashing: HashingCryptoNode}},
+		{Name: "lease", Options: Options{ReserveOptions: ReserveOptions{Guard: GuardLease}}},
+		{Name: "transactional", Options: Options{ReserveOptions: ReserveOptions{Guard: GuardTransactional}}},
+		{Name: "keysvc", Options: Options{Hashing: HashingKeysvc}},
+		{Name: "node", Options: Options{Hashing: HashingNode}},
+		{Name: "node-lease", Options: Options{Hashing: HashingNode, ReserveOptions: ReserveOptions{Guard: GuardLease}}},
+		{Name: "verify-stripe", Options: Options{Verify: "stripe"}},
+		{Name: "inbox", Options: Options{Pattern: PatternInbox}},
+		{Name: "inbox-keysvc", Options: Options{Pattern: PatternInbox, InboxOptions: InboxOptions{Receiver: ReceiverKeysvc}}},
+		{Name: "inbox-stripe-subscriptions", Options: Options{Pattern: PatternInbox, InboxOptions: InboxOptions{Rules: preset("stripe-subscriptions")}}},
+		{Name: "inbox-shopify-orders", Options: Options{Pattern: PatternInbox, InboxOptions: InboxOptions{Rules: preset("shopify-orders")}}},
+		{Name: "inbox-github-deployments", Options: Options{Pattern: PatternInbox, InboxOptions: InboxOptions{Rules: preset("github-deployments")}}},
+		{Name: "inbox-standardwebhooks-generic", Options: Options{Pattern: PatternInbox, InboxOptions: InboxOptions{Rules: preset("standardwebhooks-generic")}}},
+	}
 }
 
 // preset is a rules preset for a template. The presets are embedded and

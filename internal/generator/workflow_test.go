@@ -580,7 +580,7 @@ func TestNodesDoNotOverlap(t *testing.T) {
 		{Pattern: generator.PatternInbox, Verify: "shopify"},
 		{Pattern: generator.PatternInbox, InboxOptions: generator.InboxOptions{Receiver: generator.ReceiverKeysvc}},
 	}
-	for _, tpl := range generator.Templates {
+	for _, tpl := range generator.Templates() {
 		options = append(options, tpl.Options)
 	}
 	for _, o := range options {

@@ -1,5 +1,5 @@
 // Command gentemplates regenerates templates/workflows from
-// generator.Templates. Run it with `go generate ./internal/generator` from the module
+// generator.Templates(). Run it with `go generate ./internal/generator` from the module
 // root; the generator's golden test fails until it is run after a change.
 package main
 
@@ -14,7 +14,7 @@ import (
 func main() {
 	// go generate runs in the package folder, generator/.
 	root := filepath.Join("..", "..")
-	for _, tpl := range generator.Templates {
+	for _, tpl := range generator.Templates() {
 		files, err := generator.Files(tpl.Options)
 		if err != nil {
 			fail(err)
