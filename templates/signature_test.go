@@ -42,8 +42,8 @@ type sigHarnessCase struct {
 	Headers  map[string]string `json:"headers"`
 }
 
-// The workflow's three-step signature check (two Code node scripts around
-// n8n's Crypto node) reaches the same verdict as package signature on every
+// The workflow's three-step signature check (a Code node script, n8n's
+// Crypto node, an If node's expression) reaches the same verdict as package signature on every
 // case, with the same reason code.
 func TestSignatureScriptsAgreeWithGo(t *testing.T) {
 	now := time.Unix(1_750_000_000, 0)
@@ -123,8 +123,8 @@ type sigVerdict struct {
 func runSignatureCheck(t *testing.T, cases []sigCase) []sigVerdict {
 	t.Helper()
 	dir := t.TempDir()
-	checkFile := filepath.Join(dir, "check.js")
-	if err := os.WriteFile(checkFile, []byte(templates.SignatureCheckScript), 0o600); err != nil {
+	checkFile := filepath.Join(dir, "signature-valid.js")
+	if err := os.WriteFile(checkFile, []byte(templates.SignatureValidExpression), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var hcases []sigHarnessCase

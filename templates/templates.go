@@ -49,11 +49,20 @@ var CryptoIDExpression = strings.TrimSuffix(cryptoIDExpression, "\n")
 //go:embed expressions/crypto-id.js
 var cryptoIDExpression string
 
-// SignatureCheckScript is the third step of a signature check in a
-// workflow; see code-node/signature-check.js.
-//
-//go:embed code-node/signature-check.js
-var SignatureCheckScript string
+// SignatureValidExpression is the last step of a signature check in a
+// workflow, an n8n expression for the "Signature Valid?" If node: true when
+// the request's signature check was prepared without a fault
+// ($json.signatureCheck, from SignaturePrepareScript) and one of the
+// signatures it carries equals the HMAC n8n's Crypto node computed
+// ($json.expectedSignature). Each candidate of the right length is compared
+// in full, character by character, and every candidate is compared, so the
+// time taken does not tell how much of a forged signature was right. An
+// expression runs in n8n's own process, where a Code node would cost a trip
+// to the task runner on every delivery.
+var SignatureValidExpression = strings.TrimSuffix(signatureValidExpression, "\n")
+
+//go:embed expressions/signature-valid.js
+var signatureValidExpression string
 
 //go:embed code-node/signature-prepare.js
 var signaturePrepareScript string

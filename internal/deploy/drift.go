@@ -17,7 +17,7 @@ var nodeGroups = []struct {
 	nodes []string
 	what  string
 }{
-	{[]string{"Prepare Signature Check", "Compute Signature", "Check Signature", "Signature Valid?"}, "no signature check in front of the key"},
+	{[]string{"Prepare Signature Check", "Compute Signature", "Signature Valid?"}, "no signature check in front of the key"},
 }
 
 // Drift lists how got (a workflow as n8n holds it) differs from want (as

@@ -9,7 +9,6 @@ import (
 const (
 	NodePrepareSignature = "Prepare Signature Check"
 	NodeComputeSignature = "Compute Signature"
-	NodeCheckSignature   = "Check Signature"
 	NodeSignatureValid   = "Signature Valid?"
 	NodeRespond401       = "Respond 401 invalid signature"
 )
@@ -17,9 +16,11 @@ const (
 // addVerifyNodes checks the provider's signature before anything else: a
 // forged request never reaches the key step, so it cannot reserve a real
 // event id. The HMAC is computed by n8n's Crypto node with the secret of an
-// encrypted Crypto credential; the Code nodes on either side see the raw
-// body and the headers, never the secret. It returns the node that passes
-// verified requests on: the Webhook itself when r verifies nothing.
+// encrypted Crypto credential; the Code node before it sees the raw body and
+// the headers, never the secret, and an expression in the If node after it
+// compares the signatures (templates.SignatureValidExpression). It returns
+// the node that passes verified requests on: the Webhook itself when r
+// verifies nothing.
 func addVerifyNodes(g *graph, r resolved) (string, error) {
 	return addVerifyNodesAnswering(g, r, respondNode)
 }
@@ -46,18 +47,19 @@ func addVerifyNodesAnswering(g *graph, r resolved, answer answerer) (string, err
 			"dataPropertyName": "expectedSignature",
 			"encoding":         p.WorkflowHMAC,
 		}})
-	g.add(node{Name: NodeCheckSignature, Type: typeCode, Position: g.at(3, 0), Parameters: map[string]any{
-		"mode": "runOnceForAllItems", "language": "javaScript", "jsCode": templates.SignatureCheckScript,
-	}})
-	g.add(ifNode(g, NodeSignatureValid, g.at(4, 0), "={{ $json.signature.valid }}",
+	g.add(ifNode(g, NodeSignatureValid, g.at(3, 0), "={{ "+templates.SignatureValidExpression+" }}",
 		opBooleanTrue, ""))
-	rejected := g.addNode(answer(NodeRespond401, g.at(5, 2), 401,
-		"={{ JSON.stringify({ status: 'rejected', code: $json.signature.code, error: $json.signature.reason }) }}"))
+	rejected := g.addNode(answer(NodeRespond401, g.at(4, 2), 401, signatureRejection))
 	g.connect(NodeWebhook, 0, NodePrepareSignature)
 	g.connect(NodePrepareSignature, 0, NodeComputeSignature)
-	g.connect(NodeComputeSignature, 0, NodeCheckSignature)
-	g.connect(NodeCheckSignature, 0, NodeSignatureValid)
+	g.connect(NodeComputeSignature, 0, NodeSignatureValid)
 	g.connect(NodeSignatureValid, 1, rejected)
-	g.col += 4
+	g.col += 3
 	return NodeSignatureValid, nil
 }
+
+// signatureRejection is the 401's body: the prepared check's own fault
+// (a header missing or malformed, a stale timestamp), else no match.
+const signatureRejection = "={{ JSON.stringify({ status: 'rejected', " +
+	"code: $json.signatureCheck?.code || 'invalid_signature', " +
+	"error: $json.signatureCheck?.reason || 'no signature matches the body and secret' }) }}"

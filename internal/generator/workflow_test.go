@@ -438,8 +438,10 @@ func TestVerifyWorkflow(t *testing.T) {
 	checkEveryPathAnswers(t, w)
 	w.wantEdge("Webhook", 0, "Prepare Signature Check")
 	w.wantEdge("Prepare Signature Check", 0, "Compute Signature")
-	w.wantEdge("Compute Signature", 0, "Check Signature")
-	w.wantEdge("Check Signature", 0, "Signature Valid?")
+	w.wantEdge("Compute Signature", 0, "Signature Valid?")
+	if got := w.node("Signature Valid?").Get("parameters.conditions.conditions.0.leftValue").String(); got != "={{ "+templates.SignatureValidExpression+" }}" {
+		t.Errorf("Signature Valid? tests %s, not the signature expression", got)
+	}
 	w.wantEdge("Signature Valid?", 0, "Build Idempotency Key")
 	w.wantEdge("Signature Valid?", 1, "Respond 401 invalid signature")
 	compute := w.node("Compute Signature")

@@ -1,9 +1,12 @@
 // Runs the three steps of a workflow signature check the way n8n would:
 // signature-prepare.js (Code node), then the Crypto node's HMAC-SHA256 of
-// signatureCheck.payload with the credential's secret, then
-// signature-check.js (Code node). Usage: node signature-harness.js CASES.json
-// where CASES.json is [{prepare: FILE, check: FILE, secret, encoding, nowMs,
-// body: BASE64, headers}]. Prints [{valid, code}].
+// signatureCheck.payload with the credential's secret, then the "Signature
+// Valid?" If node's expression (expressions/signature-valid.js) and, when it
+// is false, the reason code the 401 answers with (the prepared check's code,
+// else invalid_signature; internal/generator's signatureRejection).
+// Usage: node signature-harness.js CASES.json where CASES.json is [{prepare:
+// FILE, check: FILE (the expression), secret, encoding, nowMs, body: BASE64,
+// headers}]. Prints [{valid, code, bodyKept}].
 'use strict';
 const fs = require('fs');
 const nodeCrypto = require('crypto');
@@ -34,9 +37,12 @@ async function main() {
         }),
         binary: it.binary,
       }));
-      const checked = await runScript(c.check, hashed, [buf]);
-      const bodyKept = checked[0].binary && checked[0].binary.data && checked[0].binary.data.data === c.body;
-      results.push({ valid: checked[0].json.signature.valid, code: checked[0].json.signature.code, bodyKept });
+      const json = hashed[0].json;
+      const valid = new Function('$json', 'return (' + fs.readFileSync(c.check, 'utf8') + ');')(json);
+      if (typeof valid !== 'boolean') throw new Error('the expression gave ' + JSON.stringify(valid) + ', not a boolean');
+      const code = valid ? '' : (json.signatureCheck && json.signatureCheck.code) || 'invalid_signature';
+      const bodyKept = hashed[0].binary && hashed[0].binary.data && hashed[0].binary.data.data === c.body;
+      results.push({ valid, code, bodyKept });
     } catch (e) {
       results.push({ valid: false, code: 'threw: ' + String(e && e.message) });
     } finally {
