@@ -72,7 +72,7 @@ func TestSignaturePrepareKnowsTheProviders(t *testing.T) {
 		}
 		cases = append(cases, sigCase{name: p.Name, provider: signature.Provider(p.Name), secret: secret, body: body, headers: headers, now: now})
 	}
-	results := runSignatureCheck(t, cases)
+	results := runSignatureCheck(t, cases, prepareScript)
 	for i, p := range provider.All {
 		got := results[i]
 		switch {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/signature"
 	"github.com/idemhook/idemhook/signature/provider"
 	"github.com/idemhook/idemhook/templates"
@@ -46,6 +47,47 @@ type sigHarnessCase struct {
 // Crypto node, an If node's expression) reaches the same verdict as package signature on every
 // case, with the same reason code.
 func TestSignatureScriptsAgreeWithGo(t *testing.T) {
+	cases := signatureCases()
+	results := runSignatureCheck(t, cases, prepareScript)
+	for i, c := range cases {
+		if got := results[i]; checkVerdict(t, c, got) && !got.BodyKept {
+			t.Errorf("%s: the raw body did not travel through the check", c.name)
+		}
+	}
+}
+
+// The inbox receiver prepares the check in its receipt's Code node
+// (templates.SignedReceiptScript): the same verdicts, and each receipt
+// carries the key package eventkey derives and the body's exact bytes.
+func TestSignedReceiptAgreesWithGo(t *testing.T) {
+	cases := signatureCases()
+	results := runSignatureCheck(t, cases, func(c sigCase) (string, error) {
+		return templates.SignedReceiptScript(templates.Receipt{DefaultAccount: "default"}, string(c.provider), 300)
+	})
+	for i, c := range cases {
+		got := results[i]
+		checkVerdict(t, c, got)
+		want, err := eventkey.Derive(c.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Key != want.String() {
+			t.Errorf("%s: the receipt's key is %q, want %q", c.name, got.Key, want)
+		}
+		if got.Body != base64.StdEncoding.EncodeToString(c.body) {
+			t.Errorf("%s: the receipt's body is %q, not the request's bytes", c.name, got.Body)
+		}
+	}
+}
+
+// prepareScript is the first step of the reserve pattern's check.
+func prepareScript(c sigCase) (string, error) {
+	return templates.SignaturePrepareScript(string(c.provider), 300)
+}
+
+// signatureCases are requests signed right and wrong for each provider a
+// workflow checks.
+func signatureCases() []sigCase {
 	now := time.Unix(1_750_000_000, 0)
 	stripeBody := []byte(`{"id":"evt_sig_1","type":"charge.succeeded"}`)
 	stripeSig := func(secret string, at time.Time) string {
@@ -60,7 +102,7 @@ func TestSignatureScriptsAgreeWithGo(t *testing.T) {
 	github := map[string]string{"x-hub-signature-256": "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"}
 	rolled := stripeSig("whsec_new", now) + ",v1=" + stripeSig("whsec_old", now)[len("t=1750000000,v1="):]
 
-	cases := []sigCase{
+	return []sigCase{
 		{"stripe valid", "stripe", "whsec_new", stripeBody, map[string]string{"stripe-signature": stripeSig("whsec_new", now)}, now, ""},
 		{"stripe during a roll", "stripe", "whsec_new", stripeBody, map[string]string{"stripe-signature": rolled}, now, ""},
 		{"stripe forged", "stripe", "whsec_new", stripeBody, map[string]string{"stripe-signature": stripeSig("whsec_attacker", now)}, now, ""},
@@ -84,24 +126,25 @@ func TestSignatureScriptsAgreeWithGo(t *testing.T) {
 		{"slack missing timestamp", "slack", "8f742231b10e8888abcd99yyyzzz85a5", slackBody, map[string]string{"x-slack-signature": slackHeaders["x-slack-signature"]}, time.Unix(1531420618, 0), ""},
 	}
 
-	results := runSignatureCheck(t, cases)
-	for i, c := range cases {
-		h := http.Header{}
-		for k, v := range c.headers {
-			h.Set(k, v)
-		}
-		want := signature.Code(c.provider.Verify(h, c.body, []string{c.secret}, signature.Options{Now: c.now}))
-		if c.jsCode != "" {
-			want = c.jsCode
-		}
-		got := results[i]
-		if got.Valid != (want == "") || got.Code != want {
-			t.Errorf("%s: workflow says valid=%v code=%q, want code %q", c.name, got.Valid, got.Code, want)
-		}
-		if !got.BodyKept {
-			t.Errorf("%s: the raw body did not travel through the check", c.name)
-		}
+}
+
+// checkVerdict reports whether the workflow's verdict is package
+// signature's, with the same reason code.
+func checkVerdict(t *testing.T, c sigCase, got sigVerdict) bool {
+	t.Helper()
+	h := http.Header{}
+	for k, v := range c.headers {
+		h.Set(k, v)
 	}
+	want := signature.Code(c.provider.Verify(h, c.body, []string{c.secret}, signature.Options{Now: c.now}))
+	if c.jsCode != "" {
+		want = c.jsCode
+	}
+	if got.Valid != (want == "") || got.Code != want {
+		t.Errorf("%s: workflow says valid=%v code=%q, want code %q", c.name, got.Valid, got.Code, want)
+		return false
+	}
+	return true
 }
 
 func hmacHex(secret string, body []byte) string {
@@ -114,13 +157,17 @@ type sigVerdict struct {
 	Valid    bool   `json:"valid"`
 	Code     string `json:"code"`
 	BodyKept bool   `json:"bodyKept"`
+	// Key and Body are the receipt's, when the first step builds one.
+	Key  string `json:"key"`
+	Body string `json:"body"`
 }
 
 // runSignatureCheck runs each case through the workflow's signature check
-// (testdata/signature-harness.js), the Crypto node encoding its HMAC as
+// (testdata/signature-harness.js), its first step the script prepare
+// returns, the Crypto node encoding its HMAC as
 // package provider's table says (hex for a provider a workflow cannot
 // check).
-func runSignatureCheck(t *testing.T, cases []sigCase) []sigVerdict {
+func runSignatureCheck(t *testing.T, cases []sigCase, prepare func(sigCase) (string, error)) []sigVerdict {
 	t.Helper()
 	dir := t.TempDir()
 	checkFile := filepath.Join(dir, "signature-valid.js")
@@ -129,7 +176,7 @@ func runSignatureCheck(t *testing.T, cases []sigCase) []sigVerdict {
 	}
 	var hcases []sigHarnessCase
 	for i, c := range cases {
-		src, err := templates.SignaturePrepareScript(string(c.provider), 300)
+		src, err := prepare(c)
 		if err != nil {
 			t.Fatal(err)
 		}

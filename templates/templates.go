@@ -160,3 +160,31 @@ func KeyScript(preset, scope string) (string, error) {
 		scopeLine:  "const SCOPE = " + string(s) + ";",
 	})
 }
+
+// SignedReceiptScript is the inbox receiver's Code node when it verifies
+// signatures: the receipt (ReceiptScript) and the first step of the
+// signature check (SignaturePrepareScript for provider) over the same items
+// in one Code node, so that a delivery makes one trip to n8n's task runner
+// instead of two. Each script runs unchanged as a function of its own; the
+// receipt's items come out with the check's signatureCheck added. Nothing
+// is saved before the If node after the Crypto node has found the
+// signature valid.
+func SignedReceiptScript(r Receipt, provider string, toleranceSeconds int) (string, error) {
+	receipt, err := ReceiptScript(r)
+	if err != nil {
+		return "", err
+	}
+	prepare, err := SignaturePrepareScript(provider, toleranceSeconds)
+	if err != nil {
+		return "", err
+	}
+	return "// idemhook: the inbox receipt and its signature check's first step, in one Code node\n" +
+		"// (one trip to n8n's task runner instead of two). The check's payload goes to\n" +
+		"// the Crypto node; the receipt is saved only after \"Signature Valid?\".\n" +
+		"const signatureChecks = await (async () => {\n" + prepare + "})();\n" +
+		"const receipts = await (async () => {\n" + receipt + "})();\n" +
+		"return receipts.map((item, i) => ({\n" +
+		"  json: Object.assign(item.json, { signatureCheck: signatureChecks[i].json.signatureCheck }),\n" +
+		"  pairedItem: item.pairedItem,\n" +
+		"}));\n", nil
+}

@@ -162,24 +162,36 @@ func jsString(s string) string {
 // nothing.
 func receiverGraph(g *graph, r resolved, ids map[string]string) error {
 	g.add(webhookNode(g, r, true))
-	from, err := addVerifyNodes(g, r)
-	if err != nil {
-		return err
-	}
 	p := r.Rules.Provider
-	script, err := templates.ReceiptScript(templates.Receipt{
+	receipt := templates.Receipt{
 		Preset: r.Preset, Scope: r.Scope, DefaultAccount: r.Account, Headers: receiptHeaders(r),
 		TypeHeader: p.Type.Header, TypePath: p.Type.Body, AccountHeader: p.Account.Header, AccountPath: p.Account.Body,
-	})
+	}
+	// With a signature check, the receipt is built in the check's own Code
+	// node (one trip to the task runner per delivery, not two) and saved
+	// only once the check has passed.
+	var script string
+	var err error
+	if r.Verify == "" {
+		script, err = templates.ReceiptScript(receipt)
+	} else {
+		script, err = templates.SignedReceiptScript(receipt, r.Verify, int(r.Tolerance.Seconds()))
+	}
 	if err != nil {
 		return err
 	}
 	g.add(node{Name: NodeBuildReceipt, Type: typeCode, Position: g.at(1, 0), Parameters: map[string]any{
 		"mode": "runOnceForAllItems", "language": "javaScript", "jsCode": script,
 	}})
-	g.connect(from, 0, NodeBuildReceipt)
+	g.connect(NodeWebhook, 0, NodeBuildReceipt)
+	keyed := NodeBuildReceipt
+	if r.Verify != "" {
+		g.col++
+		keyed = addSignatureComparison(g, r, NodeBuildReceipt, respondNode)
+		g.col-- // the receipt's node is the check's first step: one column less
+	}
 	g.add(ifNode(g, NodeKeyBuilt, g.at(2, 0), "={{ $json.key }}", opStringNotEmpty, ""))
-	g.connect(NodeBuildReceipt, 0, NodeKeyBuilt)
+	g.connect(keyed, 0, NodeKeyBuilt)
 	g.add(respondNode(NodeRespond400, g.at(3, 2), 400,
 		`{"status":"rejected","error":"empty body: there is nothing to derive an idempotency key from"}`))
 	g.connect(NodeKeyBuilt, 1, NodeRespond400)

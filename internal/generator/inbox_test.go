@@ -73,8 +73,12 @@ func TestInboxReceiverOrder(t *testing.T) {
 	files, _ := inboxFiles(t, generator.Options{})
 	w := parse(t, files[generator.FileReceiver])
 	checkEveryPathAnswers(t, w)
-	w.wantEdge(generator.NodeWebhook, 0, generator.NodePrepareSignature)
-	w.wantEdge(generator.NodeSignatureValid, 0, generator.NodeBuildReceipt)
+	// The receipt's Code node also prepares the signature check (one trip to
+	// the task runner); the check's verdict comes before the save.
+	w.wantEdge(generator.NodeWebhook, 0, generator.NodeBuildReceipt)
+	w.wantEdge(generator.NodeBuildReceipt, 0, generator.NodeComputeSignature)
+	w.wantEdge(generator.NodeComputeSignature, 0, generator.NodeSignatureValid)
+	w.wantEdge(generator.NodeSignatureValid, 0, generator.NodeKeyBuilt)
 	w.wantEdge(generator.NodeSignatureValid, 1, generator.NodeRespond401)
 	w.wantEdge(generator.NodeKeyBuilt, 0, generator.NodeSaveReceipt)
 	w.wantEdge(generator.NodeSaveReceipt, 0, generator.NodeRespondReceipt)
@@ -96,7 +100,7 @@ func TestInboxReceiverOrder(t *testing.T) {
 		t.Errorf("the receiver starts a worker for every receipt, not only when none drains")
 	}
 	script := w.node(generator.NodeBuildReceipt).Get("parameters.jsCode").String()
-	for _, line := range []string{"const RECEIPT = true;", `const PRESET = "stripe";`, `"stripe-signature"`, `"content-type"`} {
+	for _, line := range []string{"const RECEIPT = true;", `const PRESET = "stripe";`, `"stripe-signature"`, `"content-type"`, `const PROVIDER = "stripe";`} {
 		if !strings.Contains(script, line) {
 			t.Errorf("the receipt script lacks %s", line)
 		}

@@ -37,8 +37,18 @@ func addVerifyNodesAnswering(g *graph, r resolved, answer answerer) (string, err
 	g.add(node{Name: NodePrepareSignature, Type: typeCode, Position: g.at(1, 0), Parameters: map[string]any{
 		"mode": "runOnceForAllItems", "language": "javaScript", "jsCode": prepare,
 	}})
+	g.connect(NodeWebhook, 0, NodePrepareSignature)
+	g.col++
+	return addSignatureComparison(g, r, NodePrepareSignature, answer), nil
+}
+
+// addSignatureComparison adds the check's last two steps after prepared, the
+// node whose items carry $json.signatureCheck: n8n's Crypto node computes
+// the HMAC, the If node compares it. It returns the If node, whose first
+// output passes verified requests on.
+func addSignatureComparison(g *graph, r resolved, prepared string, answer answerer) string {
 	p, _ := provider.Lookup(r.Verify) // Validate parsed it
-	g.add(node{Name: NodeComputeSignature, Type: typeCrypto, Position: g.at(2, 0),
+	g.add(node{Name: NodeComputeSignature, Type: typeCrypto, Position: g.at(1, 0),
 		Credentials: map[string]credentialRef{"crypto": {Name: r.VerifyCredential}},
 		Parameters: map[string]any{
 			"action":           "hmac",
@@ -47,15 +57,14 @@ func addVerifyNodesAnswering(g *graph, r resolved, answer answerer) (string, err
 			"dataPropertyName": "expectedSignature",
 			"encoding":         p.WorkflowHMAC,
 		}})
-	g.add(ifNode(g, NodeSignatureValid, g.at(3, 0), "={{ "+templates.SignatureValidExpression+" }}",
+	g.add(ifNode(g, NodeSignatureValid, g.at(2, 0), "={{ "+templates.SignatureValidExpression+" }}",
 		opBooleanTrue, ""))
-	rejected := g.addNode(answer(NodeRespond401, g.at(4, 2), 401, signatureRejection))
-	g.connect(NodeWebhook, 0, NodePrepareSignature)
-	g.connect(NodePrepareSignature, 0, NodeComputeSignature)
+	rejected := g.addNode(answer(NodeRespond401, g.at(3, 2), 401, signatureRejection))
+	g.connect(prepared, 0, NodeComputeSignature)
 	g.connect(NodeComputeSignature, 0, NodeSignatureValid)
 	g.connect(NodeSignatureValid, 1, rejected)
-	g.col += 3
-	return NodeSignatureValid, nil
+	g.col += 2
+	return NodeSignatureValid
 }
 
 // signatureRejection is the 401's body: the prepared check's own fault

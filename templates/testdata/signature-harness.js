@@ -6,7 +6,8 @@
 // else invalid_signature; internal/generator's signatureRejection).
 // Usage: node signature-harness.js CASES.json where CASES.json is [{prepare:
 // FILE, check: FILE (the expression), secret, encoding, nowMs, body: BASE64,
-// headers}]. Prints [{valid, code, bodyKept}].
+// headers}]. Prints [{valid, code, bodyKept, key, body}], key and body those
+// of a receipt when the first step builds one.
 'use strict';
 const fs = require('fs');
 const nodeCrypto = require('crypto');
@@ -42,7 +43,7 @@ async function main() {
       if (typeof valid !== 'boolean') throw new Error('the expression gave ' + JSON.stringify(valid) + ', not a boolean');
       const code = valid ? '' : (json.signatureCheck && json.signatureCheck.code) || 'invalid_signature';
       const bodyKept = hashed[0].binary && hashed[0].binary.data && hashed[0].binary.data.data === c.body;
-      results.push({ valid, code, bodyKept });
+      results.push({ valid, code, bodyKept, key: json.key, body: json.body });
     } catch (e) {
       results.push({ valid: false, code: 'threw: ' + String(e && e.message) });
     } finally {
