@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -32,7 +33,8 @@ func part() string { return os.Getenv(partEnv) }
 
 // runParts runs the two parts and returns the exit code of the run.
 func runParts() int {
-	var out sync.Mutex
+	var out sync.Mutex // guards the output and failures
+	var failures []string
 	codes := make(chan int, 2)
 	for _, p := range []string{partOwn, partShared} {
 		cmd := exec.Command(os.Args[0], os.Args[1:]...)
@@ -49,9 +51,13 @@ func runParts() int {
 		go func() {
 			lines := bufio.NewScanner(r)
 			lines.Buffer(make([]byte, 64<<10), 4<<20)
+			var failure failureLines
 			for lines.Scan() {
 				out.Lock()
 				fmt.Printf("[%s] %s\n", p, lines.Text())
+				if failure.keep(lines.Text()) {
+					failures = append(failures, "["+p+"] "+lines.Text())
+				}
 				out.Unlock()
 			}
 			close(done)
@@ -74,5 +80,31 @@ func runParts() int {
 	if code == 0 {
 		fmt.Println("e2e: both parts passed")
 	}
+	// A CI log is often read from its end: name what failed there again.
+	if len(failures) > 0 {
+		fmt.Println("e2e: the failures above, again:")
+		for _, l := range failures {
+			fmt.Println(l)
+		}
+	}
 	return code
+}
+
+// failureLines picks a test's failure out of go test's output: each
+// "--- FAIL" line and up to maxFailureLines of the indented log under it.
+type failureLines struct{ left int }
+
+const maxFailureLines = 20
+
+func (f *failureLines) keep(line string) bool {
+	switch {
+	case strings.Contains(line, "--- FAIL"), strings.HasPrefix(line, "panic:"):
+		f.left = maxFailureLines
+		return true
+	case f.left > 0 && strings.HasPrefix(line, "    "):
+		f.left--
+		return true
+	}
+	f.left = 0
+	return false
 }
