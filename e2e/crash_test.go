@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -66,6 +67,26 @@ type crashTarget struct {
 	paths   []string // webhook paths, to wait for after an n8n restart
 
 	sent, acked, unacked atomic.Int64
+	// answered[i] is set when a delivery of event i was acknowledged by
+	// the workflow's own answer (a Respond node's body, which names a
+	// status). n8n itself answers 2xx in a few cases without one: when an
+	// execution it started returns no run data, or ends in responseNode
+	// mode without reaching a Respond node ("Workflow executed successfully
+	// but no data was returned"), which happens when its own database goes
+	// away mid-execution. A provider takes that 2xx as delivered; the
+	// pattern never saw it. Those are counted apart, in n8nAcked.
+	answered []atomic.Bool
+	n8nAcked atomic.Int64
+	n8nBody  atomic.Pointer[string]
+}
+
+// answeredByWorkflow reports whether r is one of the generated workflow's
+// own answers: every Respond node writes a JSON body with a status.
+func answeredByWorkflow(r response) bool {
+	var answer struct {
+		Status string `json:"status"`
+	}
+	return json.Unmarshal([]byte(r.body), &answer) == nil && answer.Status != ""
 }
 
 // crashTargets deploys the reserve, lease and transactional guards and the
@@ -174,6 +195,7 @@ func loadWithFault(t *testing.T, targets []*crashTarget, fault string, do func()
 	var acked atomic.Int64
 	var wg sync.WaitGroup
 	for _, tg := range targets {
+		tg.answered = make([]atomic.Bool, crashEvents)
 		jobs := make(chan int, 2*crashEvents)
 		for i := range crashEvents {
 			jobs <- i
@@ -188,9 +210,15 @@ func loadWithFault(t *testing.T, targets []*crashTarget, fault string, do func()
 				defer wg.Done()
 				for i := range jobs {
 					tg.sent.Add(1)
-					if _, ok := deliverLikeProvider(func() response { return tg.attempt(i) }); ok {
+					if r, ok := deliverLikeProvider(func() response { return tg.attempt(i) }); ok {
 						tg.acked.Add(1)
 						acked.Add(1)
+						if answeredByWorkflow(r) {
+							tg.answered[i].Store(true)
+						} else {
+							tg.n8nAcked.Add(1)
+							tg.n8nBody.CompareAndSwap(nil, &r.body)
+						}
 					} else {
 						tg.unacked.Add(1)
 					}
@@ -217,17 +245,26 @@ func loadWithFault(t *testing.T, targets []*crashTarget, fault string, do func()
 	for _, tg := range targets {
 		tg.settle(t)
 		perEvent := tg.effects(t)
-		effects, duplicates, lost := 0, 0, 0
+		// An event none of whose deliveries the workflow answered, only
+		// n8n, is n8n's loss (answered), not the pattern's.
+		effects, duplicates, lost, lostToN8n := 0, 0, 0, 0
 		for i := range crashEvents {
 			n := perEvent[i]
 			effects += n
 			duplicates += max(n-1, 0)
-			if n == 0 {
+			switch {
+			case n == 0 && tg.answered[i].Load():
 				lost++
+			case n == 0:
+				lostToN8n++
 			}
 		}
 		t.Logf("%-13s %s: sent %d, acknowledged %d, never acknowledged %d; events %d, effects %d, duplicates %d, lost %d",
 			tg.name, fault, tg.sent.Load(), tg.acked.Load(), tg.unacked.Load(), crashEvents, effects, duplicates, lost)
+		if n := tg.n8nAcked.Load(); n > 0 {
+			t.Logf("%-13s %s: n8n acknowledged %d deliveries without the workflow's answer (first: %.120q); %d events had no other acknowledgement and no effect",
+				tg.name, fault, n, *tg.n8nBody.Load(), lostToN8n)
+		}
 		if tg.unacked.Load() != 0 {
 			t.Errorf("%s: %d deliveries were never acknowledged within the provider's retries", tg.name, tg.unacked.Load())
 		}
