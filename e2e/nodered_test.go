@@ -552,6 +552,7 @@ func TestNodeREDBehindKeysvcInbox(t *testing.T) {
 // and the log holds no error), and the editor shows the flow (the
 // screenshot of docs/node-red.md).
 func TestNodeREDImportsTheGeneratedFlow(t *testing.T) {
+	needStack(t)
 	dir := t.TempDir()
 	if r := runIdemhook(t, "generate", "--target", "node-red", "--out", dir, "--path", "stripe-events", "--verify", "stripe", "--guard", "lease"); r.code != 0 {
 		t.Fatalf("idemhook generate: exit %d: %s", r.code, r.stderr)
