@@ -25,8 +25,20 @@ type reception struct {
 	start, end time.Time
 	status     int  // n8n's answer (502: n8n unreachable; 0: none yet)
 	answered   bool // keysvc was still there to hear it
-	header     http.Header
-	body       []byte
+	// hungUp is when keysvc closed the call (killed, or its timeout or
+	// lease fence ended it); zero while it waits.
+	hungUp time.Time
+	header http.Header
+	body   []byte
+}
+
+// openUntil is when keysvc's side of this forward ended: it hung up, or
+// heard the answer. Zero while it is still open.
+func (r reception) openUntil() time.Time {
+	if !r.hungUp.IsZero() && (r.end.IsZero() || r.hungUp.Before(r.end)) {
+		return r.hungUp
+	}
+	return r.end
 }
 
 // mayBeDone says whether the target may have taken this forward: it
@@ -84,6 +96,13 @@ func newTargetProxy(t *testing.T, backend func(ctx context.Context, header http.
 		n := len(p.got)
 		p.got = append(p.got, reception{id: r.Header.Get("X-Idemhook-Inbox-Id"), key: r.Header.Get("Idempotency-Key"), start: time.Now(), header: r.Header.Clone(), body: body})
 		p.mu.Unlock()
+		// The server ends the request's context when keysvc's connection
+		// closes: keysvc killed, or its call ended by its timeout or fence.
+		stopWatching := context.AfterFunc(r.Context(), func() {
+			p.mu.Lock()
+			p.got[n].hungUp = time.Now()
+			p.mu.Unlock()
+		})
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*time.Minute)
 		defer cancel()
 		status, answer := backend(ctx, r.Header.Clone(), body)
@@ -96,6 +115,7 @@ func newTargetProxy(t *testing.T, backend func(ctx context.Context, header http.
 				hook(r.Header.Get("X-Idemhook-Inbox-Id"))
 			}
 		}
+		stopWatching()
 		p.mu.Lock()
 		p.got[n].status, p.got[n].answered, p.got[n].end = status, r.Context().Err() == nil, time.Now()
 		p.mu.Unlock()
@@ -488,6 +508,12 @@ type forwardReport struct {
 	answers map[string]int // by status, or "not heard by keysvc"
 	resent  map[string]int // by cause
 	resends []string
+	// overlaps describes each forward that reached the target while an
+	// earlier one of its entry was still there; afterHangUp counts those
+	// whose earlier forward keysvc had already hung up on (the target still
+	// at work, keysvc no longer waiting).
+	overlaps    []string
+	afterHangUp int
 	// resentAfter is how long after each kill its re-sends reached the
 	// target.
 	resentAfter map[string][]time.Duration
@@ -498,8 +524,10 @@ type forwardReport struct {
 // reportForwards reads the entries whose event ids are like eventLike and
 // what proxy got of them. A re-send is a forward after one that keysvc
 // heard answered 2xx, or never heard answered; a forward after refusals
-// only is a retry; two forwards of one entry at once would be two keysvcs
-// delivering one job.
+// only is a retry. Two calls of one entry open in keysvc at once would be
+// two keysvcs delivering one job (overlapping); a forward while the target
+// still works on one keysvc hung up on (killed, timed out) is at least once
+// doing its job, and the target's key makes it harmless (afterHangUp).
 func reportForwards(t *testing.T, k keysvcInbox, proxy *targetProxy, eventLike string, faults []fault) forwardReport {
 	t.Helper()
 	r := forwardReport{keys: map[string]string{}, byEntry: map[string][]reception{}, answers: map[string]int{}, resent: map[string]int{},
@@ -535,8 +563,20 @@ func reportForwards(t *testing.T, k keysvcInbox, proxy *targetProxy, eventLike s
 			if i == 0 {
 				continue
 			}
-			if prev := got[i-1]; prev.end.IsZero() || rec.start.Before(prev.end) {
-				r.overlapping++
+			for _, earlier := range got[:i] {
+				if !earlier.end.IsZero() && !rec.start.Before(earlier.end) {
+					continue
+				}
+				kind := "keysvc's call still open"
+				if until := earlier.openUntil(); until.IsZero() || rec.start.Before(until) {
+					r.overlapping++
+				} else {
+					r.afterHangUp++
+					kind = fmt.Sprintf("keysvc had hung up at %s", until.Format("15:04:05.000"))
+				}
+				r.overlaps = append(r.overlaps, fmt.Sprintf("entry %s: forwarded at %s while the one of %s was at the target (answered %d at %s; %s)",
+					id, rec.start.Format("15:04:05.000"), earlier.start.Format("15:04:05.000"), earlier.status, earlier.end.Format("15:04:05.000"), kind))
+				break
 			}
 			var prev *reception
 			for j := i - 1; j >= 0; j-- {
@@ -790,13 +830,16 @@ WHERE kind = 'idemhook_inbox_delivery' AND state = 'completed' AND args->>'endpo
 			}
 		}
 		like := map[string]string{"stripe": "evt:evt_kf_%", "plain": "evt:evt_kp_%"}[endpoint]
-		t.Logf("%s: %d events; a 2xx recorded for %d; received by the target %d (%d forwards, answers %v); re-sent %v; retried after a refusal %d; two forwards of one entry at once %d; lost %d",
-			endpoint, len(ackedEvents[endpoint]), forwarded(like), r.received, r.receptions, r.answers, r.resent, r.retried, r.overlapping, lost)
+		t.Logf("%s: %d events; a 2xx recorded for %d; received by the target %d (%d forwards, answers %v); re-sent %v; retried after a refusal %d; two calls of one entry open at once %d; a forward while the target still worked on one keysvc had hung up on %d; lost %d",
+			endpoint, len(ackedEvents[endpoint]), forwarded(like), r.received, r.receptions, r.answers, r.resent, r.retried, r.overlapping, r.afterHangUp, lost)
 		for _, line := range r.resends {
 			t.Logf("  %s re-send: %s", endpoint, line)
 		}
+		for _, line := range r.overlaps {
+			t.Logf("  %s overlap: %s", endpoint, line)
+		}
 		if lost != 0 || r.unstable != 0 || r.overlapping != 0 {
-			t.Errorf("%s: %d acknowledged events never reached the target, %d forwards carried another key, %d overlapped another of their entry", endpoint, lost, r.unstable, r.overlapping)
+			t.Errorf("%s: %d acknowledged events never reached the target, %d forwards carried another key, %d calls opened while keysvc had another of their entry open", endpoint, lost, r.unstable, r.overlapping)
 		}
 		for _, f := range faults {
 			n, rescued := r.resent[f.what], rescuedAt[endpoint+": "+f.what]
