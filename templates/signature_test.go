@@ -36,6 +36,7 @@ type sigCase struct {
 type sigHarnessCase struct {
 	Prepare  string            `json:"prepare"`
 	Check    string            `json:"check"`
+	Reject   string            `json:"reject"`
 	Secret   string            `json:"secret"`
 	Encoding string            `json:"encoding"`
 	NowMs    int64             `json:"nowMs"`
@@ -44,8 +45,8 @@ type sigHarnessCase struct {
 }
 
 // The workflow's three-step signature check (a Code node script, n8n's
-// Crypto node, an If node's expression) reaches the same verdict as package signature on every
-// case, with the same reason code.
+// Crypto node, an If node's expression) reaches the same verdict as package
+// signature on every case, and its 401 the same reason code.
 func TestSignatureScriptsAgreeWithGo(t *testing.T) {
 	cases := signatureCases()
 	results := runSignatureCheck(t, cases, prepareScript)
@@ -58,7 +59,8 @@ func TestSignatureScriptsAgreeWithGo(t *testing.T) {
 
 // The inbox receiver prepares the check in its receipt's Code node
 // (templates.SignedReceiptScript): the same verdicts, and each receipt
-// carries the key package eventkey derives and the body's exact bytes.
+// carries the key package eventkey derives and the body's exact bytes, read
+// from n8n once.
 func TestSignedReceiptAgreesWithGo(t *testing.T) {
 	cases := signatureCases()
 	results := runSignatureCheck(t, cases, func(c sigCase) (string, error) {
@@ -76,6 +78,9 @@ func TestSignedReceiptAgreesWithGo(t *testing.T) {
 		}
 		if got.Body != base64.StdEncoding.EncodeToString(c.body) {
 			t.Errorf("%s: the receipt's body is %q, not the request's bytes", c.name, got.Body)
+		}
+		if got.Reads != 1 {
+			t.Errorf("%s: the body was read %d times, want once (each read is a call from the task runner to n8n)", c.name, got.Reads)
 		}
 	}
 }
@@ -160,6 +165,8 @@ type sigVerdict struct {
 	// Key and Body are the receipt's, when the first step builds one.
 	Key  string `json:"key"`
 	Body string `json:"body"`
+	// Reads counts the first step's reads of the body.
+	Reads int `json:"reads"`
 }
 
 // runSignatureCheck runs each case through the workflow's signature check
@@ -171,7 +178,11 @@ func runSignatureCheck(t *testing.T, cases []sigCase, prepare func(sigCase) (str
 	t.Helper()
 	dir := t.TempDir()
 	checkFile := filepath.Join(dir, "signature-valid.js")
+	rejectFile := filepath.Join(dir, "signature-rejection.js")
 	if err := os.WriteFile(checkFile, []byte(templates.SignatureValidExpression), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rejectFile, []byte(templates.SignatureRejectionExpression), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var hcases []sigHarnessCase
@@ -188,7 +199,7 @@ func runSignatureCheck(t *testing.T, cases []sigCase, prepare func(sigCase) (str
 		if p, _ := provider.Lookup(string(c.provider)); p.WorkflowHMAC != "" {
 			enc = p.WorkflowHMAC
 		}
-		hcases = append(hcases, sigHarnessCase{Prepare: prep, Check: checkFile, Secret: c.secret, Encoding: enc,
+		hcases = append(hcases, sigHarnessCase{Prepare: prep, Check: checkFile, Reject: rejectFile, Secret: c.secret, Encoding: enc,
 			NowMs: c.now.UnixMilli(), Body: base64.StdEncoding.EncodeToString(c.body), Headers: c.headers})
 	}
 	casesFile := filepath.Join(dir, "cases.json")

@@ -64,6 +64,14 @@ var SignatureValidExpression = strings.TrimSuffix(signatureValidExpression, "\n"
 //go:embed expressions/signature-valid.js
 var signatureValidExpression string
 
+// SignatureRejectionExpression is the n8n expression for the body of the
+// 401 a failed signature check answers: the prepared check's own fault (a
+// header missing or malformed, a stale timestamp), else no match.
+var SignatureRejectionExpression = strings.TrimSuffix(signatureRejectionExpression, "\n")
+
+//go:embed expressions/signature-rejection.js
+var signatureRejectionExpression string
+
 //go:embed code-node/signature-prepare.js
 var signaturePrepareScript string
 
@@ -181,8 +189,16 @@ func SignedReceiptScript(r Receipt, provider string, toleranceSeconds int) (stri
 	return "// idemhook: the inbox receipt and its signature check's first step, in one Code node\n" +
 		"// (one trip to n8n's task runner instead of two). The check's payload goes to\n" +
 		"// the Crypto node; the receipt is saved only after \"Signature Valid?\".\n" +
-		"const signatureChecks = await (async () => {\n" + prepare + "})();\n" +
-		"const receipts = await (async () => {\n" + receipt + "})();\n" +
+		"// Both steps read the body: each binary is fetched once, as every read is a\n" +
+		"// call from the task runner to n8n.\n" +
+		"const binaryReads = new Map();\n" +
+		"const readOnce = { helpers: { getBinaryDataBuffer: (i, name) => {\n" +
+		"  const at = i + '/' + name;\n" +
+		"  if (!binaryReads.has(at)) binaryReads.set(at, this.helpers.getBinaryDataBuffer(i, name));\n" +
+		"  return binaryReads.get(at);\n" +
+		"} } };\n" +
+		"const signatureChecks = await (async function () {\n" + prepare + "}).call(readOnce);\n" +
+		"const receipts = await (async function () {\n" + receipt + "}).call(readOnce);\n" +
 		"return receipts.map((item, i) => ({\n" +
 		"  json: Object.assign(item.json, { signatureCheck: signatureChecks[i].json.signatureCheck }),\n" +
 		"  pairedItem: item.pairedItem,\n" +

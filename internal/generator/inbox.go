@@ -184,44 +184,45 @@ func receiverGraph(g *graph, r resolved, ids map[string]string) error {
 		"mode": "runOnceForAllItems", "language": "javaScript", "jsCode": script,
 	}})
 	g.connect(NodeWebhook, 0, NodeBuildReceipt)
+	// From here on, columns count from the last node placed: the receipt's,
+	// or the check's If that follows it.
+	g.col = 1
 	keyed := NodeBuildReceipt
 	if r.Verify != "" {
-		g.col++
 		keyed = addSignatureComparison(g, r, NodeBuildReceipt, respondNode)
-		g.col-- // the receipt's node is the check's first step: one column less
 	}
-	g.add(ifNode(g, NodeKeyBuilt, g.at(2, 0), "={{ $json.key }}", opStringNotEmpty, ""))
+	g.add(ifNode(g, NodeKeyBuilt, g.at(1, 0), "={{ $json.key }}", opStringNotEmpty, ""))
 	g.connect(keyed, 0, NodeKeyBuilt)
-	g.add(respondNode(NodeRespond400, g.at(3, 2), 400,
+	g.add(respondNode(NodeRespond400, g.at(2, 2), 400,
 		`{"status":"rejected","error":"empty body: there is nothing to derive an idempotency key from"}`))
 	g.connect(NodeKeyBuilt, 1, NodeRespond400)
 
-	save := postgresNode(NodeSaveReceipt, g.at(3, 0), r.inbox.ReceiveAndWake(r.ClaimLease),
+	save := postgresNode(NodeSaveReceipt, g.at(2, 0), r.inbox.ReceiveAndWake(r.ClaimLease),
 		"={{ [ $json.account, $json.key, $json.eventType, $json.body, JSON.stringify($json.headers) ] }}", r.CredentialName)
 	save.OnError = "continueErrorOutput"
 	save.AlwaysOutputData = true
 	g.add(save)
 	g.connect(NodeKeyBuilt, 0, NodeSaveReceipt)
 	// Nothing was saved: the provider must retry.
-	g.add(respondNode(NodeRespond503Save, g.at(4, 1), 503,
+	g.add(respondNode(NodeRespond503Save, g.at(3, 1), 503,
 		`{"status":"unavailable","error":"the event could not be saved; retry later"}`, [2]string{"Retry-After", "5"}))
 	g.connect(NodeSaveReceipt, 1, NodeRespond503Save)
 
 	// A concurrent duplicate may return no row (see pgsql.Inbox.Receive):
 	// the node then outputs an empty item, answered as a duplicate.
-	g.add(respondNode(NodeRespondReceipt, g.at(4, 0), 200,
+	g.add(respondNode(NodeRespondReceipt, g.at(3, 0), 200,
 		"={{ JSON.stringify({ status: $json.new === true ? 'received' : 'duplicate', state: $json.state ?? null, inbox_id: $json.id ?? null, key: $('"+NodeBuildReceipt+"').item.json.key }) }}"))
 	g.connect(NodeSaveReceipt, 0, NodeRespondReceipt)
-	g.add(ifNode(g, NodeNewReceipt, g.at(5, 0), "={{ $('"+NodeSaveReceipt+"').item.json.new }}", opBooleanTrue, ""))
+	g.add(ifNode(g, NodeNewReceipt, g.at(4, 0), "={{ $('"+NodeSaveReceipt+"').item.json.new }}", opBooleanTrue, ""))
 	g.connect(NodeRespondReceipt, 0, NodeNewReceipt)
 	// A worker that drains already takes the new row: only a receipt that
 	// finds none draining starts one (pgsql.Inbox.ReceiveAndWake).
-	g.add(ifNode(g, NodeWorkerNeeded, g.at(6, 0), "={{ $('"+NodeSaveReceipt+"').item.json.wake }}", opBooleanTrue, ""))
+	g.add(ifNode(g, NodeWorkerNeeded, g.at(5, 0), "={{ $('"+NodeSaveReceipt+"').item.json.wake }}", opBooleanTrue, ""))
 	g.connect(NodeNewReceipt, 0, NodeWorkerNeeded)
 	// The provider has its answer; the worker runs in its own execution.
-	g.add(node{Name: NodeDrainItem, Type: typeSet, Position: g.at(7, 0), Parameters: drainItem(g.seed + "/handoff")})
+	g.add(node{Name: NodeDrainItem, Type: typeSet, Position: g.at(6, 0), Parameters: drainItem(g.seed + "/handoff")})
 	g.connect(NodeWorkerNeeded, 0, NodeDrainItem)
-	g.add(executeWorkflowNode(NodeHandOff, g.at(8, 0), ids[FileWorker], "once", false))
+	g.add(executeWorkflowNode(NodeHandOff, g.at(7, 0), ids[FileWorker], "once", false))
 	g.connect(NodeDrainItem, 0, NodeHandOff)
 	g.addNote(NodeWebhook, setupNote(r, "inbox.md")...)
 	g.addNote(NodeBuildReceipt, inboxNote(r, "Receiver: the receipt",

@@ -59,16 +59,10 @@ func addSignatureComparison(g *graph, r resolved, prepared string, answer answer
 		}})
 	g.add(ifNode(g, NodeSignatureValid, g.at(2, 0), "={{ "+templates.SignatureValidExpression+" }}",
 		opBooleanTrue, ""))
-	rejected := g.addNode(answer(NodeRespond401, g.at(3, 2), 401, signatureRejection))
+	rejected := g.addNode(answer(NodeRespond401, g.at(3, 2), 401, "={{ "+templates.SignatureRejectionExpression+" }}"))
 	g.connect(prepared, 0, NodeComputeSignature)
 	g.connect(NodeComputeSignature, 0, NodeSignatureValid)
 	g.connect(NodeSignatureValid, 1, rejected)
 	g.col += 2
 	return NodeSignatureValid
 }
-
-// signatureRejection is the 401's body: the prepared check's own fault
-// (a header missing or malformed, a stale timestamp), else no match.
-const signatureRejection = "={{ JSON.stringify({ status: 'rejected', " +
-	"code: $json.signatureCheck?.code || 'invalid_signature', " +
-	"error: $json.signatureCheck?.reason || 'no signature matches the body and secret' }) }}"
