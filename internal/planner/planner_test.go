@@ -35,6 +35,25 @@ import (
 	"github.com/idemhook/idemhook/internal/rules"
 )
 
+// The committed module was generated from the sources as they are: a quick
+// check, run with -short too, so that a change to the key spec, the
+// generator or cmd/planner-wasm without `go generate ./internal/planner`
+// fails before the slow tests below find the page out of date.
+func TestCommittedModuleSourcesDigest(t *testing.T) {
+	recorded, err := os.ReadFile(wasmbuild.SourcesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, err := wasmbuild.SourcesDigest(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(recorded)); got != digest {
+		t.Errorf("internal/planner/web/%s was built from other sources (%s records %.12s, the sources give %.12s): run `go generate ./internal/planner`",
+			planner.WasmFile, wasmbuild.SourcesFile, got, digest)
+	}
+}
+
 // The committed module is what the sources build: after a change to the key
 // spec, the generator or cmd/planner-wasm, `go generate ./internal/planner` must run.
 func TestCommittedModuleMatchesSources(t *testing.T) {

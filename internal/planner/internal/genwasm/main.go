@@ -24,6 +24,10 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	digest, err := wasmbuild.SourcesDigest(filepath.Join("..", ".."))
+	if err != nil {
+		fail(err)
+	}
 	execJS, err := os.ReadFile(filepath.Join(runtime.GOROOT(), "lib", "wasm", "wasm_exec.js"))
 	if err != nil {
 		fail(err)
@@ -32,6 +36,7 @@ func main() {
 		filepath.Join("web", "idemhook.wasm.gz"): gz,
 		filepath.Join("web", "wasm_exec.js"):     execJS,
 		wasmbuild.ToolchainFile:                  []byte(runtime.Version() + "\n"),
+		wasmbuild.SourcesFile:                    []byte(digest + "\n"),
 	} {
 		if err := os.WriteFile(name, b, 0o644); err != nil {
 			fail(err)
