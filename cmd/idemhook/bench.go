@@ -24,7 +24,7 @@ func runBench(ctx context.Context, args []string, std stdio) error {
 	duration.Var(fs, &runFor, "duration", 10*time.Second, "`DURATION` of each throughput run")
 	deliveries := fs.Int("deliveries", 50, "`N` sequential deliveries per n8n workflow")
 	skipN8N := fs.Bool("skip-n8n", false, "leave out the n8n part")
-	pattern := fs.String("pattern", "", "`PATTERN` to measure instead: inbox (the inbox pattern in real n8n, and keysvc's inbox in front of it, against the same business write without an inbox; writes bench-inbox.md and bench-inbox.svg)")
+	pattern := fs.String("pattern", "", "`PATTERN` to measure instead: inbox (the inbox pattern in real n8n, and keysvc's inbox in front of it, against the same business write without an inbox, then n8n's own time per node over 50 deliveries of each; writes bench-inbox.md and bench-inbox.svg)")
 	senders := fs.String("senders", "1,2,4,8", "`LIST` of concurrent senders for --pattern inbox")
 	events := fs.Int("events", 150, "`N` events per run for --pattern inbox")
 	burst := fs.Int("burst", 1000, "`N` events sent at once for --pattern inbox, after the runs (0: none)")

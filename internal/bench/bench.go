@@ -80,6 +80,8 @@ type Report struct {
 	PostgreSQL string
 	N8N        string
 	Results    []Result
+	// NodeTimes are the inbox part's times per node, as n8n recorded them.
+	NodeTimes []NodeTime
 }
 
 func (o Options) withDefaults() Options {

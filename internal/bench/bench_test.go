@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemhook/idemhook/internal/generator"
 )
 
 func TestPercentilesAndRatios(t *testing.T) {
@@ -68,9 +70,11 @@ func TestInboxReportRenders(t *testing.T) {
 	if rs[1].Ratio != 0.75 || rs[3].Ratio != 2 {
 		t.Fatalf("ratios %v %v, want 0.75 and 2", rs[1].Ratio, rs[3].Ratio)
 	}
-	r := &Report{Date: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC), CPUs: 2, GoVersion: "go1.26", PostgreSQL: "16", N8N: "2.41.1", Results: rs}
+	r := &Report{Date: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC), CPUs: 2, GoVersion: "go1.26", PostgreSQL: "16", N8N: "2.41.1", Results: rs,
+		NodeTimes: []NodeTime{{Series: inboxN8N, Node: "Save Receipt", P50: 8500 * time.Microsecond, Runs: 50}, {Series: inboxN8N, P50: 40 * time.Millisecond, Runs: 50}}}
 	md := r.Markdown()
-	for _, want := range []string{"150 new events per run", "| series | senders | events/s to the effect | × without inbox | receipt p50 | receipt p95 | p50 × without inbox | n8n executions per event |",
+	for _, want := range []string{"150 new events per run", "p50 of 50 deliveries from one sender",
+		"| " + inboxN8N + " | Save Receipt | 8.5 ms |", "| " + inboxN8N + " | **all its nodes** | 40.0 ms |", "| series | senders | events/s to the effect | × without inbox | receipt p50 | receipt p95 | p50 × without inbox | n8n executions per event |",
 		"| " + inboxN8N + " | 2 | 30.0 /s | **0.75** | 60.00 ms | 88.00 ms | **1.20** | 1.10 |",
 		"A burst: 1000 events sent at once (16 senders)", "| " + inboxKeysvc + " | 20.0 s | 50.0 /s | **2.00** |  |  | 0.12 |"} {
 		if !strings.Contains(md, want) {
@@ -115,7 +119,7 @@ func TestInboxRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL, n8n and keysvc twice; not run with -short")
 	}
-	rep, err := Inbox(context.Background(), InboxOptions{Senders: []int{1}, Events: 5, Burst: 20, Progress: os.Stderr})
+	rep, err := Inbox(context.Background(), InboxOptions{Senders: []int{1}, Events: 5, Burst: 20, NodeSamples: 3, Progress: os.Stderr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,5 +141,20 @@ func TestInboxRun(t *testing.T) {
 	}
 	if r := got[partInbox+"/"+inboxN8N]; r.P50 <= 0 || r.P95 <= 0 || len(r.Latencies) != 5 {
 		t.Errorf("the receipt's wait was not measured for each of 5 deliveries: %+v", r)
+	}
+	// n8n's own time per node, read from the executions of the 3
+	// deliveries the workflows kept: the business write of each, the
+	// receipt's Code node, and each execution's total.
+	nodes := map[string]NodeTime{}
+	for _, n := range rep.NodeTimes {
+		nodes[n.Series+"/"+n.Node] = n
+	}
+	for _, want := range []string{inboxBaseline + "/Confirm the order", inboxBaseline + "/", inboxN8N + "/" + generator.NodeBuildReceipt, inboxN8N + "/" + generator.NodeSaveReceipt, inboxN8N + "/"} {
+		if n, ok := nodes[want]; !ok || n.Runs != 3 {
+			t.Errorf("no time of %q over 3 executions: %+v (all: %+v)", want, n, rep.NodeTimes)
+		}
+	}
+	if total, code := nodes[inboxN8N+"/"], nodes[inboxN8N+"/"+generator.NodeBuildReceipt]; total.P50 < code.P50 {
+		t.Errorf("the receiver's total %s is less than its Code node's %s", total.P50, code.P50)
 	}
 }

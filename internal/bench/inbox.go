@@ -28,8 +28,13 @@ type InboxOptions struct {
 	Events int
 	// Burst is the number of events sent at once (by BurstSenders
 	// senders) after the runs; default 1,000, -1 for none.
-	Burst    int
-	Progress io.Writer
+	Burst int
+	// NodeSamples is the number of deliveries, from one sender, whose
+	// executions n8n keeps so that their times per node are read (the
+	// receiver's and the workflow without inbox's); default 50, -1 for
+	// none.
+	NodeSamples int
+	Progress    io.Writer
 }
 
 // BurstSenders send a burst: as many deliveries in flight as a provider
@@ -74,6 +79,9 @@ func Inbox(ctx context.Context, opts InboxOptions) (*Report, error) {
 	if opts.Burst == 0 {
 		opts.Burst = 1000
 	}
+	if opts.NodeSamples == 0 {
+		opts.NodeSamples = 50
+	}
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
@@ -95,14 +103,15 @@ func Inbox(ctx context.Context, opts InboxOptions) (*Report, error) {
 
 	step("inbox: the lab with n8n receiving (idemhook up --pattern inbox)")
 	err := inLab(ctx, generator.Options{Pattern: generator.PatternInbox}, opts.Progress, func(l *lab.Lab) error {
-		baselineURL, err := deployInboxBaseline(ctx, l)
+		baseline, err := deployInboxBaseline(ctx, l)
 		if err != nil {
 			return err
 		}
-		receiver := ""
+		baselineURL := baseline.URL
+		var receiver deploy.Deployed
 		for _, d := range l.Deployed {
 			if d.URL != "" {
-				receiver = d.URL
+				receiver = d
 			}
 		}
 		for _, p := range plans {
@@ -112,13 +121,29 @@ func Inbox(ctx context.Context, opts InboxOptions) (*Report, error) {
 				return err
 			}
 			step("inbox: %d events from %d senders, to the inbox pattern's receiver", p.events, p.senders)
-			in, err := sendEvents(ctx, l, receiver, l.SigningSecret, fmt.Sprintf("i%d-%s-%d", run, p.part, p.senders), p.senders, p.events)
+			in, err := sendEvents(ctx, l, receiver.URL, l.SigningSecret, fmt.Sprintf("i%d-%s-%d", run, p.part, p.senders), p.senders, p.events)
 			if err != nil {
 				return err
 			}
 			base.Part, base.Name = p.part, inboxBaseline
 			in.Part = p.part
 			rep.Results = append(rep.Results, base, against(in, inboxN8N))
+		}
+		if opts.NodeSamples < 0 {
+			return nil
+		}
+		// Last: a workflow that keeps its executions' data is slower.
+		for _, w := range []struct {
+			series string
+			d      deploy.Deployed
+			secret string
+		}{{inboxBaseline, baseline, ""}, {inboxN8N, receiver, l.SigningSecret}} {
+			step("inbox: %d events from 1 sender, %s, n8n's time per node", opts.NodeSamples, w.series)
+			times, err := inboxNodeTimes(ctx, l, w.series, w.d.ID, w.d.URL, w.secret, fmt.Sprintf("n%d-%s", run, w.d.ID), opts.NodeSamples)
+			if err != nil {
+				return err
+			}
+			rep.NodeTimes = append(rep.NodeTimes, times...)
 		}
 		return nil
 	})
@@ -165,7 +190,7 @@ func against(r Result, name string) Result {
 // deployInboxBaseline deploys the user's workflow without an inbox: the
 // business write of the pattern's effect (the order confirmed) before the
 // answer, on the lab's credential.
-func deployInboxBaseline(ctx context.Context, l *lab.Lab) (string, error) {
+func deployInboxBaseline(ctx context.Context, l *lab.Lab) (deploy.Deployed, error) {
 	const path = "bench-no-inbox"
 	nodes := []map[string]any{
 		{"parameters": map[string]any{"httpMethod": "POST", "path": path, "responseMode": "responseNode", "options": map[string]any{}},
@@ -186,16 +211,19 @@ func deployInboxBaseline(ctx context.Context, l *lab.Lab) (string, error) {
 	}
 	doc, _ := json.Marshal(map[string]any{"id": "idemhookBenchNoInbox", "name": "bench " + path, "nodes": nodes,
 		"connections": map[string]any{"Webhook": link("Confirm the order"), "Confirm the order": link("Respond")},
-		"settings":    map[string]any{"executionOrder": "v1"}})
+		// Like the inbox's receiver, it keeps no data of a successful
+		// execution: with n8n's default, which keeps it, the baseline paid
+		// for a write the receiver does not make (until 2026-12-05).
+		"settings": map[string]any{"executionOrder": "v1", "saveDataSuccessExecution": generator.SaveNone}})
 	ws, err := deploy.Load(map[string][]byte{"no-inbox.json": doc})
 	if err != nil {
-		return "", err
+		return deploy.Deployed{}, err
 	}
 	done, err := deploy.Deploy(ctx, l.API, ws, deploy.Options{})
 	if err != nil {
-		return "", fmt.Errorf("deploy the workflow without inbox: %w", err)
+		return deploy.Deployed{}, fmt.Errorf("deploy the workflow without inbox: %w", err)
 	}
-	return done[0].URL, nil
+	return done[0], nil
 }
 
 // sendEvents creates n orders named prefix-i, sends one signed (when

@@ -210,19 +210,9 @@ func n8nModes(ctx context.Context, st *sandbox.Stack, opts Options, withNode boo
 // nodeTimes is the median time n8n recorded for each node of the workflow's
 // executions, slowest first: where a guard's cost goes.
 func nodeTimes(ctx context.Context, n8n *n8napi.Client, workflowID string) (string, error) {
-	execs, err := n8n.Executions(ctx, workflowID)
+	took, _, err := recordedTimes(ctx, n8n, workflowID, time.Time{})
 	if err != nil {
 		return "", err
-	}
-	took := map[string][]time.Duration{}
-	for _, e := range execs {
-		run, err := n8n.ExecutionRun(ctx, e.ID)
-		if err != nil {
-			return "", err
-		}
-		for node, d := range run.Took {
-			took[node] = append(took[node], d)
-		}
 	}
 	type nodeTime struct {
 		node string
@@ -239,6 +229,33 @@ func nodeTimes(ctx context.Context, n8n *n8napi.Client, workflowID string) (stri
 		parts[i] = fmt.Sprintf("%s %d ms", n.node, n.p50.Milliseconds())
 	}
 	return strings.Join(parts, ", "), nil
+}
+
+// recordedTimes reads the time n8n recorded for each node of each of the
+// workflow's successful executions that started after since, and the sum
+// over the nodes of each execution.
+func recordedTimes(ctx context.Context, n8n *n8napi.Client, workflowID string, since time.Time) (took map[string][]time.Duration, totals []time.Duration, err error) {
+	execs, err := n8n.Executions(ctx, workflowID)
+	if err != nil {
+		return nil, nil, err
+	}
+	took = map[string][]time.Duration{}
+	for _, e := range execs {
+		if e.StartedAt.Before(since) || e.Status != "success" {
+			continue
+		}
+		run, err := n8n.ExecutionRun(ctx, e.ID)
+		if err != nil {
+			return nil, nil, err
+		}
+		var total time.Duration
+		for node, d := range run.Took {
+			took[node] = append(took[node], d)
+			total += d
+		}
+		totals = append(totals, total)
+	}
+	return took, totals, nil
 }
 
 // uuidOf is a fixed UUID for a name, so re-running updates the workflows.

@@ -54,6 +54,7 @@ func (r *Report) Markdown() string {
 		}
 	}
 	b.WriteString(inboxMarkdown(r.Results))
+	b.WriteString(nodeTimesMarkdown(r.NodeTimes))
 	return b.String()
 }
 
