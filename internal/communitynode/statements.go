@@ -17,8 +17,9 @@ const GeneratedFile = SourceDir + "/nodes/IdempotencyGuard/generated.ts"
 // Stand-ins rendered into pgsql's statements and turned into the
 // TypeScript functions' parameters.
 const (
-	tableStandIn = "idemhook_table_stand_in"
-	leaseStandIn = 987654321 * time.Second
+	tableStandIn  = "idemhook_table_stand_in"
+	schemaStandIn = "idemhook_schema_stand_in"
+	leaseStandIn  = 987654321 * time.Second
 )
 
 // StatementsTS is the node's generated.ts: package pgsql's statements, as
@@ -40,9 +41,12 @@ func StatementsTS() ([]byte, error) {
 	}
 	b.WriteString("]);\n\n")
 	b.WriteString("/** The providers idemhook knows: key presets and keysvc's signature checks. */\n")
-	b.WriteString("export const providers: ReadonlyArray<{ value: string; name: string }> = [\n")
-	for _, p := range provider.Names {
-		fmt.Fprintf(&b, "\t{ value: '%s', name: '%s' },\n", p, provider.Title(p))
+	b.WriteString("// hmac is how the HMAC a workflow checks is encoded, '' where a workflow\n")
+	b.WriteString("// cannot check the provider's signature (keysvc can).\n")
+	b.WriteString("export const providers: ReadonlyArray<{ value: string; name: string; hmac: '' | 'hex' | 'base64' }> = [\n")
+	for _, name := range provider.Names {
+		p, _ := provider.Lookup(name)
+		fmt.Fprintf(&b, "\t{ value: '%s', name: '%s', hmac: '%s' },\n", name, provider.Title(name), p.WorkflowHMAC)
 	}
 	b.WriteString("];\n\n")
 	b.WriteString("/** The statements, for a validated table name and a lease in whole seconds. */\n")
@@ -75,6 +79,19 @@ func StatementsTS() ([]byte, error) {
 		}
 		fmt.Fprintf(&b, "\t/** %s */\n\t%s: (%s): string =>\n\t\t`%s`,\n", s.doc, s.name, params, sql)
 	}
+	b.WriteString("};\n\n")
+	// The inbox receipt's statement names two tables of one schema: it is a
+	// function of the schema's prefix ('' or "schema.").
+	receive := pgsql.Inbox{Schema: schemaStandIn}.ReceiveAndWake(leaseStandIn)
+	n := fmt.Sprint(int64(leaseStandIn / time.Second))
+	if strings.ContainsAny(receive, "`\\") || strings.Contains(receive, "${") || strings.Count(receive, n) != 1 || !strings.Contains(receive, schemaStandIn+".") {
+		return nil, fmt.Errorf("communitynode: the inbox receipt statement cannot be written as a template literal")
+	}
+	receive = strings.Replace(strings.ReplaceAll(receive, schemaStandIn+".", "${schemaPrefix}"), n, "${drainLeaseSeconds}", 1)
+	b.WriteString("/** The inbox pattern's statements, for a validated schema prefix ('' or \"schema.\"). */\n")
+	b.WriteString("export const inboxStatements = {\n")
+	fmt.Fprintf(&b, "\t/** Saves a receipt ($1 account, $2 receipt key, $3 event type, $4 body in base64, $5 headers as JSON); one row of id, state, new, wake (start a worker). */\n")
+	fmt.Fprintf(&b, "\treceiveAndWake: (schemaPrefix: string, drainLeaseSeconds: number): string =>\n\t\t`%s`,\n", receive)
 	b.WriteString("};\n")
 	return b.Bytes(), nil
 }

@@ -27,6 +27,8 @@ test('each operation has its outputs', () => {
 	assert.deepStrictEqual(outputsFor('reserve', true), ['New', 'Duplicate', 'Error']);
 	assert.deepStrictEqual(outputsFor('acquireLease', true), ['New', 'Duplicate', 'In Progress', 'Error']);
 	assert.deepStrictEqual(outputsFor('complete', false), ['Done']);
+	assert.deepStrictEqual(outputsFor('receive'), ['Received', 'Rejected']);
+	assert.deepStrictEqual(outputsFor('receive', true), ['Received', 'Rejected', 'Error']);
 });
 
 test("with the Error Output option, errors leave by the node's own last output, and the execution goes on", async () => {

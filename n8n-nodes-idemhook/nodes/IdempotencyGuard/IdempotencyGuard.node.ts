@@ -12,9 +12,10 @@ import { providers } from './generated';
 import { keyOf } from './key';
 import * as keysvc from './keysvc';
 import * as pg from './postgres';
+import { cryptoSecret, pathOf, receive, schemaPrefixOf, type ReceiptOptions } from './receipt';
 import { storeOf, type StoreKind } from './store';
 
-type Operation = 'reserve' | 'acquireLease' | 'complete' | 'release';
+type Operation = 'reserve' | 'acquireLease' | 'complete' | 'release' | 'receive';
 
 // The outputs of each operation: a decision routes an item, the others pass
 // it on; with the Error Output option, errors leave by an output of the
@@ -34,6 +35,12 @@ const outputsOf = (parameters: { operation?: string; options?: { errorOutput?: b
 			{ type: 'main', displayName: 'New' },
 			{ type: 'main', displayName: 'Duplicate' },
 			{ type: 'main', displayName: 'In Progress' },
+		];
+	}
+	if (operation === 'receive') {
+		outputs = [
+			{ type: 'main', displayName: 'Received' },
+			{ type: 'main', displayName: 'Rejected' },
 		];
 	}
 	if (parameters.options?.errorOutput === true) {
@@ -61,6 +68,11 @@ export class IdempotencyGuard implements INodeType {
 		credentials: [
 			{ name: 'postgres', required: true, displayOptions: { show: { store: ['postgres'] } } },
 			{ name: 'idemhookKeysvcApi', required: true, displayOptions: { show: { store: ['keysvc'] } } },
+			{
+				name: 'crypto',
+				required: true,
+				displayOptions: { show: { operation: ['receive'], signature: providers.filter((p) => p.hmac !== '').map((p) => p.value) } },
+			},
 		],
 		properties: [
 			{
@@ -109,8 +121,36 @@ export class IdempotencyGuard implements INodeType {
 						action: 'Release the event key',
 						description: "After the step failed: give the key up so that the provider's retry runs the step",
 					},
+					{
+						name: 'Save Inbox Receipt',
+						value: 'receive',
+						action: 'Save the event in the inbox',
+						description:
+							"The inbox pattern's receiver (idemhook generate --pattern inbox): check the signature, save the event once in inbox_events, and say whether to start a worker. Received: saved now or before; Rejected: answer 401 or 400.",
+					},
 				],
 				default: 'reserve',
+			},
+			{
+				displayName: 'Signature Check',
+				name: 'signature',
+				type: 'options',
+				options: [
+					{ name: 'None', value: '' },
+					...providers.filter((p) => p.hmac !== '').map((p) => ({ name: p.name, value: p.value })),
+				],
+				default: '',
+				description: "The provider whose signature is checked, with the Crypto credential's Hmac Secret, before anything is saved",
+				displayOptions: { show: { operation: ['receive'] } },
+			},
+			{
+				displayName: 'Tolerance (Seconds)',
+				name: 'toleranceSeconds',
+				type: 'number',
+				typeOptions: { minValue: 1, maxValue: 86400 },
+				default: 300,
+				description: 'How far a signed timestamp may be from now, both ways (Stripe, Slack)',
+				displayOptions: { show: { operation: ['receive'] } },
 			},
 			{
 				displayName: 'Key',
@@ -142,7 +182,7 @@ export class IdempotencyGuard implements INodeType {
 				],
 				default: '',
 				description: 'Where the event ID that stays the same across retries is (docs/key-spec.md)',
-				displayOptions: { show: { operation: ['reserve', 'acquireLease'] } },
+				displayOptions: { show: { operation: ['reserve', 'acquireLease', 'receive'] } },
 			},
 			{
 				displayName: 'Scope',
@@ -151,7 +191,33 @@ export class IdempotencyGuard implements INodeType {
 				default: '',
 				description:
 					'Keeps the keys of several senders apart (GitHub, Shopify and Standard Webhooks presets only): up to 64 of A-Z a-z 0-9 . _ -',
-				displayOptions: { show: { operation: ['reserve', 'acquireLease'] } },
+				displayOptions: { show: { operation: ['reserve', 'acquireLease', 'receive'] } },
+			},
+			{
+				displayName: 'Receipt',
+				name: 'receipt',
+				type: 'collection',
+				placeholder: 'Add setting',
+				default: {},
+				description: "Where the event's type and account are, and what is kept with it: idemhook generate writes these from the effect rules",
+				displayOptions: { show: { operation: ['receive'] } },
+				options: [
+					{ displayName: 'Inbox Schema', name: 'schema', type: 'string', default: '', description: "The PostgreSQL schema of inbox_events and inbox_drainer; empty for the search path's" },
+					{ displayName: 'Default Account', name: 'defaultAccount', type: 'string', default: 'default', description: 'The account of an event that names none' },
+					{ displayName: 'Account Header', name: 'accountHeader', type: 'string', default: '', description: 'A header that names the account; else Account Path' },
+					{ displayName: 'Account Path', name: 'accountPath', type: 'string', default: 'account', description: 'Where the body names the account, dot-separated' },
+					{ displayName: 'Type Header', name: 'typeHeader', type: 'string', default: '', description: "A header that names the event's type; else Type Path" },
+					{ displayName: 'Type Path', name: 'typePath', type: 'string', default: 'type', description: "Where the body names the event's type, dot-separated" },
+					{ displayName: 'Kept Headers', name: 'keptHeaders', type: 'string', default: '', description: 'Request headers saved with the event, comma-separated' },
+					{
+						displayName: 'Drain Lease (Seconds)',
+						name: 'drainLeaseSeconds',
+						type: 'number',
+						typeOptions: { minValue: 1, maxValue: 86400 },
+						default: 120,
+						description: 'How long the worker a receipt starts holds the drain before another may start',
+					},
+				],
 			},
 			{
 				displayName: 'Lease (Seconds)',
@@ -203,7 +269,7 @@ export class IdempotencyGuard implements INodeType {
 						displayName: 'Signature Check (Keysvc)',
 						name: 'provider',
 						type: 'options',
-						options: [{ name: 'None', value: '' }, ...providers],
+						options: [{ name: 'None', value: '' }, ...providers.map((p) => ({ name: p.name, value: p.value }))],
 						default: '',
 						description: "The provider whose signature keysvc verifies, with the secret keysvc holds, before it reserves",
 					},
@@ -243,11 +309,13 @@ export class IdempotencyGuard implements INodeType {
 					decided = await decide(this, target, operation, items[i], i);
 				}
 				const [output, idempotency] = decided;
-				routes[output].push({
-					json: { ...items[i].json, idempotency },
-					binary: items[i].binary,
-					pairedItem: { item: i },
-				});
+				// A receipt is saved with the body: what follows it needs only
+				// the decision, not the delivery again.
+				routes[output].push(
+					operation === 'receive'
+						? { json: idempotency, pairedItem: { item: i } }
+						: { json: { ...items[i].json, idempotency }, binary: items[i].binary, pairedItem: { item: i } },
+				);
 			} catch (e) {
 				const guardError = e instanceof GuardError ? e : new GuardError('config', String((e as Error)?.message ?? e));
 				// A node that throws under "continue" has n8n pass its input
@@ -327,6 +395,13 @@ async function decide(
 	const options = ctx.getNodeParameter('options', i, {}) as IDataObject;
 	const preset = String(ctx.getNodeParameter('preset', i, ''));
 	const scope = String(ctx.getNodeParameter('scope', i, ''));
+	if (operation === 'receive') {
+		if (target.kind !== 'postgres') {
+			throw new GuardError('config', "Save Inbox Receipt saves in PostgreSQL: choose the PostgreSQL store (keysvc has an inbox of its own: idemhook generate --pattern inbox --receiver keysvc). Nothing was saved.");
+		}
+		const got = await receive(ctx, item, i, receiptOptions(ctx, i, preset, scope, options), { ...target.pg, table: 'inbox_events' }, cryptoSecret(ctx));
+		return 'statusCode' in got ? [1, { status: 'rejected', ...got }] : [0, { ...got }];
+	}
 	const leaseSeconds = operation === 'acquireLease' ? leaseOf(ctx.getNodeParameter('leaseSeconds', i, 300)) : undefined;
 	const k = await keyOf(ctx, item, i, { preset, scope, binaryProperty: String(options.binaryProperty ?? 'data') });
 
@@ -370,6 +445,38 @@ async function decide(
 			idempotency.retryAfter = decision.retryAfterSeconds ?? Math.min(leaseSeconds ?? 300, 300);
 			return [2, idempotency];
 	}
+}
+
+// receiptOptions reads the Save Inbox Receipt settings of item i.
+function receiptOptions(ctx: IExecuteFunctions, i: number, preset: string, scope: string, options: IDataObject): ReceiptOptions {
+	const r = ctx.getNodeParameter('receipt', i, {}) as IDataObject;
+	const text = (v: unknown, fallback: string) => (v === undefined || v === null ? fallback : String(v));
+	return {
+		signature: String(ctx.getNodeParameter('signature', i, '')),
+		toleranceSeconds: wholeSeconds('Tolerance (Seconds)', ctx.getNodeParameter('toleranceSeconds', i, 300)),
+		preset,
+		scope,
+		binaryProperty: String(options.binaryProperty ?? 'data'),
+		defaultAccount: text(r.defaultAccount, 'default'),
+		typeHeader: text(r.typeHeader, '').toLowerCase(),
+		typePath: pathOf(text(r.typePath, 'type')),
+		accountHeader: text(r.accountHeader, '').toLowerCase(),
+		accountPath: pathOf(text(r.accountPath, 'account')),
+		keptHeaders: text(r.keptHeaders, '')
+			.split(',')
+			.map((h) => h.trim().toLowerCase())
+			.filter((h) => h !== ''),
+		schemaPrefix: schemaPrefixOf(text(r.schema, '')),
+		drainLeaseSeconds: wholeSeconds('Drain Lease (Seconds)', r.drainLeaseSeconds ?? 120),
+	};
+}
+
+function wholeSeconds(name: string, v: unknown): number {
+	const n = Number(v);
+	if (!Number.isInteger(n) || n < 1 || n > 86400) {
+		throw new GuardError('config', `${name} must be a whole number from 1 to 86400, not ${JSON.stringify(v)}. Nothing was saved.`);
+	}
+	return n;
 }
 
 function leaseOf(v: unknown): number {

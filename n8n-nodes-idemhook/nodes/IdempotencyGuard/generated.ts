@@ -110,12 +110,14 @@ export const reservedWords: ReadonlySet<string> = new Set([
 ]);
 
 /** The providers idemhook knows: key presets and keysvc's signature checks. */
-export const providers: ReadonlyArray<{ value: string; name: string }> = [
-	{ value: 'stripe', name: 'Stripe' },
-	{ value: 'standardwebhooks', name: 'Standard Webhooks' },
-	{ value: 'github', name: 'GitHub' },
-	{ value: 'shopify', name: 'Shopify' },
-	{ value: 'slack', name: 'Slack' },
+// hmac is how the HMAC a workflow checks is encoded, '' where a workflow
+// cannot check the provider's signature (keysvc can).
+export const providers: ReadonlyArray<{ value: string; name: string; hmac: '' | 'hex' | 'base64' }> = [
+	{ value: 'stripe', name: 'Stripe', hmac: 'hex' },
+	{ value: 'standardwebhooks', name: 'Standard Webhooks', hmac: '' },
+	{ value: 'github', name: 'GitHub', hmac: 'hex' },
+	{ value: 'shopify', name: 'Shopify', hmac: 'base64' },
+	{ value: 'slack', name: 'Slack', hmac: 'hex' },
 ];
 
 /** The statements, for a validated table name and a lease in whole seconds. */
@@ -171,4 +173,26 @@ SELECT $1::text AS key,
 	/** Gives key $1 up after failed attempt $2, only while that attempt holds it. */
 	releaseLease: (table: string): string =>
 		`DELETE FROM ${table} WHERE key = $1 AND state = 'processing' AND attempts = $2`,
+};
+
+/** The inbox pattern's statements, for a validated schema prefix ('' or "schema."). */
+export const inboxStatements = {
+	/** Saves a receipt ($1 account, $2 receipt key, $3 event type, $4 body in base64, $5 headers as JSON); one row of id, state, new, wake (start a worker). */
+	receiveAndWake: (schemaPrefix: string, drainLeaseSeconds: number): string =>
+		`WITH new AS (
+  INSERT INTO ${schemaPrefix}inbox_events (account, event_id, event_type, body, headers)
+  VALUES ($1, $2, $3, decode($4, 'base64'), $5::jsonb)
+  ON CONFLICT (account, event_id) DO NOTHING
+  RETURNING id, state
+), woken AS (
+  UPDATE ${schemaPrefix}inbox_drainer d SET pending = true,
+    woken_by = CASE WHEN d.draining_until IS NULL OR d.draining_until < now() THEN pg_current_xact_id() ELSE d.woken_by END,
+    draining_until = CASE WHEN d.draining_until IS NULL OR d.draining_until < now() THEN now() + interval '${drainLeaseSeconds} seconds' ELSE d.draining_until END
+  WHERE d.lane = 0 AND EXISTS (SELECT 1 FROM new)
+  RETURNING d.woken_by = pg_current_xact_id() AS wake
+)
+SELECT id, state, true AS new, coalesce((SELECT wake FROM woken), true) AS wake FROM new
+UNION ALL
+SELECT id, state, false AS new, false AS wake FROM ${schemaPrefix}inbox_events
+WHERE account = $1 AND event_id = $2 AND NOT EXISTS (SELECT 1 FROM new)`,
 };

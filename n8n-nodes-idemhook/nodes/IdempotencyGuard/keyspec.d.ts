@@ -36,3 +36,10 @@ export function eventType(buf: Buffer, source: string): string;
 
 /** The spec's message for an empty body. */
 export const EMPTY_BODY: string;
+
+/**
+ * A receipt's value (type, account): a header's when it is a usable id; a
+ * top-level member under the id rules; down a longer path, a string that is
+ * a usable header id or a whole number. null when there is none.
+ */
+export function receiptValue(headers: unknown, buf: Buffer, header: string, path: string[]): string | null;
