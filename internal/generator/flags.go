@@ -124,7 +124,7 @@ var Flags = []Flag{
 		Usage: "`SCOPE` that prefixes a preset's key (letters, digits, '.', '_', '-')",
 		set:   text(func(o *Options) *string { return &o.Scope })},
 	{Name: "hashing", Option: "hashing mode", Default: string(HashingCodeNode), Choices: []string{string(HashingCodeNode), string(HashingCryptoNode), string(HashingKeysvc), string(HashingNode)},
-		Usage: "how the workflow builds the key, a `MODE`: code-node, crypto-node, keysvc, or node (idemhook's community node, which n8n must have installed: docs/n8n-node.md)",
+		Usage: "how the workflow builds the key, a `MODE`: code-node, crypto-node, keysvc, or node (idemhook's community node, which n8n must have installed: docs/n8n-node.md); with --pattern inbox, code-node or node saves the receipt",
 		set:   nonEmpty(func(o *Options) *Hashing { return &o.Hashing })},
 	{Name: "node-type", Option: "node type", Default: communitynode.Type, Choices: communitynode.Types,
 		Usage: "with --hashing node, the community node's `TYPE` as n8n loaded it: " + communitynode.Type + " (a package in ~/.n8n/nodes) or " + communitynode.CustomType + " (N8N_CUSTOM_EXTENSIONS)",

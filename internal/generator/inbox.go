@@ -20,11 +20,14 @@ const (
 	NodeBuildReceipt   = "Build Receipt Key"
 	NodeSaveReceipt    = "Save Receipt"
 	NodeRespondReceipt = "Respond 200 receipt"
-	NodeRespond503Save = "Respond 503 not saved"
-	NodeNewReceipt     = "New Receipt?"
-	NodeWorkerNeeded   = "Worker Needed?"
-	NodeDrainItem      = "Drain"
-	NodeHandOff        = "Hand Off to Worker"
+	// NodeRespondRejected answers what the community node's receipt
+	// rejects: 401 for the signature, 400 for an empty body.
+	NodeRespondRejected = "Respond rejected"
+	NodeRespond503Save  = "Respond 503 not saved"
+	NodeNewReceipt      = "New Receipt?"
+	NodeWorkerNeeded    = "Worker Needed?"
+	NodeDrainItem       = "Drain"
+	NodeHandOff         = "Hand Off to Worker"
 
 	NodeWorkerStart  = "Offered Events"
 	NodeClaimEvents  = "Claim Events"
@@ -162,11 +165,11 @@ func jsString(s string) string {
 // nothing.
 func receiverGraph(g *graph, r resolved, ids map[string]string) error {
 	g.add(webhookNode(g, r, true))
-	p := r.Rules.Provider
-	receipt := templates.Receipt{
-		Preset: r.Preset, Scope: r.Scope, DefaultAccount: r.Account, Headers: receiptHeaders(r),
-		TypeHeader: p.Type.Header, TypePath: p.Type.Body, AccountHeader: p.Account.Header, AccountPath: p.Account.Body,
+	if r.Hashing == HashingNode {
+		receiverNodeGraph(g, r, ids)
+		return nil
 	}
+	receipt := receiptOf(r)
 	// With a signature check, the receipt is built in the check's own Code
 	// node (one trip to the task runner per delivery, not two) and saved
 	// only once the check has passed.
@@ -213,22 +216,87 @@ func receiverGraph(g *graph, r resolved, ids map[string]string) error {
 	g.add(respondNode(NodeRespondReceipt, g.at(3, 0), 200,
 		"={{ JSON.stringify({ status: $json.new === true ? 'received' : 'duplicate', state: $json.state ?? null, inbox_id: $json.id ?? null, key: $('"+NodeBuildReceipt+"').item.json.key }) }}"))
 	g.connect(NodeSaveReceipt, 0, NodeRespondReceipt)
-	g.add(ifNode(g, NodeNewReceipt, g.at(4, 0), "={{ $('"+NodeSaveReceipt+"').item.json.new }}", opBooleanTrue, ""))
+	addWorkerStart(g, r, ids, 4, "$('"+NodeSaveReceipt+"').item")
+	g.addNote(NodeBuildReceipt, inboxNote(r, "Receiver: the receipt", receiverNote)...)
+	return nil
+}
+
+// addWorkerStart follows the receipt's 200 from column col: only a new
+// receipt that found no worker draining starts one, read from saved (the
+// Save Receipt node's item), as pgsql.Inbox.ReceiveAndWake decided; a worker
+// that drains already takes the new row. The provider has its answer: the
+// worker runs in an execution of its own.
+func addWorkerStart(g *graph, r resolved, ids map[string]string, col int, saved string) {
+	g.add(ifNode(g, NodeNewReceipt, g.at(col, 0), "={{ "+saved+".json.new }}", opBooleanTrue, ""))
 	g.connect(NodeRespondReceipt, 0, NodeNewReceipt)
-	// A worker that drains already takes the new row: only a receipt that
-	// finds none draining starts one (pgsql.Inbox.ReceiveAndWake).
-	g.add(ifNode(g, NodeWorkerNeeded, g.at(5, 0), "={{ $('"+NodeSaveReceipt+"').item.json.wake }}", opBooleanTrue, ""))
+	g.add(ifNode(g, NodeWorkerNeeded, g.at(col+1, 0), "={{ "+saved+".json.wake }}", opBooleanTrue, ""))
 	g.connect(NodeNewReceipt, 0, NodeWorkerNeeded)
-	// The provider has its answer; the worker runs in its own execution.
-	g.add(node{Name: NodeDrainItem, Type: typeSet, Position: g.at(6, 0), Parameters: drainItem(g.seed + "/handoff")})
+	g.add(node{Name: NodeDrainItem, Type: typeSet, Position: g.at(col+2, 0), Parameters: drainItem(g.seed + "/handoff")})
 	g.connect(NodeWorkerNeeded, 0, NodeDrainItem)
-	g.add(executeWorkflowNode(NodeHandOff, g.at(7, 0), ids[FileWorker], "once", false))
+	g.add(executeWorkflowNode(NodeHandOff, g.at(col+3, 0), ids[FileWorker], "once", false))
 	g.connect(NodeDrainItem, 0, NodeHandOff)
 	g.addNote(NodeWebhook, setupNote(r, "inbox.md")...)
-	g.addNote(NodeBuildReceipt, inboxNote(r, "Receiver: the receipt",
-		"Verifies the signature on the raw body, saves the event in inbox_events (once per account and event id), and answers 200 only after the commit; "+
-			"the database down: 503, and the provider retries. A worker that drains takes the new row; when none does, this starts one, in an execution of its own.")...)
-	return nil
+}
+
+const receiverNote = "Verifies the signature on the raw body, saves the event in inbox_events (once per account and event id), and answers 200 only after the commit; " +
+	"the database down: 503, and the provider retries. A worker that drains takes the new row; when none does, this starts one, in an execution of its own."
+
+// receiptOf is what r's receipt reads from a delivery: the key's preset
+// and scope, and where the rules' provider keeps the type and the account.
+func receiptOf(r resolved) templates.Receipt {
+	p := r.Rules.Provider
+	return templates.Receipt{
+		Preset: r.Preset, Scope: r.Scope, DefaultAccount: r.Account, Headers: receiptHeaders(r),
+		TypeHeader: p.Type.Header, TypePath: p.Type.Body, AccountHeader: p.Account.Header, AccountPath: p.Account.Body,
+	}
+}
+
+// receiverNodeGraph is receiverGraph with the community node (HashingNode):
+// one node, Save Receipt, checks the signature, builds the receipt key and
+// saves it with the same statement, in n8n's own process (no task runner,
+// no Crypto node); its outputs are Received, Rejected (401 for the
+// signature, 400 for an empty body) and Error (nothing saved: 503). What
+// follows the answer is the Code node receiver's.
+func receiverNodeGraph(g *graph, r resolved, ids map[string]string) {
+	receipt := receiptOf(r)
+	settings := map[string]any{
+		"defaultAccount": receipt.DefaultAccount, "keptHeaders": strings.Join(receipt.Headers, ","),
+		"typeHeader": receipt.TypeHeader, "typePath": strings.Join(receipt.TypePath, "."),
+		"accountHeader": receipt.AccountHeader, "accountPath": strings.Join(receipt.AccountPath, "."),
+		"drainLeaseSeconds": int64(r.ClaimLease.Seconds()),
+	}
+	if r.DBSchema != "" {
+		settings["schema"] = r.DBSchema
+	}
+	params := map[string]any{"receipt": settings, "signature": r.Verify}
+	if r.Verify != "" {
+		params["toleranceSeconds"] = int64(r.Tolerance.Seconds())
+	}
+	if r.Preset != "" && r.Preset != "stripe" {
+		params["preset"] = r.Preset
+	}
+	if r.Scope != "" {
+		params["scope"] = r.Scope
+	}
+	save := guardNode(r, NodeSaveReceipt, g.at(1, 0), "receive", params)
+	save.Parameters["options"] = map[string]any{"errorOutput": true}
+	if r.Verify != "" {
+		save.Credentials["crypto"] = credentialRef{Name: r.VerifyCredential}
+	}
+	g.add(save)
+	g.connect(NodeWebhook, 0, NodeSaveReceipt)
+	g.add(respondNode(NodeRespondReceipt, g.at(2, 0), 200,
+		"={{ JSON.stringify({ status: $json.new === true ? 'received' : 'duplicate', state: $json.state ?? null, inbox_id: $json.id ?? null, key: $json.key }) }}"))
+	g.connect(NodeSaveReceipt, 0, NodeRespondReceipt)
+	g.add(respondNode(NodeRespondRejected, g.at(2, 1), "={{ $json.statusCode }}",
+		"={{ JSON.stringify({ status: 'rejected', code: $json.code, error: $json.error }) }}"))
+	g.connect(NodeSaveReceipt, 1, NodeRespondRejected)
+	g.add(respondNode(NodeRespond503Save, g.at(2, 2), 503,
+		`{"status":"unavailable","error":"the event could not be saved; retry later"}`, [2]string{"Retry-After", "5"}))
+	g.connect(NodeSaveReceipt, 2, NodeRespond503Save)
+	// One item per webhook execution: .first() spares n8n tracing it back.
+	addWorkerStart(g, r, ids, 3, "$('"+NodeSaveReceipt+"').first()")
+	g.addNote(NodeSaveReceipt, inboxNote(r, "Receiver: the receipt (Idempotency Guard, Save Inbox Receipt)", receiverNote)...)
 }
 
 // Node names of the target workflow (--receiver keysvc).

@@ -114,6 +114,63 @@ func TestInboxReceiverOrder(t *testing.T) {
 	}
 }
 
+// With --hashing node the community node saves the receipt: one node after
+// the Webhook, with the receiver's settings and both credentials, whose
+// outputs are answered (Received 200, Rejected with its own status, Error
+// 503); what follows the answer is the Code node receiver's.
+func TestInboxReceiverWithCommunityNode(t *testing.T) {
+	files, _ := inboxFiles(t, generator.Options{Hashing: generator.HashingNode, InboxOptions: generator.InboxOptions{DBSchema: "shop", Account: "acct_x"}})
+	w := parse(t, files[generator.FileReceiver])
+	checkEveryPathAnswers(t, w)
+	w.wantEdge(generator.NodeWebhook, 0, generator.NodeSaveReceipt)
+	w.wantEdge(generator.NodeSaveReceipt, 0, generator.NodeRespondReceipt)
+	w.wantEdge(generator.NodeSaveReceipt, 1, generator.NodeRespondRejected)
+	w.wantEdge(generator.NodeSaveReceipt, 2, generator.NodeRespond503Save)
+	w.wantEdge(generator.NodeRespondReceipt, 0, generator.NodeNewReceipt)
+	w.wantEdge(generator.NodeNewReceipt, 0, generator.NodeWorkerNeeded)
+	w.wantEdge(generator.NodeWorkerNeeded, 0, generator.NodeDrainItem)
+	w.wantEdge(generator.NodeDrainItem, 0, generator.NodeHandOff)
+	for _, typ := range []string{"n8n-nodes-base.code", "n8n-nodes-base.crypto", "n8n-nodes-base.postgres"} {
+		if n := w.doc.Get(`nodes.#(type=="` + typ + `")#`).Array(); len(n) != 0 {
+			t.Errorf("the receiver still runs a %s node", typ)
+		}
+	}
+	save := w.node(generator.NodeSaveReceipt)
+	for path, want := range map[string]string{
+		"type":                                 "n8n-nodes-idemhook.idempotencyGuard",
+		"parameters.operation":                 "receive",
+		"parameters.signature":                 "stripe",
+		"parameters.toleranceSeconds":          "300",
+		"parameters.options.errorOutput":       "true",
+		"parameters.receipt.schema":            "shop",
+		"parameters.receipt.defaultAccount":    "acct_x",
+		"parameters.receipt.typePath":          "type",
+		"parameters.receipt.accountPath":       "account",
+		"parameters.receipt.keptHeaders":       "Content-Type,Stripe-Signature",
+		"parameters.receipt.drainLeaseSeconds": "120",
+		"credentials.postgres.name":            generator.DefaultCredentialName,
+		"credentials.crypto.name":              generator.DefaultVerifyCredential,
+	} {
+		if got := save.Get(path).String(); got != want {
+			t.Errorf("Save Receipt's %s is %q, want %q", path, got, want)
+		}
+	}
+	if got := w.node(generator.NodeRespondRejected).Get("parameters.options.responseCode").String(); got != "={{ $json.statusCode }}" {
+		t.Errorf("the rejection is answered with %q, not the node's status", got)
+	}
+	// Without a signature check there is no Crypto credential to choose.
+	files, _ = inboxFiles(t, generator.Options{Hashing: generator.HashingNode, Verify: "none"})
+	w = parse(t, files[generator.FileReceiver])
+	if c := w.node(generator.NodeSaveReceipt).Get("credentials.crypto"); c.Exists() {
+		t.Errorf("a receiver that checks no signature names a Crypto credential: %s", c.Raw)
+	}
+	// keysvc saves the receipt itself: the node has nothing to do there.
+	_, err := generator.Files(generator.Options{Pattern: generator.PatternInbox, Hashing: generator.HashingNode, InboxOptions: generator.InboxOptions{Receiver: generator.ReceiverKeysvc}})
+	if err == nil || !strings.Contains(err.Error(), "hashing mode") {
+		t.Errorf("--hashing node --receiver keysvc: %v, want a refusal of the hashing mode", err)
+	}
+}
+
 // Without --outbox-url no outbox workflow is written: none calls a default
 // address nobody chose, the worker wakes nothing, and Notes says so.
 func TestInboxWithoutOutboxURL(t *testing.T) {

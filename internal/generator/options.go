@@ -134,7 +134,15 @@ type Options struct {
 	// than your provider may resend an event (Stripe: up to 30 days from its
 	// CLI).
 	Retention time.Duration
-	Hashing   Hashing
+	// Hashing chooses the nodes that build the key. With the inbox pattern,
+	// HashingNode has the community node save the receipt (the n8n
+	// receiver only); any other mode builds it in a Code node.
+	Hashing Hashing
+	// NodeType is the community node's type name with HashingNode: how n8n
+	// loaded the package (communitynode.Type for a package installed in
+	// ~/.n8n/nodes, the default; communitynode.CustomType for a folder in
+	// N8N_CUSTOM_EXTENSIONS).
+	NodeType string
 	// Verify names the provider whose signature is checked before the key
 	// is reserved (stripe, github, shopify, slack; standardwebhooks only
 	// where keysvc verifies: HashingKeysvc, or the inbox pattern with
@@ -178,11 +186,6 @@ type ReserveOptions struct {
 	// KeysvcCredential, when set, names an n8n "Bearer Auth" credential
 	// holding keysvc's token; the token itself is never in the workflow.
 	KeysvcCredential string
-	// NodeType is the community node's type name with HashingNode: how n8n
-	// loaded the package (communitynode.Type for a package installed in
-	// ~/.n8n/nodes, the default; communitynode.CustomType for a folder in
-	// N8N_CUSTOM_EXTENSIONS).
-	NodeType string
 }
 
 // InboxOptions configure the inbox pattern: the receipt, the worker that
@@ -291,6 +294,7 @@ func (o Options) withDefaults() Options {
 	setDefault(&o.CredentialName, DefaultCredentialName)
 	setDefault(&o.Retention, DefaultRetention)
 	setDefault(&o.Hashing, HashingCodeNode)
+	setDefault(&o.NodeType, communitynode.Type)
 	setDefault(&o.VerifyCredential, DefaultVerifyCredential)
 	setDefault(&o.Preset, o.Verify)
 	setDefault(&o.Tolerance, DefaultTolerance)
@@ -300,7 +304,6 @@ func (o Options) withDefaults() Options {
 func (o ReserveOptions) withDefaults() ReserveOptions {
 	setDefault(&o.EventsTable, DefaultEventsTable)
 	setDefault(&o.BusinessTable, DefaultBusinessTable)
-	setDefault(&o.NodeType, communitynode.Type)
 	setDefault(&o.Guard, GuardReserve)
 	setDefault(&o.Lease, DefaultLease)
 	setDefault(&o.KeysvcURL, DefaultKeysvcURL)
@@ -395,6 +398,9 @@ func (o Options) resolve() (resolved, error) {
 	case HashingCodeNode, HashingCryptoNode, HashingKeysvc, HashingNode:
 	default:
 		return bad("hashing mode", string(o.Hashing), "use code-node, crypto-node, keysvc or node")
+	}
+	if !slices.Contains(communitynode.Types, o.NodeType) {
+		return bad("node type", o.NodeType, "use "+communitynode.Type+" (the package installed in ~/.n8n/nodes, from n8n's UI or npm) or "+communitynode.CustomType+" (a folder in N8N_CUSTOM_EXTENSIONS)")
 	}
 	if o.Verify != "" {
 		p, ok := provider.Lookup(o.Verify)
@@ -492,9 +498,6 @@ func resolveReserve(r resolved) (resolved, error) {
 	if r.events == r.business {
 		return bad("business table", o.BusinessTable, "must differ from the events table")
 	}
-	if !slices.Contains(communitynode.Types, o.NodeType) {
-		return bad("node type", o.NodeType, "use "+communitynode.Type+" (the package installed in ~/.n8n/nodes, from n8n's UI or npm) or "+communitynode.CustomType+" (a folder in N8N_CUSTOM_EXTENSIONS)")
-	}
 	if !plainHTTPURL(o.KeysvcURL) {
 		return bad("keysvc URL", o.KeysvcURL, "use http(s)://host[:port][/prefix] with no credentials, query or fragment")
 	}
@@ -527,13 +530,18 @@ func resolveInbox(r resolved) (resolved, error) {
 	bad := func(option, value, reason string) (resolved, error) {
 		return resolved{}, &OptionError{Option: option, Value: value, Reason: reason}
 	}
-	if o.Hashing != HashingCodeNode {
-		return bad("hashing mode", string(o.Hashing), "the inbox pattern builds its receipt in the Code node: use code-node, or --receiver keysvc")
-	}
 	switch o.Receiver {
 	case ReceiverN8N, ReceiverKeysvc:
 	default:
 		return bad("receiver", string(o.Receiver), "use n8n or keysvc")
+	}
+	switch {
+	case o.Hashing == HashingCodeNode:
+	case o.Hashing == HashingNode && o.Receiver == ReceiverN8N:
+	case o.Hashing == HashingNode:
+		return bad("hashing mode", string(o.Hashing), "keysvc saves the receipt with --receiver keysvc: leave --hashing out")
+	default:
+		return bad("hashing mode", string(o.Hashing), "the inbox pattern saves its receipt with a Code node (code-node) or the community node (node)")
 	}
 	if !eventkey.ValidID(o.Account) {
 		return bad("account", o.Account, "must be 1-255 bytes of UTF-8 with no control character")

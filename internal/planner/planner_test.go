@@ -719,6 +719,7 @@ var guidedChoices = []choice{
 	{Provider: "stripe", Guarantee: "inbox", Options: map[string]string{"outbox-url": "https://fulfilment.example/v1/operations", "outbox-batch": "5"}},
 	{Provider: "", Guarantee: "inbox", Options: map[string]string{"db-schema": "payments"}},
 	{Provider: "standardwebhooks", Guarantee: "inbox"},
+	{Provider: "shopify", Guarantee: "inbox-node", Options: map[string]string{"node-type": "CUSTOM.idempotencyGuard"}},
 }
 
 // For each choice, the command the page shows is `idemhook generate` with

@@ -30,6 +30,8 @@ const GUARANTEES = [
     'Reserve in one node: the Idempotency Guard (npm n8n-nodes-idemhook) builds and reserves the key, the cheapest per delivery. Costs: the package installed in n8n.'],
   ['inbox', 'Inbox', 'inbox', 'code-node', 'reserve',
     'Save, answer 200, then decide: one effect per business change even across events, none lost, external calls through an outbox. Costs: four or five workflows and effect rules.'],
+  ['inbox-node', 'Inbox, community node', 'inbox', 'node', 'reserve',
+    'The inbox with its receipt in one node: the Idempotency Guard checks the signature and saves the event in n8n\'s own process, no Code or Crypto node. Costs: the package installed in n8n; not with keysvc\'s inbox in front.'],
 ].map(([value, title, pattern, hashing, guard, line]) => ({ value, title, flags: { pattern, hashing, guard }, line }));
 
 // Where each option is shown. Options not named here are shown among the
@@ -56,7 +58,8 @@ const MIRRORS = [['preset', 'preset'], ['scope', 'scope'], ['rules-preset', 'rul
 // hidden and not sent. TestOptionsShownAreTheOnesThatChangeTheFiles checks
 // this against the generator.
 const READS = {
-  hashing: (m) => m.pattern === 'reserve', // the inbox builds its receipt in the Code node
+  // The inbox's n8n receiver builds its receipt in a Code node or the community node; keysvc's in keysvc.
+  hashing: (m) => m.pattern === 'reserve' || m.receiver !== 'keysvc',
   lease: (m) => m.guard === 'lease',
   'keysvc-url': (m) => m.hashing === 'keysvc',
   'keysvc-credential': (m) => m.hashing === 'keysvc',
@@ -282,7 +285,7 @@ function applyGuarantee(value) {
 // hashing, then the guard (keysvc with a lease is keysvc, with the lease
 // guard said below the choices).
 function guaranteeOf(m) {
-  if (m.pattern === 'inbox') return 'inbox';
+  if (m.pattern === 'inbox') return m.hashing === 'node' ? 'inbox-node' : 'inbox';
   if (m.hashing !== 'code-node') return m.hashing;
   return m.guard;
 }
