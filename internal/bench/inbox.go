@@ -43,8 +43,13 @@ const BurstSenders = 16
 
 // Series of the inbox part.
 const (
-	inboxBaseline        = "no inbox: Webhook → UPDATE orders → Respond"
-	inboxN8N             = "inbox pattern, n8n receiver"
+	inboxBaseline = "no inbox: Webhook → UPDATE orders → Respond"
+	inboxN8N      = "inbox pattern, n8n receiver"
+	// inboxNode is the n8n receiver whose receipt the community node saves
+	// (--hashing node), measured in a lab of its own against a baseline of
+	// that lab.
+	inboxNode            = "inbox pattern, n8n receiver with the community node"
+	inboxNodeBaseline    = "no inbox (the community node's lab)"
 	inboxKeysvc          = "inbox pattern, keysvc's inbox in front"
 	inboxEffectsDeadline = 10 * time.Minute
 	// settle is the pause before a run, so that the workers and
@@ -65,10 +70,11 @@ const (
 // each delivery waited for its answer (the provider's wait), the events per
 // second from the first send to the last order confirmed by the worker, and
 // the executions n8n started meanwhile (from n8n's own execution ids);
-// then a burst of Burst events; then the same behind keysvc's inbox. The
+// then a burst of Burst events; then the same with the community node
+// saving the receipt (--hashing node), and behind keysvc's inbox. The
 // baseline is the same business write in a workflow without an inbox, which
-// confirms the order before it answers. Each lab is started as `idemhook
-// up` starts it.
+// confirms the order before it answers, run in the same lab. Each lab is
+// started as `idemhook up` starts it.
 func Inbox(ctx context.Context, opts InboxOptions) (*Report, error) {
 	if len(opts.Senders) == 0 {
 		opts.Senders = []int{1, 2, 4, 8}
@@ -101,58 +107,65 @@ func Inbox(ctx context.Context, opts InboxOptions) (*Report, error) {
 		plans = append(plans, plan{partBurst, BurstSenders, opts.Burst})
 	}
 
-	step("inbox: the lab with n8n receiving (idemhook up --pattern inbox)")
-	err := inLab(ctx, generator.Options{Pattern: generator.PatternInbox}, opts.Progress, func(l *lab.Lab) error {
-		baseline, err := deployInboxBaseline(ctx, l)
-		if err != nil {
-			return err
-		}
-		baselineURL := baseline.URL
-		var receiver deploy.Deployed
-		for _, d := range l.Deployed {
-			if d.URL != "" {
-				receiver = d
-			}
-		}
-		for _, p := range plans {
-			step("inbox: %d events from %d senders, without inbox", p.events, p.senders)
-			base, err := sendEvents(ctx, l, baselineURL, "", fmt.Sprintf("b%d-%s-%d", run, p.part, p.senders), p.senders, p.events)
+	for _, rc := range []struct {
+		series, baseline, command string
+		hashing                   generator.Hashing
+	}{
+		{inboxN8N, inboxBaseline, "idemhook up --pattern inbox", generator.HashingCodeNode},
+		{inboxNode, inboxNodeBaseline, "idemhook up --pattern inbox --hashing node", generator.HashingNode},
+	} {
+		step("inbox: the lab with n8n receiving (%s)", rc.command)
+		err := inLab(ctx, generator.Options{Pattern: generator.PatternInbox, Hashing: rc.hashing}, opts.Progress, func(l *lab.Lab) error {
+			baseline, err := deployInboxBaseline(ctx, l)
 			if err != nil {
 				return err
 			}
-			step("inbox: %d events from %d senders, to the inbox pattern's receiver", p.events, p.senders)
-			in, err := sendEvents(ctx, l, receiver.URL, l.SigningSecret, fmt.Sprintf("i%d-%s-%d", run, p.part, p.senders), p.senders, p.events)
-			if err != nil {
-				return err
+			var receiver deploy.Deployed
+			for _, d := range l.Deployed {
+				if d.URL != "" {
+					receiver = d
+				}
 			}
-			base.Part, base.Name = p.part, inboxBaseline
-			in.Part = p.part
-			rep.Results = append(rep.Results, base, against(in, inboxN8N))
-		}
-		if opts.NodeSamples < 0 {
+			for _, p := range plans {
+				step("inbox: %d events from %d senders, without inbox", p.events, p.senders)
+				base, err := sendEvents(ctx, l, baseline.URL, "", fmt.Sprintf("b%d-%s-%s-%d", run, rc.hashing, p.part, p.senders), p.senders, p.events)
+				if err != nil {
+					return err
+				}
+				step("inbox: %d events from %d senders, to the inbox pattern's receiver (%s)", p.events, p.senders, rc.series)
+				in, err := sendEvents(ctx, l, receiver.URL, l.SigningSecret, fmt.Sprintf("i%d-%s-%s-%d", run, rc.hashing, p.part, p.senders), p.senders, p.events)
+				if err != nil {
+					return err
+				}
+				base.Part, base.Name = p.part, rc.baseline
+				in.Part, in.Name, in.Baseline = p.part, rc.series, rc.baseline
+				rep.Results = append(rep.Results, base, in)
+			}
+			if opts.NodeSamples < 0 {
+				return nil
+			}
+			// Last: a workflow that keeps its executions' data is slower.
+			for _, w := range []struct {
+				series string
+				d      deploy.Deployed
+				secret string
+			}{{rc.baseline, baseline, ""}, {rc.series, receiver, l.SigningSecret}} {
+				step("inbox: %d events from 1 sender, %s, n8n's time per node", opts.NodeSamples, w.series)
+				times, err := inboxNodeTimes(ctx, l, w.series, w.d.ID, w.d.URL, w.secret, fmt.Sprintf("n%d-%s", run, w.d.ID), opts.NodeSamples)
+				if err != nil {
+					return err
+				}
+				rep.NodeTimes = append(rep.NodeTimes, times...)
+			}
 			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		// Last: a workflow that keeps its executions' data is slower.
-		for _, w := range []struct {
-			series string
-			d      deploy.Deployed
-			secret string
-		}{{inboxBaseline, baseline, ""}, {inboxN8N, receiver, l.SigningSecret}} {
-			step("inbox: %d events from 1 sender, %s, n8n's time per node", opts.NodeSamples, w.series)
-			times, err := inboxNodeTimes(ctx, l, w.series, w.d.ID, w.d.URL, w.secret, fmt.Sprintf("n%d-%s", run, w.d.ID), opts.NodeSamples)
-			if err != nil {
-				return err
-			}
-			rep.NodeTimes = append(rep.NodeTimes, times...)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
 
 	step("inbox: the lab with keysvc's inbox in front (idemhook up --pattern inbox --receiver keysvc)")
-	err = inLab(ctx, generator.Options{Pattern: generator.PatternInbox, InboxOptions: generator.InboxOptions{Receiver: generator.ReceiverKeysvc}}, opts.Progress, func(k *lab.Lab) error {
+	err := inLab(ctx, generator.Options{Pattern: generator.PatternInbox, InboxOptions: generator.InboxOptions{Receiver: generator.ReceiverKeysvc}}, opts.Progress, func(k *lab.Lab) error {
 		for _, p := range plans {
 			step("inbox: %d events from %d senders, to keysvc's inbox", p.events, p.senders)
 			r, err := sendEvents(ctx, k, k.InboxURL, k.SigningSecret, fmt.Sprintf("k%d-%s-%d", run, p.part, p.senders), p.senders, p.events)
