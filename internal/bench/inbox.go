@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,7 +35,12 @@ type InboxOptions struct {
 	// receiver's and the workflow without inbox's); default 50, -1 for
 	// none.
 	NodeSamples int
-	Progress    io.Writer
+	// Receipts are the n8n receivers measured, by what builds their
+	// receipt: generator.HashingCodeNode (the Code node receiver) and
+	// generator.HashingNode (the community node's), each in a lab of its
+	// own; default both.
+	Receipts []generator.Hashing
+	Progress io.Writer
 }
 
 // BurstSenders send a burst: as many deliveries in flight as a provider
@@ -88,6 +94,9 @@ func Inbox(ctx context.Context, opts InboxOptions) (*Report, error) {
 	if opts.NodeSamples == 0 {
 		opts.NodeSamples = 50
 	}
+	if len(opts.Receipts) == 0 {
+		opts.Receipts = []generator.Hashing{generator.HashingCodeNode, generator.HashingNode}
+	}
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
@@ -107,6 +116,7 @@ func Inbox(ctx context.Context, opts InboxOptions) (*Report, error) {
 		plans = append(plans, plan{partBurst, BurstSenders, opts.Burst})
 	}
 
+	var keysvcBaseline string
 	for _, rc := range []struct {
 		series, baseline, command string
 		hashing                   generator.Hashing
@@ -114,6 +124,12 @@ func Inbox(ctx context.Context, opts InboxOptions) (*Report, error) {
 		{inboxN8N, inboxBaseline, "idemhook up --pattern inbox", generator.HashingCodeNode},
 		{inboxNode, inboxNodeBaseline, "idemhook up --pattern inbox --hashing node", generator.HashingNode},
 	} {
+		if !slices.Contains(opts.Receipts, rc.hashing) {
+			continue
+		}
+		if keysvcBaseline == "" {
+			keysvcBaseline = rc.baseline
+		}
 		step("inbox: the lab with n8n receiving (%s)", rc.command)
 		err := inLab(ctx, generator.Options{Pattern: generator.PatternInbox, Hashing: rc.hashing}, opts.Progress, func(l *lab.Lab) error {
 			baseline, err := deployInboxBaseline(ctx, l)
@@ -173,7 +189,9 @@ func Inbox(ctx context.Context, opts InboxOptions) (*Report, error) {
 				return err
 			}
 			r.Part = p.part
-			rep.Results = append(rep.Results, against(r, inboxKeysvc))
+			// Against the workflow without inbox of the first lab measured.
+			r.Name, r.Baseline = inboxKeysvc, keysvcBaseline
+			rep.Results = append(rep.Results, r)
 		}
 		return nil
 	})
@@ -192,12 +210,6 @@ func inLab(ctx context.Context, o generator.Options, progress io.Writer, measure
 	}
 	defer l.Close()
 	return measure(l)
-}
-
-// against names r and compares it with the workflow without inbox.
-func against(r Result, name string) Result {
-	r.Name, r.Baseline = name, inboxBaseline
-	return r
 }
 
 // deployInboxBaseline deploys the user's workflow without an inbox: the
