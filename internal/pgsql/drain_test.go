@@ -54,7 +54,12 @@ func claimBatch(t *testing.T, db *pgxpool.Pool, in pgsql.Inbox, offered string, 
 
 func drainNext(t *testing.T, db *pgxpool.Pool, in pgsql.Inbox, full bool, run int, linger time.Duration) (again bool) {
 	t.Helper()
-	if err := db.QueryRow(context.Background(), in.DrainNextCall(3, linger, time.Minute), full, run, true).Scan(&again); err != nil {
+	return drainNextPaced(t, db, in, full, run, linger, 0)
+}
+
+func drainNextPaced(t *testing.T, db *pgxpool.Pool, in pgsql.Inbox, full bool, run int, linger, pace time.Duration) (again bool) {
+	t.Helper()
+	if err := db.QueryRow(context.Background(), in.DrainNextCall(3, linger, time.Minute, pace), full, run, true).Scan(&again); err != nil {
 		t.Fatal(err)
 	}
 	return again
@@ -127,6 +132,52 @@ func TestDrainWakesOneWorker(t *testing.T) {
 	}
 }
 
+// A worker that finds receipts pending claims them no sooner than its pace
+// after its last claim, so the receipts of the interval make one batch; a
+// receipt after a quiet spell longer than the pace, and a full batch, are
+// claimed at once.
+func TestDrainPace(t *testing.T) {
+	in, db := newInbox(t)
+	const pace = 3 * time.Second
+	if _, wake := receiveAndWake(t, db, in, "evt:p0"); !wake {
+		t.Fatal("the first receipt woke no worker")
+	}
+	if got := claimBatch(t, db, in, "", true, 20); len(got) != 1 {
+		t.Fatalf("first batch %v, want the one receipt", got)
+	}
+	claimed := time.Now()
+	var later []int64
+	for i := range 4 {
+		id, wake := receiveAndWake(t, db, in, fmt.Sprintf("evt:p%d", i+1))
+		if wake {
+			t.Fatal("a receipt while the worker waits for its pace woke another worker")
+		}
+		later = append(later, id)
+	}
+	if again := drainNextPaced(t, db, in, false, 0, time.Second, pace); !again {
+		t.Fatal("pending receipts: the worker stops")
+	}
+	if waited := time.Since(claimed); waited < pace-100*time.Millisecond {
+		t.Errorf("the worker went on %s after its last claim, before its pace of %s", waited, pace)
+	}
+	if got := claimBatch(t, db, in, "", true, 20); !slices.Equal(got, later) {
+		t.Fatalf("second batch %v, want the receipts of the interval in one %v", got, later)
+	}
+	// A full batch goes on at once.
+	start := time.Now()
+	if again := drainNextPaced(t, db, in, true, 0, time.Second, pace); !again || time.Since(start) > pace/2 {
+		t.Errorf("a full batch: again %v after %s, want true at once", again, time.Since(start))
+	}
+	claimBatch(t, db, in, "", true, 20)
+	// A receipt after a quiet spell longer than the pace, at once.
+	time.Sleep(pace + 100*time.Millisecond)
+	receiveAndWake(t, db, in, "evt:quiet")
+	start = time.Now()
+	if again := drainNextPaced(t, db, in, false, 0, time.Second, pace); !again || time.Since(start) > pace/2 {
+		t.Errorf("a receipt after a quiet spell: again %v after %s, want true at once", again, time.Since(start))
+	}
+}
+
 // Receipts racing a worker that stops are never stranded: each is claimed
 // by a worker or wakes one.
 func TestDrainLosesNoReceipt(t *testing.T) {
@@ -167,7 +218,7 @@ func TestDrainLosesNoReceipt(t *testing.T) {
 			for run := 0; ; run++ {
 				n := len(claimBatch(t, db, in, "", true, 7))
 				claimed += n
-				if !drainNext(t, db, in, n == 7, run%2, 0) {
+				if !drainNextPaced(t, db, in, n == 7, run%2, 0, 3*time.Millisecond) {
 					break
 				}
 			}

@@ -232,7 +232,7 @@ func (in Inbox) ClaimBatch(lease, drainLease time.Duration, maxAttempts, limit i
 	return fmt.Sprintf(`WITH offered AS (
   SELECT DISTINCT x::bigint AS id FROM unnest(string_to_array($1::text, ',')) x WHERE x ~ '^[0-9]{1,18}$'
 ), renewed AS (
-  UPDATE %[2]s SET draining_until = now() + interval '%[3]d seconds' WHERE $2::boolean AND lane = 0
+  UPDATE %[2]s SET draining_until = now() + interval '%[3]d seconds', drained_at = now() WHERE $2::boolean AND lane = 0
 ), named AS (
   SELECT id FROM %[1]s WHERE id IN (SELECT id FROM offered) AND `+claimable+`
   FOR UPDATE SKIP LOCKED
@@ -287,9 +287,11 @@ SELECT (SELECT count(*) FROM failed) AS errors_recorded, coalesce((SELECT wake F
 // DrainNextCall runs DrainNext after a batch: $1 the batch was full, $2 the
 // run's index in its execution (from 0), $3 drain (a worker offered rows by
 // the recoverer or keysvc only decides those: it stops, and holds no lease).
-func (in Inbox) DrainNextCall(maxRuns int, linger, lease time.Duration) string {
-	return fmt.Sprintf(`SELECT again FROM %s($1::boolean, $2::integer, %d, interval '%d milliseconds', interval '%d seconds') WHERE $3::boolean
-UNION ALL SELECT false WHERE NOT $3::boolean`, in.DrainNext(), maxRuns, linger.Milliseconds(), int64(lease/time.Second))
+// A worker that goes on claims no sooner than pace after its last claim,
+// unless its batch was full (see inbox.sql).
+func (in Inbox) DrainNextCall(maxRuns int, linger, lease, pace time.Duration) string {
+	return fmt.Sprintf(`SELECT again FROM %s($1::boolean, $2::integer, %d, interval '%d milliseconds', interval '%d seconds', interval '%d milliseconds') WHERE $3::boolean
+UNION ALL SELECT false WHERE NOT $3::boolean`, in.DrainNext(), maxRuns, linger.Milliseconds(), int64(lease/time.Second), pace.Milliseconds())
 }
 
 // Offered lists, for the worker's item, the inbox rows $1 (comma-separated

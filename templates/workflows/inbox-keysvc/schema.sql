@@ -110,6 +110,8 @@ CREATE TABLE IF NOT EXISTS inbox_drainer (
   outbox_pending boolean NOT NULL DEFAULT false,
   outbox_woken_by xid8
 );
+-- When the draining worker last claimed (see idemhook_drain_next's p_pace).
+ALTER TABLE inbox_drainer ADD COLUMN IF NOT EXISTS drained_at timestamptz;
 INSERT INTO inbox_drainer (lane) VALUES (0) ON CONFLICT (lane) DO NOTHING;
 
 DO $check$
@@ -825,11 +827,22 @@ $fn$;
 -- execution keeps every run's data until it ends, so none runs for ever):
 -- the next receipt starts a worker, and the recoverer offers what is left
 -- received past its grace.
-CREATE OR REPLACE FUNCTION idemhook_drain_next(p_full boolean, p_run integer, p_max_runs integer, p_linger interval, p_lease interval)
+--
+-- A worker that found receipts pending claims them no sooner than p_pace
+-- after its last claim (drained_at, which ClaimBatch sets): under a steady
+-- flow one run then decides every receipt of the interval, where claiming
+-- at once would decide them one run each, and a run costs n8n a dozen node
+-- executions whatever its size. A lone receipt, or a full batch, is
+-- claimed at once. The lease stays live while it waits, so receipts mark
+-- the drainer pending and wake no other worker.
+DROP FUNCTION IF EXISTS idemhook_drain_next(boolean, integer, integer, interval, interval);
+CREATE OR REPLACE FUNCTION idemhook_drain_next(p_full boolean, p_run integer, p_max_runs integer, p_linger interval, p_lease interval,
+  p_pace interval DEFAULT interval '0')
 RETURNS TABLE (again boolean)
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_until timestamptz := clock_timestamp() + p_linger;
+  v_wait interval;
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM inbox_drainer d WHERE d.lane = 0) THEN
     RETURN QUERY SELECT false; -- no drainer row: the receiver starts a worker for every receipt
@@ -847,6 +860,10 @@ BEGIN
   END IF;
   LOOP
     IF (SELECT d.pending FROM inbox_drainer d WHERE d.lane = 0) THEN
+      v_wait := (SELECT d.drained_at FROM inbox_drainer d WHERE d.lane = 0) + p_pace - clock_timestamp();
+      IF v_wait > interval '0' THEN
+        PERFORM pg_sleep(extract(epoch FROM v_wait));
+      END IF;
       UPDATE inbox_drainer SET pending = false, draining_until = clock_timestamp() + p_lease WHERE lane = 0;
       RETURN QUERY SELECT true;
       RETURN;
