@@ -573,11 +573,11 @@ func outboxGraph(g *graph, r resolved, _ map[string]string) error {
 	g.connect(NodeSweepOnCall, 0, NodeClaimLookups)
 	g.add(ifNode(g, NodeAnyLookups, g.at(2, 0), "={{ $json.id }}", opStringExist, ""))
 	g.connect(NodeClaimLookups, 0, NodeAnyLookups)
-	lookups := "$('" + NodeClaimLookups + "').item.json"
-	g.add(outboxCall(r, httpCall{Method: "GET", URL: "={{ " + jsString(r.OutboxURL+"/") + " + encodeURIComponent(" + lookups + ".operation_key) }}"}).node(NodeLookup, g.at(3, -1)))
+	// The calls read their task from their own item (the claim's row,
+	// passed on by the If): no item of another node is looked up.
+	g.add(outboxCall(r, httpCall{Method: "GET", URL: "={{ " + jsString(r.OutboxURL+"/") + " + encodeURIComponent($json.operation_key) }}"}).node(NodeLookup, g.at(3, -1)))
 	g.connect(NodeAnyLookups, 0, NodeLookup)
-	g.add(independently(postgresNode(NodeRecordLookup, g.at(4, -1), r.inbox.OutboxResultCall(r.OutboxMaxAttempts, r.OutboxBackoff),
-		outboxAnswer(lookups, pgsql.PhaseLookup), r.CredentialName)))
+	g.add(recordAnswers(r, NodeRecordLookup, g.at(4, -1), NodeClaimLookups, pgsql.PhaseLookup))
 	g.connect(NodeLookup, 0, NodeRecordLookup)
 
 	g.add(claim(NodeClaimSends, g.at(5, 0), pgsql.PhaseSend))
@@ -585,15 +585,13 @@ func outboxGraph(g *graph, r resolved, _ map[string]string) error {
 	g.connect(NodeAnyLookups, 1, NodeClaimSends)
 	g.add(ifNode(g, NodeAnySends, g.at(6, 0), "={{ $json.id }}", opStringExist, ""))
 	g.connect(NodeClaimSends, 0, NodeAnySends)
-	sends := "$('" + NodeClaimSends + "').item.json"
 	g.add(outboxCall(r, httpCall{
-		Method: "POST", URL: "=" + r.OutboxURL,
-		Headers:  [][2]string{{"Idempotency-Key", "={{ " + sends + ".operation_key }}"}},
-		JSONBody: "={{ JSON.stringify(" + sends + ".payload) }}",
+		Method: "POST", URL: r.OutboxURL,
+		Headers:  [][2]string{{"Idempotency-Key", "={{ $json.operation_key }}"}},
+		JSONBody: "={{ JSON.stringify($json.payload) }}",
 	}).node(NodeCallAPI, g.at(7, -1)))
 	g.connect(NodeAnySends, 0, NodeCallAPI)
-	g.add(independently(postgresNode(NodeRecordSend, g.at(8, -1), r.inbox.OutboxResultCall(r.OutboxMaxAttempts, r.OutboxBackoff),
-		outboxAnswer(sends, pgsql.PhaseSend), r.CredentialName)))
+	g.add(recordAnswers(r, NodeRecordSend, g.at(8, -1), NodeClaimSends, pgsql.PhaseSend))
 	g.connect(NodeCallAPI, 0, NodeRecordSend)
 
 	// Woken by a worker, a dispatcher stays a moment for the next batch's
@@ -629,19 +627,24 @@ func dispatchLease(r resolved) time.Duration {
 	return 2*timeout + 5*time.Second
 }
 
-// outboxAnswer is the parameter list of OutboxResultCall for the answer of an
-// HTTP node: its status and body (text, in "data"), or the transport error
-// code when no answer came.
-func outboxAnswer(task, phase string) string {
-	return "={{ [ " + task + ".id, " + task + ".attempts, '" + phase + "', String($json.statusCode ?? ''), " +
-		"$json.error ? String($json.error.code || $json.error.message || $json.error) : '', " +
-		"String($json.data ?? '') ] }}"
+// recordAnswers records the answers of a pass's calls (the HTTP node's
+// items) in one statement, pgsql.Inbox.OutboxResults, each with the task
+// of the claim's item at the same index: the If before the calls passes
+// every claimed row on in order (all have an id), and the HTTP node answers
+// each item with one item, in order, an error included. Each answer is its
+// status and body (text, in "data"), or the transport error code when no
+// answer came. One expression and one statement per pass, where a statement
+// per call cost n8n an expression and a round trip each.
+func recordAnswers(r resolved, name string, pos [2]int, claim, phase string) node {
+	n := postgresNode(name, pos, r.inbox.OutboxResults(r.OutboxMaxAttempts, r.OutboxBackoff),
+		"={{ [ [[$('"+claim+"').all(), $input.all()]].map(p => JSON.stringify(p[1].map((a, i) => ({ "+
+			"id: p[0][i].json.id, attempts: p[0][i].json.attempts, phase: '"+phase+"', status: String(a.json.statusCode ?? ''), "+
+			"error: a.json.error ? String(a.json.error.code || a.json.error.message || a.json.error) : '', "+
+			"body: String(a.json.data ?? '') }))))[0] ] }}", r.CredentialName)
+	n.ExecuteOnce = true
+	return n
 }
 
-// outboxCall completes a call to the outbox API: its credential and timeout,
-// the answer's body as text (so that no answer fails to parse), and a call
-// that got no answer passed on as an item with its error, on the one output
-// (so that the record node after it runs once).
 func outboxCall(r resolved, c httpCall) httpCall {
 	c.Bearer, c.Timeout, c.TextResponse, c.ErrorsInline = r.OutboxCredential, r.OutboxTimeout, true, true
 	return c

@@ -413,11 +413,19 @@ func (in Inbox) LingerForTask(window, lease time.Duration) string {
 		in.OutboxWait(), int64(window/time.Second), int64(lease/time.Second))
 }
 
-// OutboxResultCall records an outbox answer: $1 task id, $2 attempt, $3 phase
-// ('send' or 'lookup'), $4 HTTP status (NULL when no answer came), $5 the
-// transport error code, $6 the answer's body.
-func (in Inbox) OutboxResultCall(maxAttempts int, backoff time.Duration) string {
-	return fmt.Sprintf(`SELECT * FROM %s($1::bigint, $2::integer, $3, nullif($4::text, '')::integer, $5, $6, %d, interval '%d milliseconds')`,
+// OutboxResults records the answers of one dispatcher pass's calls in one
+// statement: $1 is a JSON array of {id, attempts, phase ('send' or
+// 'lookup'), status (the HTTP status, "" when no answer came), error (the
+// transport error code), body (the answer's body)}, one per task, each
+// recorded by OutboxResult. It returns OutboxResult's row for each. One
+// statement, so one transaction: if it fails, no answer of the pass is
+// recorded, every task stays sending, and once its claim expires it is
+// looked up before anything is resent (the call may have been performed),
+// as when a dispatcher dies. A pass records its calls together because each
+// statement n8n runs for an item costs it an expression and a round trip.
+func (in Inbox) OutboxResults(maxAttempts int, backoff time.Duration) string {
+	return fmt.Sprintf(`SELECT r.* FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, attempts integer, phase text, status text, error text, body text)
+CROSS JOIN LATERAL %s(x.id, x.attempts, x.phase, nullif(x.status, '')::integer, x.error, x.body, %d, interval '%d milliseconds') r`,
 		in.OutboxResult(), maxAttempts, backoff.Milliseconds())
 }
 

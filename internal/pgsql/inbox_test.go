@@ -64,6 +64,12 @@ func newInboxFor(t *testing.T, d pgsql.Decision) (pgsql.Inbox, *pgxpool.Pool) {
 	return in, pg.Business
 }
 
+// outboxAnswers is OutboxResults' parameter for one answer.
+func outboxAnswers(id int64, attempts int, phase, status, errCode, body string) string {
+	b, _ := json.Marshal([]map[string]any{{"id": id, "attempts": attempts, "phase": phase, "status": status, "error": errCode, "body": body}})
+	return string(b)
+}
+
 func exec(t *testing.T, db *pgxpool.Pool, sql string, args ...any) {
 	t.Helper()
 	if _, err := db.Exec(context.Background(), sql, args...); err != nil {
@@ -330,7 +336,7 @@ func TestOutboxResult(t *testing.T) {
 				key, c.attempts).Scan(&id)
 			var state string
 			var resend bool
-			if err := db.QueryRow(ctx, in.OutboxResultCall(3, backoff), id, c.attempts, c.phase, c.status, c.errCode, "answer body").
+			if err := db.QueryRow(ctx, in.OutboxResults(3, backoff), outboxAnswers(id, c.attempts, c.phase, c.status, c.errCode, "answer body")).
 				Scan(new(int64), new(string), &state, &resend); err != nil {
 				t.Fatal(err)
 			}
@@ -354,11 +360,46 @@ func TestOutboxResult(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a pass's answers in one statement", func(t *testing.T) {
+		var answers []map[string]any
+		want := map[int64]string{}
+		for i, c := range []struct{ status, state string }{{"200", "sent"}, {"500", "pending"}, {"422", "failed"}} {
+			var id int64
+			db.QueryRow(ctx, "INSERT INTO "+in.Outbox().String()+" (operation_key, kind, payload, state, attempts) VALUES ($1, 'k', '{}', 'sending', 1) RETURNING id",
+				fmt.Sprintf("op:pass%d", i)).Scan(&id)
+			answers = append(answers, map[string]any{"id": id, "attempts": 1, "phase": "send", "status": c.status, "error": "", "body": "b"})
+			want[id] = c.state
+		}
+		b, _ := json.Marshal(answers)
+		rows, err := db.Query(ctx, in.OutboxResults(3, backoff), string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[int64]string{}
+		for rows.Next() {
+			var id int64
+			var state string
+			if err := rows.Scan(&id, new(string), &state, new(bool)); err != nil {
+				t.Fatal(err)
+			}
+			got[id] = state
+		}
+		if rows.Err() != nil {
+			t.Fatal(rows.Err())
+		}
+		for id, state := range want {
+			var stored string
+			db.QueryRow(ctx, "SELECT state FROM "+in.Outbox().String()+" WHERE id = $1", id).Scan(&stored)
+			if got[id] != state || stored != state {
+				t.Errorf("task %d: returned %q, stored %q, want %q", id, got[id], stored, state)
+			}
+		}
+	})
 	t.Run("a late dispatcher is fenced out", func(t *testing.T) {
 		var id int64
 		db.QueryRow(ctx, "INSERT INTO "+in.Outbox().String()+" (operation_key, kind, payload, state, attempts) VALUES ('op:late', 'k', '{}', 'sending', 2) RETURNING id").Scan(&id)
 		var state string
-		db.QueryRow(ctx, in.OutboxResultCall(3, backoff), id, 1, "send", "200", "", "").Scan(new(int64), new(string), &state, new(bool))
+		db.QueryRow(ctx, in.OutboxResults(3, backoff), outboxAnswers(id, 1, "send", "200", "", "")).Scan(new(int64), new(string), &state, new(bool))
 		if state != "sending" {
 			t.Errorf("attempt 1 recorded over attempt 2: state %s", state)
 		}
