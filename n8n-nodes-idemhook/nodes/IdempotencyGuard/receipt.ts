@@ -6,7 +6,7 @@ import { identifierPattern, inboxStatements, providers, reservedWords } from './
 import { deriveFor, EMPTY_BODY, headerValue, isMultipart, receiptValue } from './keyspec';
 import { explain, type Target } from './postgres';
 import { signaturePreparer } from './signaturespec';
-import { CREDENTIAL_TTL_MS } from './store';
+import { cachedCredential } from './credentials';
 
 /** What the inbox receipt reads from a delivery, as the node's parameters set it. */
 export interface ReceiptOptions {
@@ -145,14 +145,6 @@ function sameBytes(a: Buffer, b: Buffer): boolean {
 	return a.length === b.length && timingSafeEqual(a, b);
 }
 
-interface CachedSecret {
-	secret: string;
-	readAt: number;
-}
-
-// By credential id, as the stores are.
-const secrets = new Map<string, CachedSecret>();
-
 /**
  * cryptoSecret reads the signing secret from the node's n8n Crypto
  * credential (its HMAC Secret, as n8n's Crypto node uses it), at most
@@ -160,23 +152,20 @@ const secrets = new Map<string, CachedSecret>();
  */
 export function cryptoSecret(ctx: IExecuteFunctions): SecretSource {
 	return async (fresh) => {
-		const ref = ctx.getNode().credentials?.crypto;
-		const name = ref?.name ?? 'crypto';
-		const id = ref?.id ?? undefined;
-		const hit = id === undefined ? undefined : secrets.get(id);
-		if (hit && !fresh && Date.now() - hit.readAt < CREDENTIAL_TTL_MS) return { secret: hit.secret, cached: true };
-		let data: Record<string, unknown>;
-		try {
-			data = await ctx.getCredentials('crypto');
-		} catch (e) {
-			throw new GuardError('credential', `The Crypto credential "${name}" could not be read (${(e as Error).message}): choose the one that holds the provider's signing secret. Nothing was saved.`);
-		}
-		const secret = typeof data.hmacSecret === 'string' ? data.hmacSecret : '';
-		if (secret === '') {
-			throw new GuardError('credential', `The Crypto credential "${name}" has no Hmac Secret: set it to the provider's signing secret. Nothing was saved.`);
-		}
-		if (id !== undefined) secrets.set(id, { secret, readAt: Date.now() });
-		return { secret, cached: false };
+		const read = await cachedCredential(
+			ctx,
+			'crypto',
+			fresh,
+			(name, reason) => `The Crypto credential "${name}" could not be read (${reason}): choose the one that holds the provider's signing secret. Nothing was saved.`,
+			(data, name) => {
+				const secret = typeof data.hmacSecret === 'string' ? data.hmacSecret : '';
+				if (secret === '') {
+					throw new GuardError('credential', `The Crypto credential "${name}" has no Hmac Secret: set it to the provider's signing secret. Nothing was saved.`);
+				}
+				return secret;
+			},
+		);
+		return { secret: read.value, cached: read.cached };
 	};
 }
 
