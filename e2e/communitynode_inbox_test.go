@@ -52,7 +52,7 @@ func TestCommunityNodeInbox(t *testing.T) {
 		}
 	})
 
-	t.Run("the row the Code node's receiver saves, column for column", func(t *testing.T) {
+	t.Run("the row the Code node's receiver saves: account, event id, type, body, kept headers", func(t *testing.T) {
 		code := sharedInbox(t)
 		body := stripeEvent("evt_ibn_same", "customer.created", map[string]any{"id": "cus_ibn"})
 		header := stripeSigned(stripeSecret, body)
