@@ -633,13 +633,16 @@ func dispatchLease(r resolved) time.Duration {
 // every claimed row on in order (all have an id), and the HTTP node answers
 // each item with one item, in order, an error included. Each answer is its
 // status and body (text, in "data"), or the transport error code when no
-// answer came. One expression and one statement per pass, where a statement
+// answer came: the items reach the expression as copies whose error keeps
+// its message ("connect ECONNREFUSED 127.0.0.1:8080") but not its code, so
+// the code is read from the message. One expression and one statement per pass, where a statement
 // per call cost n8n an expression and a round trip each.
 func recordAnswers(r resolved, name string, pos [2]int, claim, phase string) node {
 	n := postgresNode(name, pos, r.inbox.OutboxResults(r.OutboxMaxAttempts, r.OutboxBackoff),
 		"={{ [ [[$('"+claim+"').all(), $input.all()]].map(p => JSON.stringify(p[1].map((a, i) => ({ "+
 			"id: p[0][i].json.id, attempts: p[0][i].json.attempts, phase: '"+phase+"', status: String(a.json.statusCode ?? ''), "+
-			"error: a.json.error ? String(a.json.error.code || a.json.error.message || a.json.error) : '', "+
+			"error: a.json.error ? (String(a.json.error.code || a.json.error.message || a.json.error).match(/\\bE[A-Z][A-Z_]{2,}\\b/) || "+
+			"[String(a.json.error.code || a.json.error.message || a.json.error)])[0] : '', "+
 			"body: String(a.json.data ?? '') }))))[0] ] }}", r.CredentialName)
 	n.ExecuteOnce = true
 	return n
