@@ -411,9 +411,10 @@ func receiptHeaders(r resolved) []string {
 // most unless its batch was full: a run costs n8n about a dozen node
 // executions whatever its size, and they share n8n's one thread with the
 // receiver, so claiming each receipt as it came made the provider wait for
-// the worker (the inbox bench: receipt p50 1.48 × the workflow without
-// inbox with one sender, 1.26 × with a pace of 200 ms). An effect waits for
-// the pace at most.
+// the worker (one sender, community node receiver: receipt p50 1.48 × the
+// workflow without inbox; 1.13 × in the bench run with this pace and the
+// outbox's one statement, docs/speed.md). An effect waits for the pace at
+// most.
 const (
 	DrainBatch  = 20
 	drainLinger = 2 * time.Second
