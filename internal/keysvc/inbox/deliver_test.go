@@ -76,7 +76,10 @@ func TestInboxN8NStartingUpIsNotADelivery(t *testing.T) {
 	in := openInbox(t, "ks_inbox_n8n_start", fmt.Sprintf(`{"endpoints":[{"name":"stripe","provider":"stripe","target":%q}]}`, target.URL),
 		inbox.Options{Backoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, RecoverAfter: time.Hour})
 	id := receive(t, in, "stripe", `{"id":"evt_n8n_starting","type":"payment_intent.succeeded"}`)
-	waitEntry(t, in, "stripe", id, "forwarded", 10*time.Second)
+	// Each retry is a scheduled River job, which River's scheduler makes
+	// available on its own tick (every 5 s), whatever the backoff: two
+	// retries take up to about 10 s before the third call.
+	waitEntry(t, in, "stripe", id, "forwarded", 30*time.Second)
 	e, err := in.Entry(context.Background(), "stripe", id)
 	if err != nil {
 		t.Fatal(err)
