@@ -8,7 +8,7 @@ const assert = require('node:assert');
 const crypto = require('crypto');
 const path = require('path');
 const { dist, context, webhookItem } = require('./helpers');
-const { receive, schemaPrefixOf } = require(path.join(dist, 'receipt.js'));
+const { receive, routeOf, schemaPrefixOf } = require(path.join(dist, 'receipt.js'));
 const { IdempotencyGuard } = require(path.join(dist, 'IdempotencyGuard.node.js'));
 
 const SECRET = 'whsec_receipt_test';
@@ -148,4 +148,25 @@ test('through the node: Received and Rejected outputs, Error for a keysvc store;
 	});
 	const [, , errors] = await node.execute.call(viaKeysvc);
 	assert.match(errors[0].json.error, /saves in PostgreSQL/);
+});
+
+test('a new receipt that found no worker draining leaves by Start Worker, with drain, only when the node has that output', () => {
+	const saved = (over) => ({ key: 'evt:e', account: 'default', eventType: 't', id: '7', state: 'received', new: true, wake: true, ...over });
+	const cases = [
+		{ got: saved(), workerOutput: true, want: 2, drain: true },
+		{ got: saved(), workerOutput: false, want: 0 },
+		{ got: saved({ wake: false }), workerOutput: true, want: 0 },
+		{ got: saved({ new: false, wake: false }), workerOutput: true, want: 0 },
+		{ got: { statusCode: 401, code: 'invalid_signature', error: 'no' }, workerOutput: true, want: 1 },
+	];
+	for (const c of cases) {
+		const [output, json] = routeOf(c.got, c.workerOutput);
+		assert.strictEqual(output, c.want, JSON.stringify(c));
+		assert.strictEqual(json.drain, c.drain, JSON.stringify(c));
+	}
+	// The outputs the editor draws (the description's expression) match.
+	const outputs = new Function('$parameter', 'return ' + new IdempotencyGuard().description.outputs.slice(3, -2));
+	const names = (p) => outputs({ operation: 'receive', ...p }).map((o) => o.displayName);
+	assert.deepStrictEqual(names({ options: { errorOutput: true }, receipt: { workerOutput: true } }), ['Received', 'Rejected', 'Start Worker', 'Error']);
+	assert.deepStrictEqual(names({ options: { errorOutput: true } }), ['Received', 'Rejected', 'Error']);
 });

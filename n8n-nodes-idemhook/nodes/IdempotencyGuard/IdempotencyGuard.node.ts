@@ -12,7 +12,7 @@ import { providers } from './generated';
 import { keyOf } from './key';
 import * as keysvc from './keysvc';
 import * as pg from './postgres';
-import { cryptoSecret, pathOf, receive, schemaPrefixOf, type ReceiptOptions } from './receipt';
+import { cryptoSecret, pathOf, receive, routeOf, schemaPrefixOf, type ReceiptOptions } from './receipt';
 import { storeOf, type StoreKind } from './store';
 
 type Operation = 'reserve' | 'acquireLease' | 'complete' | 'release' | 'receive';
@@ -21,7 +21,7 @@ type Operation = 'reserve' | 'acquireLease' | 'complete' | 'release' | 'receive'
 // it on; with the Error Output option, errors leave by an output of the
 // node's own, last. Written as an expression over the parameters, as n8n's
 // Switch node does, so the editor draws the outputs the settings give.
-const outputsOf = (parameters: { operation?: string; options?: { errorOutput?: boolean } }) => {
+const outputsOf = (parameters: { operation?: string; options?: { errorOutput?: boolean }; receipt?: { workerOutput?: boolean } }) => {
 	const operation = parameters.operation ?? 'reserve';
 	let outputs = [{ type: 'main', displayName: 'Done' }];
 	if (operation === 'reserve') {
@@ -42,6 +42,9 @@ const outputsOf = (parameters: { operation?: string; options?: { errorOutput?: b
 			{ type: 'main', displayName: 'Received' },
 			{ type: 'main', displayName: 'Rejected' },
 		];
+		if (parameters.receipt?.workerOutput === true) {
+			outputs.push({ type: 'main', displayName: 'Start Worker' });
+		}
 	}
 	if (parameters.options?.errorOutput === true) {
 		outputs.push({ type: 'main', displayName: 'Error' });
@@ -126,7 +129,7 @@ export class IdempotencyGuard implements INodeType {
 						value: 'receive',
 						action: 'Save the event in the inbox',
 						description:
-							"The inbox pattern's receiver (idemhook generate --pattern inbox): check the signature, save the event once in inbox_events, and say whether to start a worker. Received: saved now or before; Rejected: answer 401 or 400.",
+							"The inbox pattern's receiver (idemhook generate --pattern inbox): check the signature, save the event once in inbox_events, and say whether to start a worker. Received: saved now or before; Rejected: answer 401 or 400; Start Worker (an option): saved now, and no worker drains.",
 					},
 				],
 				default: 'reserve',
@@ -217,6 +220,14 @@ export class IdempotencyGuard implements INodeType {
 						default: 120,
 						description: 'How long the worker a receipt starts holds the drain before another may start',
 					},
+					{
+						displayName: 'Start Worker Output',
+						name: 'workerOutput',
+						type: 'boolean',
+						default: false,
+						description:
+							'Whether a new receipt that found no worker draining leaves by an output of its own, Start Worker, with drain: true for the worker, instead of Received (and an If node on wake after it)',
+					},
 				],
 			},
 			{
@@ -290,7 +301,8 @@ export class IdempotencyGuard implements INodeType {
 		const items = this.getInputData();
 		const operation = this.getNodeParameter('operation', 0) as Operation;
 		const errorOutput = (this.getNodeParameter('options', 0, {}) as IDataObject).errorOutput === true;
-		const routes = outputsOf({ operation, options: { errorOutput } }).map((): INodeExecutionData[] => []);
+		const workerOutput = operation === 'receive' && (this.getNodeParameter('receipt', 0, {}) as IDataObject).workerOutput === true;
+		const routes = outputsOf({ operation, options: { errorOutput }, receipt: { workerOutput } }).map((): INodeExecutionData[] => []);
 		let target: Target | undefined;
 		for (let i = 0; i < items.length; i++) {
 			try {
@@ -400,7 +412,7 @@ async function decide(
 			throw new GuardError('config', "Save Inbox Receipt saves in PostgreSQL: choose the PostgreSQL store (keysvc has an inbox of its own: idemhook generate --pattern inbox --receiver keysvc). Nothing was saved.");
 		}
 		const got = await receive(ctx, item, i, receiptOptions(ctx, i, preset, scope, options), { ...target.pg, table: 'inbox_events' }, cryptoSecret(ctx));
-		return 'statusCode' in got ? [1, { status: 'rejected', ...got }] : [0, { ...got }];
+		return routeOf(got, (ctx.getNodeParameter('receipt', i, {}) as IDataObject).workerOutput === true);
 	}
 	const leaseSeconds = operation === 'acquireLease' ? leaseOf(ctx.getNodeParameter('leaseSeconds', i, 300)) : undefined;
 	const k = await keyOf(ctx, item, i, { preset, scope, binaryProperty: String(options.binaryProperty ?? 'data') });

@@ -1,5 +1,5 @@
 import { createHmac, timingSafeEqual } from 'crypto';
-import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
+import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { GuardError } from './errors';
 import { identifierPattern, inboxStatements, providers, reservedWords } from './generated';
@@ -47,6 +47,22 @@ export interface Saved {
 	state: string | null;
 	new: boolean;
 	wake: boolean;
+}
+
+/** The outputs of Save Inbox Receipt, in order; Start Worker only with that option. */
+export const RECEIVED = 0;
+export const REJECTED = 1;
+export const START_WORKER = 2;
+
+/**
+ * routeOf sends a receipt to its output: a rejection to Rejected; a new
+ * receipt that found no worker draining to Start Worker, when the node has
+ * that output, with drain for the worker it starts; any other to Received.
+ */
+export function routeOf(got: Saved | Rejection, workerOutput: boolean): [number, IDataObject] {
+	if ('statusCode' in got) return [REJECTED, { status: 'rejected', ...got }];
+	if (workerOutput && got.new && got.wake) return [START_WORKER, { ...got, drain: true }];
+	return [RECEIVED, { ...got }];
 }
 
 /** The signing secret, read from the node's Crypto credential; fresh re-reads it. */
