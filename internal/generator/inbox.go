@@ -33,12 +33,8 @@ const (
 	NodeClaimEvents  = "Claim Events"
 	NodeApplyEvent   = "Apply Event"
 	NodeRecordBatch  = "Record Batch"
-	NodeBatchDone    = "Batch Done"
-	NodeTasksQueued  = "Wake Outbox?"
 	NodeWakeOutbox   = "Wake Outbox"
 	NodeDrainNext    = "Drain Next"
-	NodeDrainAgain   = "Again?"
-	NodeDrained      = "Drained"
 	NodeSweepTimer   = "Every Sweep"
 	NodeSweepOnCall  = "On Demand"
 	NodeFindDue      = "Find Due Events"
@@ -46,15 +42,12 @@ const (
 	NodeReoffer      = "Re-offer to Worker"
 	NodeCountStuck   = "Count Stuck Work"
 	NodeClaimLookups = "Claim Lookups"
-	NodeAnyLookups   = "Any Lookups?"
 	NodeLookup       = "Look Up Operation"
 	NodeRecordLookup = "Record Lookup"
 	NodeClaimSends   = "Claim Sends"
-	NodeAnySends     = "Any Sends?"
 	NodeCallAPI      = "Call API"
 	NodeRecordSend   = "Record Send"
 	NodeWaitDue      = "Wait for Due Task"
-	NodeTaskDue      = "Task Due?"
 	NodeDeleteDone   = "Delete Finished Work"
 )
 
@@ -255,8 +248,10 @@ func receiptOf(r resolved) templates.Receipt {
 // one node, Save Receipt, checks the signature, builds the receipt key and
 // saves it with the same statement, in n8n's own process (no task runner,
 // no Crypto node); its outputs are Received, Rejected (401 for the
-// signature, 400 for an empty body) and Error (nothing saved: 503). What
-// follows the answer is the Code node receiver's.
+// signature, 400 for an empty body), Start Worker (received, and no worker
+// drains) and Error (nothing saved: 503). A delivery runs as many nodes as
+// the workflow without inbox (Webhook, one statement, Respond): the
+// Code node receiver's two If nodes after the answer are outputs here.
 func receiverNodeGraph(g *graph, r resolved, ids map[string]string) {
 	receipt := receiptOf(r)
 	settings := map[string]any{
@@ -264,6 +259,7 @@ func receiverNodeGraph(g *graph, r resolved, ids map[string]string) {
 		"typeHeader": receipt.TypeHeader, "typePath": strings.Join(receipt.TypePath, "."),
 		"accountHeader": receipt.AccountHeader, "accountPath": strings.Join(receipt.AccountPath, "."),
 		"drainLeaseSeconds": int64(r.ClaimLease.Seconds()),
+		"workerOutput":      true,
 	}
 	if r.DBSchema != "" {
 		settings["schema"] = r.DBSchema
@@ -291,11 +287,16 @@ func receiverNodeGraph(g *graph, r resolved, ids map[string]string) {
 	g.add(respondNode(NodeRespondRejected, g.at(2, 1), "={{ $json.statusCode }}",
 		"={{ JSON.stringify({ status: 'rejected', code: $json.code, error: $json.error }) }}"))
 	g.connect(NodeSaveReceipt, 1, NodeRespondRejected)
+	// Start Worker: a new receipt that found no worker draining is answered,
+	// then hands off (n8n's execution order, v1, runs the upper branch
+	// first). Its item has drain, for the worker.
+	g.connect(NodeSaveReceipt, 2, NodeRespondReceipt)
+	g.add(executeWorkflowNode(NodeHandOff, g.at(3, 1), ids[FileWorker], "once", false))
+	g.connect(NodeSaveReceipt, 2, NodeHandOff)
 	g.add(respondNode(NodeRespond503Save, g.at(2, 2), 503,
 		`{"status":"unavailable","error":"the event could not be saved; retry later"}`, [2]string{"Retry-After", "5"}))
-	g.connect(NodeSaveReceipt, 2, NodeRespond503Save)
-	// One item per webhook execution: .first() spares n8n tracing it back.
-	addWorkerStart(g, r, ids, 3, "$('"+NodeSaveReceipt+"').first()")
+	g.connect(NodeSaveReceipt, 3, NodeRespond503Save)
+	g.addNote(NodeWebhook, setupNote(r, "inbox.md")...)
 	g.addNote(NodeSaveReceipt, inboxNote(r, "Receiver: the receipt (Idempotency Guard, Save Inbox Receipt)", receiverNote)...)
 }
 
@@ -439,7 +440,8 @@ func drainItem(seed string) map[string]any {
 // (ids, by the recoverer) or, draining (started by the receiver), every
 // received row, DrainBatch at a time, until none comes within drainLinger.
 // Each row is decided in its own transaction; the outbox is woken once per
-// batch.
+// batch. Drain Next answers with a row only to go on, so the loop needs no
+// If node: the execution ends when it answers none.
 func workerGraph(g *graph, r resolved, ids map[string]string) error {
 	g.add(node{Name: NodeWorkerStart, Type: typeExecTrig, Position: g.at(0, 0), Parameters: map[string]any{"inputSource": "passthrough"}})
 	g.col = 1
@@ -450,13 +452,7 @@ func workerGraph(g *graph, r resolved, ids map[string]string) error {
 	next.ExecuteOnce = true
 	g.add(next)
 	g.connect(last, 0, NodeDrainNext)
-	g.add(ifNode(g, NodeDrainAgain, g.at(g.col+1, 0), "={{ $json.again }}", opBooleanTrue, ""))
-	g.connect(NodeDrainNext, 0, NodeDrainAgain)
-	g.connect(NodeDrainAgain, 0, NodeClaimEvents)
-	// The execution's result, for a caller that waits (the recoverer goes
-	// on to count stuck work): one item, the last Drain Next.
-	g.add(node{Name: NodeDrained, Type: typeNoOp, Position: g.at(g.col+2, 1), Parameters: map[string]any{}})
-	g.connect(NodeDrainAgain, 1, NodeDrained)
+	g.connect(NodeDrainNext, 0, NodeClaimEvents)
 	g.addNote(NodeWorkerStart, inboxNote(r, "Worker: the effect",
 		"Claims a batch (the rows the recoverer offers, or, started by the receiver, every received row, "+fmt.Sprint(DrainBatch)+" at a time, until none comes for "+
 			duration.Format(drainLinger)+") and decides each row's effect in a transaction of its own (idemhook_apply_event): the effect key, the business change and "+
@@ -470,8 +466,12 @@ func workerGraph(g *graph, r resolved, ids map[string]string) error {
 // outbox woken once for the batch. Every Postgres node here runs its items
 // independently or once: n8n's default batching would send all items as
 // one multi-statement query, one transaction, in which one row's error
-// would roll back the others' effects. It returns the last node, which
-// outputs one item per batch.
+// would roll back the others' effects. It returns the node to go on from,
+// Apply Event (one item per claimed row), whose next node must sit below
+// row 0: the recording and the wake are a branch of their own above it,
+// which n8n's execution order (v1: branches top to bottom, each to its end)
+// runs first. Record Batch answers with a row only when the outbox is to be
+// woken, so the wake needs no If node before it.
 func addDecision(g *graph, r resolved, ids map[string]string, from string) string {
 	col := g.col
 	claim := postgresNode(NodeClaimEvents, g.at(col, 0), r.inbox.ClaimBatch(r.ClaimLease, r.ClaimLease, r.MaxAttempts, DrainBatch),
@@ -491,7 +491,7 @@ func addDecision(g *graph, r resolved, ids map[string]string, from string) strin
 	// n8n 2.41.1's Postgres node drops an uncaught error's message
 	// (see pgsql.Inbox.RecordBatch): what is left names the execution.
 	claimed := "$('" + NodeClaimEvents + "').all()"
-	record := postgresNode(NodeRecordBatch, g.at(col+2, 0), r.inbox.RecordBatch(r.RetryBackoff, dispatchLease(r)),
+	record := postgresNode(NodeRecordBatch, g.at(col+2, -1), r.inbox.RecordBatch(r.RetryBackoff, dispatchLease(r)),
 		"={{ [ JSON.stringify($('"+NodeApplyEvent+"').all().map((i, n) => i.json.error === undefined ? null : "+
 			"{ id: "+claimed+"[n]?.json.id, attempts: "+claimed+"[n]?.json.attempts, message: 'the decision did not finish in n8n (execution ' + $execution.id + '): ' + "+
 			"String(i.json.error.message || i.json.error.description || i.json.message || 'no message') }).filter(e => e && e.id !== undefined)), "+
@@ -499,25 +499,17 @@ func addDecision(g *graph, r resolved, ids map[string]string, from string) strin
 	record.ExecuteOnce = true
 	g.add(record)
 	g.connect(NodeApplyEvent, 0, NodeRecordBatch)
-	g.col = col + 3
-	if ids[FileOutbox] == "" {
-		return NodeRecordBatch // no outbox: the tasks wait in outbox_tasks
+	if ids[FileOutbox] != "" { // else the tasks wait in outbox_tasks
+		g.add(node{Name: NodeWakeOutbox, Type: typeExecWorkflow, Position: g.at(col+3, -1), Parameters: map[string]any{
+			"source":     "database",
+			"workflowId": map[string]any{"__rl": true, "value": ids[FileOutbox], "mode": "id"},
+			"mode":       "once",
+			"options":    map[string]any{"waitForSubWorkflow": false},
+		}})
+		g.connect(NodeRecordBatch, 0, NodeWakeOutbox)
 	}
-	g.add(ifNode(g, NodeTasksQueued, g.at(g.col, 1), "={{ $json.wake_outbox }}", opBooleanTrue, ""))
-	g.connect(NodeRecordBatch, 0, NodeTasksQueued)
-	g.add(node{Name: NodeWakeOutbox, Type: typeExecWorkflow, Position: g.at(g.col+1, 2), Parameters: map[string]any{
-		"source":     "database",
-		"workflowId": map[string]any{"__rl": true, "value": ids[FileOutbox], "mode": "id"},
-		"mode":       "once",
-		"options":    map[string]any{"waitForSubWorkflow": false},
-	}})
-	g.connect(NodeTasksQueued, 0, NodeWakeOutbox)
-	// Both branches meet again: the If passes its item on either way.
-	g.add(node{Name: NodeBatchDone, Type: typeNoOp, Position: g.at(g.col+2, 0), Parameters: map[string]any{}})
-	g.connect(NodeTasksQueued, 1, NodeBatchDone)
-	g.connect(NodeWakeOutbox, 0, NodeBatchDone)
-	g.col += 3
-	return NodeBatchDone
+	g.col = col + 2
+	return NodeApplyEvent
 }
 
 // independently makes a Postgres node run one query per item, each in its
@@ -538,7 +530,11 @@ func recovererGraph(g *graph, r resolved, ids map[string]string) error {
 	g.connect(NodeSweepOnCall, 0, NodeFindDue)
 	g.add(ifNode(g, NodeAnyDue, g.at(2, 0), "={{ $json.ids }}", opStringExist, ""))
 	g.connect(NodeFindDue, 0, NodeAnyDue)
-	g.add(executeWorkflowNode(NodeReoffer, g.at(3, 0), ids[FileWorker], "once", true))
+	// The worker's execution ends with no item (Drain Next answers none
+	// when it stops): the count comes after it all the same.
+	reoffer := executeWorkflowNode(NodeReoffer, g.at(3, 0), ids[FileWorker], "once", true)
+	reoffer.AlwaysOutputData = true
+	g.add(reoffer)
 	g.connect(NodeAnyDue, 0, NodeReoffer)
 	count := postgresNode(NodeCountStuck, g.at(4, 1), r.inbox.StuckWork(), "", r.CredentialName)
 	count.ExecuteOnce = true
@@ -555,59 +551,59 @@ func recovererGraph(g *graph, r resolved, ids map[string]string) error {
 // tasks whose last call may have been performed (ambiguous, or sending when
 // their dispatcher died) are looked up first, and those the API never
 // performed go back to pending; then every pending task is sent with its
-// stable operation key. Each phase runs once per pass, whatever its
-// branches, so that the loop after it stays one loop: the last node waits,
-// as the only waiter of the table, for the next task to fall due within the
-// sweep interval (at most a minute), and runs the phases again when one
-// does, so that a task is retried at its backoff and not at the next sweep.
+// stable operation key. The last node waits, as the only waiter of the
+// table, for the next task to fall due within the sweep interval (at most a
+// minute), and runs the phases again when one does, so that a task is
+// retried at its backoff and not at the next sweep.
+//
+// A pass is three branches of one node's output, which n8n's execution
+// order (v1) runs top to bottom, each to its end: the lookups, the sends,
+// then the wait. A claim that finds nothing, and a wait that finds nothing
+// due, answer with no item, which ends their branch: no If node decides
+// it (each cost n8n a node execution and an expression per pass).
 func outboxGraph(g *graph, r resolved, _ map[string]string) error {
 	addSweepTriggers(g, r)
 	// One call and its recording; the HTTP node makes a batch's calls at once.
 	lease := r.OutboxTimeout + 20*time.Second
 	claim := func(name string, pos [2]int, phase string) node {
 		n := postgresNode(name, pos, r.inbox.ClaimTasks(lease, r.OutboxBatch, phase), "", r.CredentialName)
-		n.ExecuteOnce, n.AlwaysOutputData = true, true
+		n.ExecuteOnce = true
 		return n
 	}
-	g.add(claim(NodeClaimLookups, g.at(1, 0), pgsql.PhaseLookup))
-	g.connect(NodeSweepTimer, 0, NodeClaimLookups)
-	g.connect(NodeSweepOnCall, 0, NodeClaimLookups)
-	g.add(ifNode(g, NodeAnyLookups, g.at(2, 0), "={{ $json.id }}", opStringExist, ""))
-	g.connect(NodeClaimLookups, 0, NodeAnyLookups)
-	// The calls read their task from their own item (the claim's row,
-	// passed on by the If): no item of another node is looked up.
-	g.add(outboxCall(r, httpCall{Method: "GET", URL: "={{ " + jsString(r.OutboxURL+"/") + " + encodeURIComponent($json.operation_key) }}"}).node(NodeLookup, g.at(3, -1)))
-	g.connect(NodeAnyLookups, 0, NodeLookup)
-	g.add(recordAnswers(r, NodeRecordLookup, g.at(4, -1), NodeClaimLookups, pgsql.PhaseLookup))
+	pass := func(from string) {
+		for _, to := range []string{NodeClaimLookups, NodeClaimSends, NodeWaitDue} {
+			g.connect(from, 0, to)
+		}
+	}
+	g.add(claim(NodeClaimLookups, g.at(1, -2), pgsql.PhaseLookup))
+	// The calls read their task from their own item (the claim's row): no
+	// item of another node is looked up.
+	g.add(outboxCall(r, httpCall{Method: "GET", URL: "={{ " + jsString(r.OutboxURL+"/") + " + encodeURIComponent($json.operation_key) }}"}).node(NodeLookup, g.at(2, -2)))
+	g.connect(NodeClaimLookups, 0, NodeLookup)
+	g.add(recordAnswers(r, NodeRecordLookup, g.at(3, -2), NodeClaimLookups, pgsql.PhaseLookup))
 	g.connect(NodeLookup, 0, NodeRecordLookup)
 
-	g.add(claim(NodeClaimSends, g.at(5, 0), pgsql.PhaseSend))
-	g.connect(NodeRecordLookup, 0, NodeClaimSends)
-	g.connect(NodeAnyLookups, 1, NodeClaimSends)
-	g.add(ifNode(g, NodeAnySends, g.at(6, 0), "={{ $json.id }}", opStringExist, ""))
-	g.connect(NodeClaimSends, 0, NodeAnySends)
+	g.add(claim(NodeClaimSends, g.at(1, -1), pgsql.PhaseSend))
 	g.add(outboxCall(r, httpCall{
 		Method: "POST", URL: r.OutboxURL,
 		Headers:  [][2]string{{"Idempotency-Key", "={{ $json.operation_key }}"}},
 		JSONBody: "={{ JSON.stringify($json.payload) }}",
-	}).node(NodeCallAPI, g.at(7, -1)))
-	g.connect(NodeAnySends, 0, NodeCallAPI)
-	g.add(recordAnswers(r, NodeRecordSend, g.at(8, -1), NodeClaimSends, pgsql.PhaseSend))
+	}).node(NodeCallAPI, g.at(2, -1)))
+	g.connect(NodeClaimSends, 0, NodeCallAPI)
+	g.add(recordAnswers(r, NodeRecordSend, g.at(3, -1), NodeClaimSends, pgsql.PhaseSend))
 	g.connect(NodeCallAPI, 0, NodeRecordSend)
 
 	// Woken by a worker, a dispatcher stays a moment for the next batch's
 	// tasks and holds the dispatch lease (the workers wake no other while
 	// it does); run by the schedule or by hand, it does neither.
-	wait := postgresNode(NodeWaitDue, g.at(9, 0), r.inbox.LingerForTask(min(r.SweepEvery, time.Minute), dispatchLease(r)),
+	wait := postgresNode(NodeWaitDue, g.at(1, 0), r.inbox.LingerForTask(min(r.SweepEvery, time.Minute), dispatchLease(r)),
 		"={{ [ $('"+NodeSweepOnCall+"').isExecuted && $('"+NodeSweepOnCall+"').first().json.wake_outbox === true && $runIndex < "+fmt.Sprint(drainRuns)+
 			" ? "+fmt.Sprint(drainLinger.Milliseconds())+" : 0 ] }}", r.CredentialName)
 	wait.ExecuteOnce = true
 	g.add(wait)
-	g.connect(NodeRecordSend, 0, NodeWaitDue)
-	g.connect(NodeAnySends, 1, NodeWaitDue)
-	g.add(ifNode(g, NodeTaskDue, g.at(10, 0), "={{ $json.due }}", opBooleanTrue, ""))
-	g.connect(NodeWaitDue, 0, NodeTaskDue)
-	g.connect(NodeTaskDue, 0, NodeClaimLookups)
+	pass(NodeSweepTimer)
+	pass(NodeSweepOnCall)
+	pass(NodeWaitDue) // a task fell due: the next pass
 	g.addNote(NodeSweepTimer, inboxNote(r, "Outbox: external calls",
 		"Calls "+r.OutboxURL+" once per task, with its operation key as Idempotency-Key on every attempt. A call that may have been performed is looked up first, "+
 			"and resent only when the API says it never happened. Retries wait their backoff.")...)
@@ -630,8 +626,8 @@ func dispatchLease(r resolved) time.Duration {
 
 // recordAnswers records the answers of a pass's calls (the HTTP node's
 // items) in one statement, pgsql.Inbox.OutboxResults, each with the task
-// of the claim's item at the same index: the If before the calls passes
-// every claimed row on in order (all have an id), and the HTTP node answers
+// of the claim's item at the same index: the calls take the claimed rows
+// in order, and the HTTP node answers
 // each item with one item, in order, an error included. Each answer is its
 // status and body (text, in "data"), or the transport error code when no
 // answer came: the items reach the expression as copies whose error keeps

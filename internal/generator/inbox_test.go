@@ -125,12 +125,12 @@ func TestInboxReceiverWithCommunityNode(t *testing.T) {
 	w.wantEdge(generator.NodeWebhook, 0, generator.NodeSaveReceipt)
 	w.wantEdge(generator.NodeSaveReceipt, 0, generator.NodeRespondReceipt)
 	w.wantEdge(generator.NodeSaveReceipt, 1, generator.NodeRespondRejected)
-	w.wantEdge(generator.NodeSaveReceipt, 2, generator.NodeRespond503Save)
-	w.wantEdge(generator.NodeRespondReceipt, 0, generator.NodeNewReceipt)
-	w.wantEdge(generator.NodeNewReceipt, 0, generator.NodeWorkerNeeded)
-	w.wantEdge(generator.NodeWorkerNeeded, 0, generator.NodeDrainItem)
-	w.wantEdge(generator.NodeDrainItem, 0, generator.NodeHandOff)
-	for _, typ := range []string{"n8n-nodes-base.code", "n8n-nodes-base.crypto", "n8n-nodes-base.postgres"} {
+	// Start Worker: answered first, then handed off; no If node.
+	w.wantEdge(generator.NodeSaveReceipt, 2, generator.NodeRespondReceipt)
+	w.wantEdge(generator.NodeSaveReceipt, 2, generator.NodeHandOff)
+	w.wantAbove(generator.NodeRespondReceipt, generator.NodeHandOff)
+	w.wantEdge(generator.NodeSaveReceipt, 3, generator.NodeRespond503Save)
+	for _, typ := range []string{"n8n-nodes-base.code", "n8n-nodes-base.crypto", "n8n-nodes-base.postgres", "n8n-nodes-base.if", "n8n-nodes-base.set"} {
 		if n := w.doc.Get(`nodes.#(type=="` + typ + `")#`).Array(); len(n) != 0 {
 			t.Errorf("the receiver still runs a %s node", typ)
 		}
@@ -214,14 +214,17 @@ func TestInboxWorkerAndOutbox(t *testing.T) {
 	w.wantEdge(generator.NodeWorkerStart, 0, generator.NodeClaimEvents)
 	w.wantEdge(generator.NodeClaimEvents, 0, generator.NodeApplyEvent)
 	w.wantEdge(generator.NodeApplyEvent, 0, generator.NodeRecordBatch)
-	w.wantEdge(generator.NodeRecordBatch, 0, generator.NodeTasksQueued)
-	w.wantEdge(generator.NodeTasksQueued, 0, generator.NodeWakeOutbox)
-	w.wantEdge(generator.NodeWakeOutbox, 0, generator.NodeBatchDone)
-	w.wantEdge(generator.NodeTasksQueued, 1, generator.NodeBatchDone)
-	w.wantEdge(generator.NodeBatchDone, 0, generator.NodeDrainNext)
-	w.wantEdge(generator.NodeDrainNext, 0, generator.NodeDrainAgain)
-	w.wantEdge(generator.NodeDrainAgain, 0, generator.NodeClaimEvents)
-	w.wantEdge(generator.NodeDrainAgain, 1, generator.NodeDrained)
+	w.wantEdge(generator.NodeRecordBatch, 0, generator.NodeWakeOutbox)
+	w.wantEdge(generator.NodeApplyEvent, 0, generator.NodeDrainNext)
+	w.wantEdge(generator.NodeDrainNext, 0, generator.NodeClaimEvents)
+	// The recording and the wake run before Drain Next, which may wait.
+	w.wantAbove(generator.NodeRecordBatch, generator.NodeDrainNext)
+	// Each answers with a row only for yes: no If node after them.
+	for n, where := range map[string]string{generator.NodeRecordBatch: "WHERE coalesce(", generator.NodeDrainNext: "AND again"} {
+		if q := w.node(n).Get("parameters.query").String(); !strings.Contains(q, where) || w.node(n).Get("alwaysOutputData").Bool() {
+			t.Errorf("%s answers whatever it decides: %s", n, q)
+		}
+	}
 	apply := w.node(generator.NodeApplyEvent)
 	if !strings.Contains(apply.Get("parameters.options.queryReplacement").String(), `"payment_intent.succeeded,charge.refunded"`) {
 		t.Errorf("the allowlist is not a parameter of Apply Event: %s", apply.Get("parameters.options.queryReplacement").String())
@@ -251,16 +254,27 @@ func TestInboxWorkerAndOutbox(t *testing.T) {
 	}
 
 	o := parse(t, files[generator.FileOutbox])
-	o.wantEdge(generator.NodeClaimLookups, 0, generator.NodeAnyLookups)
-	o.wantEdge(generator.NodeAnyLookups, 0, generator.NodeLookup)
+	// A pass: the lookups, then the sends, then the wait, each branch of
+	// the same outputs, in that order from the top.
+	for _, from := range []string{generator.NodeSweepTimer, generator.NodeSweepOnCall, generator.NodeWaitDue} {
+		for _, to := range []string{generator.NodeClaimLookups, generator.NodeClaimSends, generator.NodeWaitDue} {
+			o.wantEdge(from, 0, to)
+		}
+	}
+	o.wantAbove(generator.NodeClaimLookups, generator.NodeClaimSends)
+	o.wantAbove(generator.NodeClaimSends, generator.NodeWaitDue)
+	o.wantEdge(generator.NodeClaimLookups, 0, generator.NodeLookup)
 	o.wantEdge(generator.NodeLookup, 0, generator.NodeRecordLookup)
-	o.wantEdge(generator.NodeRecordLookup, 0, generator.NodeClaimSends)
-	o.wantEdge(generator.NodeAnyLookups, 1, generator.NodeClaimSends)
-	o.wantEdge(generator.NodeAnySends, 0, generator.NodeCallAPI)
+	o.wantEdge(generator.NodeClaimSends, 0, generator.NodeCallAPI)
 	o.wantEdge(generator.NodeCallAPI, 0, generator.NodeRecordSend)
-	o.wantEdge(generator.NodeRecordSend, 0, generator.NodeWaitDue)
-	o.wantEdge(generator.NodeAnySends, 1, generator.NodeWaitDue)
-	o.wantEdge(generator.NodeTaskDue, 0, generator.NodeClaimLookups)
+	for _, n := range []string{generator.NodeClaimLookups, generator.NodeClaimSends, generator.NodeWaitDue} {
+		if o.node(n).Get("alwaysOutputData").Bool() {
+			t.Errorf("%s answers an empty item when it finds nothing: its branch would go on", n)
+		}
+	}
+	if q := o.node(generator.NodeWaitDue).Get("parameters.query").String(); !strings.Contains(q, "WHERE due") {
+		t.Errorf("Wait for Due Task answers when nothing is due: %s", q)
+	}
 	for _, n := range []string{generator.NodeLookup, generator.NodeCallAPI} {
 		// No answer at all (timeout, reset) reaches the record node on the
 		// one output, so that the phase after it runs once.

@@ -1,9 +1,11 @@
 package generator_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +78,15 @@ func (w wf) wantEdge(from string, out int, to string) {
 		}
 	}
 	w.t.Errorf("%q output %d does not lead to %q (it leads to %v)", from, out, to, w.targets(from, out))
+}
+
+// wantAbove fails unless node a sits above node b: of two branches of one
+// output, n8n's execution order (v1) runs the upper one first, to its end.
+func (w wf) wantAbove(a, b string) {
+	w.t.Helper()
+	if ya, yb := w.node(a).Get("position.1").Int(), w.node(b).Get("position.1").Int(); ya >= yb {
+		w.t.Errorf("%q (y %d) is not above %q (y %d)", a, ya, b, yb)
+	}
 }
 
 func generate(t *testing.T, o generator.Options) wf {
@@ -157,12 +168,15 @@ func checkCommon(t *testing.T, w wf, credential string) {
 
 // checkEveryPathAnswers walks from the Webhook: every path must pass
 // through a Respond to Webhook node, or the caller would hang until timeout.
-// Nodes after the answer (the inbox receiver's hand-off) are fine.
+// Nodes after the answer (the inbox receiver's hand-off) are fine, and so
+// are the branches of an output whose top branch (run first, in n8n's
+// execution order v1) is the answer.
 func checkEveryPathAnswers(t *testing.T, w wf) {
+	const respond = "n8n-nodes-base.respondToWebhook"
 	seen := map[string]bool{}
 	var walk func(name string, answered bool)
 	walk = func(name string, answered bool) {
-		answered = answered || w.node(name).Get("type").String() == "n8n-nodes-base.respondToWebhook"
+		answered = answered || w.node(name).Get("type").String() == respond
 		if seen[name] {
 			return
 		}
@@ -170,9 +184,17 @@ func checkEveryPathAnswers(t *testing.T, w wf) {
 		outs := w.doc.Get("connections").Get(gjson.Escape(name)).Get("main").Array()
 		leaf := true
 		for i := range outs {
-			for _, next := range w.targets(name, i) {
+			targets := w.targets(name, i)
+			if len(targets) == 0 {
+				continue
+			}
+			top := slices.MinFunc(append([]string{}, targets...), func(a, b string) int {
+				return cmp.Compare(w.node(a).Get("position.1").Int(), w.node(b).Get("position.1").Int())
+			})
+			answeredFirst := len(targets) > 1 && w.node(top).Get("type").String() == respond
+			for _, next := range targets {
 				leaf = false
-				walk(next, answered)
+				walk(next, answered || answeredFirst)
 			}
 		}
 		if leaf && !answered {

@@ -3,6 +3,7 @@ package pgsql_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/internal/pgsql"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -59,10 +61,25 @@ func drainNext(t *testing.T, db *pgxpool.Pool, in pgsql.Inbox, full bool, run in
 
 func drainNextPaced(t *testing.T, db *pgxpool.Pool, in pgsql.Inbox, full bool, run int, linger, pace time.Duration) (again bool) {
 	t.Helper()
-	if err := db.QueryRow(context.Background(), in.DrainNextCall(3, linger, time.Minute, pace), full, run, true).Scan(&again); err != nil {
+	return rowCame(t, db, in.DrainNextCall(3, linger, time.Minute, pace), full, run, true)
+}
+
+// rowCame runs sql, a statement that answers yes by returning one row
+// (true) and no by returning none, and says which.
+func rowCame(t *testing.T, db *pgxpool.Pool, sql string, args ...any) bool {
+	t.Helper()
+	var yes bool
+	err := db.QueryRow(context.Background(), sql, args...).Scan(&yes)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	return again
+	if !yes {
+		t.Fatalf("%s: a row that says false; want a row only for true", sql)
+	}
+	return true
 }
 
 // The receiver starts a worker only when none drains: the first receipt
@@ -262,27 +279,24 @@ func TestClaimBatchOfferedAndRecordBatch(t *testing.T) {
 		t.Fatalf("claimed rows again while held: %v", got)
 	}
 	errs, _ := json.Marshal([]map[string]any{{"id": a, "attempts": 1, "message": "connection lost"}, {"id": b, "attempts": 7, "message": "stale"}})
-	record := func(errs string, tasks int) (int, bool) {
-		var recorded int
-		var wake bool
-		if err := db.QueryRow(ctx, in.RecordBatch(time.Second, time.Minute), errs, tasks).Scan(&recorded, &wake); err != nil {
-			t.Fatal(err)
+	record := func(errs string, tasks int) bool {
+		return rowCame(t, db, in.RecordBatch(time.Second, time.Minute), errs, tasks)
+	}
+	if wake := record(string(errs), 2); !wake {
+		t.Errorf("a batch with tasks did not wake the outbox")
+	}
+	for id, want := range map[int64]string{a: "connection lost", b: ""} { // b's attempt 7 is stale
+		var lastError string
+		db.QueryRow(ctx, "SELECT coalesce(last_error, '') FROM "+in.Inbox().String()+" WHERE id = $1", id).Scan(&lastError)
+		if lastError != want {
+			t.Errorf("row %d's error %q, want %q", id, lastError, want)
 		}
-		return recorded, wake
-	}
-	if recorded, wake := record(string(errs), 2); recorded != 1 || !wake {
-		t.Errorf("recorded %d errors, wake %v; want 1 (the other attempt is stale) and a wake", recorded, wake)
-	}
-	var lastError string
-	db.QueryRow(ctx, "SELECT coalesce(last_error, '') FROM "+in.Inbox().String()+" WHERE id = $1", a).Scan(&lastError)
-	if lastError != "connection lost" {
-		t.Errorf("row a's error %q", lastError)
 	}
 	// The dispatcher woken holds the lease: the next batches wake no other.
-	if _, wake := record("[]", 3); wake {
+	if wake := record("[]", 3); wake {
 		t.Error("a dispatcher holds the lease, and a batch wakes another")
 	}
-	if _, wake := record("[]", 0); wake {
+	if wake := record("[]", 0); wake {
 		t.Error("a batch without tasks woke the outbox")
 	}
 }
@@ -294,18 +308,11 @@ func TestOutboxWaitLingers(t *testing.T) {
 	in, db := newInbox(t)
 	ctx := context.Background()
 	batch := func(tasks int) bool {
-		var wake bool
-		if err := db.QueryRow(ctx, in.RecordBatch(time.Second, time.Minute), "[]", tasks).Scan(new(int), &wake); err != nil {
-			t.Fatal(err)
-		}
-		return wake
+		return rowCame(t, db, in.RecordBatch(time.Second, time.Minute), "[]", tasks)
 	}
 	linger := func(ms int) (bool, time.Duration) {
 		start := time.Now()
-		var due bool
-		if err := db.QueryRow(ctx, in.LingerForTask(time.Minute, time.Minute), ms).Scan(&due); err != nil {
-			t.Fatal(err)
-		}
+		due := rowCame(t, db, in.LingerForTask(time.Minute, time.Minute), ms)
 		return due, time.Since(start)
 	}
 	if !batch(1) {

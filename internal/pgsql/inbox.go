@@ -260,11 +260,13 @@ SELECT id, state, attempts FROM claimed WHERE state = 'processing' ORDER BY id`,
 // read. The row is retried after the backoff doubled per attempt (at most
 // 15 minutes), as ApplyEvent retries it; only the attempt that holds the
 // claim may write. And, when the batch wrote tasks ($2 above 0), it
-// says whether to wake the outbox (wake_outbox): only when no dispatcher
-// holds the dispatch lease, which it then takes for the dispatcher it
-// wakes; else it marks the tasks pending for the dispatcher that holds it
-// (see OutboxWait in inbox.sql). Without the drainer row, every batch with
-// tasks wakes the outbox.
+// decides whether to wake the outbox: only when no dispatcher holds the
+// dispatch lease, which it then takes for the dispatcher it wakes; else it
+// marks the tasks pending for the dispatcher that holds it (see OutboxWait
+// in inbox.sql). Without the drainer row, every batch with tasks wakes the
+// outbox. It returns one row (wake_outbox, true) when the outbox is to be
+// woken and none otherwise, so that the node after it, the wake, runs only
+// then: an If node between them cost n8n a node execution per batch.
 func (in Inbox) RecordBatch(backoff, dispatchLease time.Duration) string {
 	return fmt.Sprintf(`WITH failed AS (
   UPDATE %[1]s e SET last_error = left(x.message, 2000), outcome = 'error',
@@ -272,7 +274,6 @@ func (in Inbox) RecordBatch(backoff, dispatchLease time.Duration) string {
     updated_at = now()
   FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, attempts integer, message text)
   WHERE e.id = x.id AND e.attempts = x.attempts AND e.state = 'processing'
-  RETURNING e.id
 ), woken AS (
   UPDATE %[2]s d SET outbox_pending = true,
     outbox_woken_by = CASE WHEN d.dispatching_until IS NULL OR d.dispatching_until < now() THEN pg_current_xact_id() ELSE d.outbox_woken_by END,
@@ -280,7 +281,7 @@ func (in Inbox) RecordBatch(backoff, dispatchLease time.Duration) string {
   WHERE d.lane = 0 AND $2::integer > 0
   RETURNING d.outbox_woken_by = pg_current_xact_id() AS wake
 )
-SELECT (SELECT count(*) FROM failed) AS errors_recorded, coalesce((SELECT wake FROM woken), $2::integer > 0) AS wake_outbox`,
+SELECT true AS wake_outbox WHERE coalesce((SELECT wake FROM woken), $2::integer > 0)`,
 		in.Inbox(), in.Drainer(), backoff.Milliseconds(), int64(dispatchLease/time.Second))
 }
 
@@ -288,10 +289,12 @@ SELECT (SELECT count(*) FROM failed) AS errors_recorded, coalesce((SELECT wake F
 // run's index in its execution (from 0), $3 drain (a worker offered rows by
 // the recoverer or keysvc only decides those: it stops, and holds no lease).
 // A worker that goes on claims no sooner than pace after its last claim,
-// unless its batch was full (see inbox.sql).
+// unless its batch was full (see inbox.sql). It returns one row (again,
+// true) when the worker is to claim again and none when it stops, so that
+// the claim after it runs only then, with no If node between them.
 func (in Inbox) DrainNextCall(maxRuns int, linger, lease, pace time.Duration) string {
-	return fmt.Sprintf(`SELECT again FROM %s($1::boolean, $2::integer, %d, interval '%d milliseconds', interval '%d seconds', interval '%d milliseconds') WHERE $3::boolean
-UNION ALL SELECT false WHERE NOT $3::boolean`, in.DrainNext(), maxRuns, linger.Milliseconds(), int64(lease/time.Second), pace.Milliseconds())
+	return fmt.Sprintf(`SELECT again FROM %s($1::boolean, $2::integer, %d, interval '%d milliseconds', interval '%d seconds', interval '%d milliseconds') WHERE $3::boolean AND again`,
+		in.DrainNext(), maxRuns, linger.Milliseconds(), int64(lease/time.Second), pace.Milliseconds())
 }
 
 // Offered lists, for the worker's item, the inbox rows $1 (comma-separated
@@ -407,9 +410,11 @@ func (in Inbox) WaitForDueTask(window time.Duration) string {
 
 // LingerForTask is WaitForDueTask for a dispatcher a worker woke: with $1
 // above 0, it also waits $1 milliseconds for tasks not written yet and holds
-// the dispatch lease for lease (OutboxWait's p_linger and p_lease).
+// the dispatch lease for lease (OutboxWait's p_linger and p_lease). It
+// returns its row only when a task fell due, so that the dispatcher's next
+// pass runs only then, with no If node between them.
 func (in Inbox) LingerForTask(window, lease time.Duration) string {
-	return fmt.Sprintf(`SELECT * FROM %s(interval '%d seconds', $1::integer * interval '1 millisecond', interval '%d seconds')`,
+	return fmt.Sprintf(`SELECT due FROM %s(interval '%d seconds', $1::integer * interval '1 millisecond', interval '%d seconds') WHERE due`,
 		in.OutboxWait(), int64(window/time.Second), int64(lease/time.Second))
 }
 
