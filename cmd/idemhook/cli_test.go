@@ -97,7 +97,7 @@ func TestGenerateInbox(t *testing.T) {
 		"the inbox webhook path": strings.Contains(string(receiver), `"path": "webhook-inbox"`),
 		"--events":               strings.Contains(string(worker), `payment_intent.succeeded,charge.refunded`),
 		"--defer-limit":          strings.Contains(string(worker), "interval '172800 seconds'"),
-		"--db-schema":            strings.Contains(string(worker), "payments.idemhook_apply_event"),
+		"--db-schema":            strings.Contains(string(worker), "payments.idemhook_apply_batch"),
 		"--outbox-url":           strings.Contains(string(outbox), "https://fulfil.example/v1/operations"),
 		"--sweep-every":          strings.Contains(string(outbox), `"minutesInterval": 5`),
 		"stripe verification":    strings.Contains(string(receiver), "Compute Signature"),

@@ -455,23 +455,23 @@ func workerGraph(g *graph, r resolved, ids map[string]string) error {
 	g.connect(NodeDrainNext, 0, NodeClaimEvents)
 	g.addNote(NodeWorkerStart, inboxNote(r, "Worker: the effect",
 		"Claims a batch (the rows the recoverer offers, or, started by the receiver, every received row, "+fmt.Sprint(DrainBatch)+" at a time, until none comes for "+
-			duration.Format(drainLinger)+") and decides each row's effect in a transaction of its own (idemhook_apply_event): the effect key, the business change and "+
+			duration.Format(drainLinger)+") and decides each row's effect in a transaction of its own (idemhook_apply_batch commits after each row): the effect key, the business change and "+
 			"the outbox tasks together, or none. A failed decision stays on its row, with the database's message, and is retried.")...)
 	return nil
 }
 
 // addDecision adds, after from (whose first item has ids, the offered rows,
-// and drain), the claim of a batch, the decision of each of its rows in a
+// and drain), the claim of a batch, the decision of its rows, each in a
 // transaction of its own, the errors the decision could not record, and the
-// outbox woken once for the batch. Every Postgres node here runs its items
-// independently or once: n8n's default batching would send all items as
-// one multi-statement query, one transaction, in which one row's error
-// would roll back the others' effects. It returns the node to go on from,
-// Apply Event (one item per claimed row), whose next node must sit below
-// row 0: the recording and the wake are a branch of their own above it,
-// which n8n's execution order (v1: branches top to bottom, each to its end)
-// runs first. Record Batch answers with a row only when the outbox is to be
-// woken, so the wake needs no If node before it.
+// outbox woken once for the batch. The decision is one CALL of
+// idemhook_apply_batch, which commits after each row: a statement per row
+// cost n8n an expression and a round trip per event on the thread that
+// answers the provider. It returns the node to go on from, Apply Event,
+// whose next node must sit below row 0: the recording and the wake are a
+// branch of their own above it, which n8n's execution order (v1: branches
+// top to bottom, each to its end) runs first. Record Batch answers with a
+// row only when the outbox is to be woken, so the wake needs no If node
+// before it.
 func addDecision(g *graph, r resolved, ids map[string]string, from string) string {
 	col := g.col
 	claim := postgresNode(NodeClaimEvents, g.at(col, 0), r.inbox.ClaimBatch(r.ClaimLease, r.ClaimLease, r.MaxAttempts, DrainBatch),
@@ -479,23 +479,28 @@ func addDecision(g *graph, r resolved, ids map[string]string, from string) strin
 	claim.ExecuteOnce, claim.AlwaysOutputData = true, true
 	g.add(claim)
 	g.connect(from, 0, NodeClaimEvents)
-	// An empty batch comes as one empty item: its id 0 names no row, and
-	// the decision answers not_claimed without writing anything. An error
-	// the decision could not catch comes on the same output (as its item,
-	// paired with the claimed row), so the batch always goes on as one.
-	apply := independently(postgresNode(NodeApplyEvent, g.at(col+1, 0), r.inbox.ApplyEventCall(r.DeferLimit, r.RetryBackoff),
-		"={{ [ $json.id ?? 0, $json.attempts ?? 0, "+jsString(strings.Join(r.Events, ","))+" ] }}", r.CredentialName))
+	// An empty batch comes as one empty item, without id: the call decides
+	// nothing. An error that ends the call comes on the same output, as its
+	// item, so the batch always goes on as one.
+	claimed := "$('" + NodeClaimEvents + "').all().filter(i => i.json.id !== undefined)"
+	apply := postgresNode(NodeApplyEvent, g.at(col+1, 0), r.inbox.ApplyBatchCall(r.DeferLimit, r.RetryBackoff),
+		"={{ [ "+claimed+".map(i => i.json.id).join(','), "+claimed+".map(i => i.json.attempts).join(','), "+
+			jsString(strings.Join(r.Events, ","))+" ] }}", r.CredentialName)
+	apply.ExecuteOnce, apply.AlwaysOutputData = true, true
 	apply.OnError = "continueRegularOutput"
 	g.add(apply)
 	g.connect(NodeClaimEvents, 0, NodeApplyEvent)
-	// n8n 2.41.1's Postgres node drops an uncaught error's message
-	// (see pgsql.Inbox.RecordBatch): what is left names the execution.
-	claimed := "$('" + NodeClaimEvents + "').all()"
+	// A call that ended early committed the rows it decided and left the
+	// others processing: each of those gets the error, with the execution
+	// that saw it, and its retry after the backoff (the recording fences on
+	// state and attempt). The tasks the early rows wrote are not counted,
+	// so the outbox is woken all the same.
+	answer := "$('" + NodeApplyEvent + "').first().json"
 	record := postgresNode(NodeRecordBatch, g.at(col+2, -1), r.inbox.RecordBatch(r.RetryBackoff, dispatchLease(r)),
-		"={{ [ JSON.stringify($('"+NodeApplyEvent+"').all().map((i, n) => i.json.error === undefined ? null : "+
-			"{ id: "+claimed+"[n]?.json.id, attempts: "+claimed+"[n]?.json.attempts, message: 'the decision did not finish in n8n (execution ' + $execution.id + '): ' + "+
-			"String(i.json.error.message || i.json.error.description || i.json.message || 'no message') }).filter(e => e && e.id !== undefined)), "+
-			"$('"+NodeApplyEvent+"').all().reduce((n, i) => n + (i.json.tasks || 0), 0) ] }}", r.CredentialName)
+		"={{ [ JSON.stringify("+answer+".error === undefined ? [] : "+claimed+".map(c => "+
+			"({ id: c.json.id, attempts: c.json.attempts, message: 'the decisions did not finish in n8n (execution ' + $execution.id + '): ' + "+
+			"String("+answer+".error.message || "+answer+".error.description || "+answer+".message || 'no message') }))), "+
+			answer+".error === undefined ? ("+answer+".tasks || 0) : 1 ] }}", r.CredentialName)
 	record.ExecuteOnce = true
 	g.add(record)
 	g.connect(NodeApplyEvent, 0, NodeRecordBatch)
@@ -510,13 +515,6 @@ func addDecision(g *graph, r resolved, ids map[string]string, from string) strin
 	}
 	g.col = col + 2
 	return NodeApplyEvent
-}
-
-// independently makes a Postgres node run one query per item, each in its
-// own transaction ("Query Batching: Independent").
-func independently(n node) node {
-	n.Parameters["options"].(map[string]any)["queryBatching"] = "independently"
-	return n
 }
 
 // recovererGraph re-offers unfinished rows to the worker on a schedule (or

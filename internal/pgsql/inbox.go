@@ -41,9 +41,10 @@ func (in Inbox) Subscriptions() Table { return in.table("subscriptions") }
 // Deliveries records keysvc's delivery attempts (keysvc's schema only).
 func (in Inbox) Deliveries() Table { return in.table("inbox_deliveries") }
 
-// ApplyEvent, OutboxResult and OutboxWait are the pattern's functions (see
-// inbox.sql for what they decide).
+// ApplyEvent, ApplyBatch, OutboxResult and OutboxWait are the pattern's
+// functions and procedure (see inbox.sql for what they decide).
 func (in Inbox) ApplyEvent() Table   { return in.table("idemhook_apply_event") }
+func (in Inbox) ApplyBatch() Table   { return in.table("idemhook_apply_batch") }
 func (in Inbox) OutboxResult() Table { return in.table("idemhook_outbox_result") }
 func (in Inbox) OutboxWait() Table   { return in.table("idemhook_outbox_wait") }
 
@@ -109,7 +110,7 @@ func (in Inbox) render(name string, extra map[string]any) string {
 	var b bytes.Buffer
 	data := map[string]any{
 		"Schema": in.Schema, "Inbox": in.Inbox(), "Effects": in.Effects(),
-		"Outbox": in.Outbox(), "ApplyEvent": in.ApplyEvent(), "OutboxResult": in.OutboxResult(), "OutboxWait": in.OutboxWait(),
+		"Outbox": in.Outbox(), "ApplyEvent": in.ApplyEvent(), "ApplyBatch": in.ApplyBatch(), "OutboxResult": in.OutboxResult(), "OutboxWait": in.OutboxWait(),
 		"Deliveries": in.Deliveries(), "Drainer": in.Drainer(), "DrainNext": in.DrainNext(),
 	}
 	maps.Copy(data, extra)
@@ -253,11 +254,11 @@ SELECT id, state, attempts FROM claimed WHERE state = 'processing' ORDER BY id`,
 // RecordBatch ends a worker's batch in one statement: it keeps, on each
 // row, the error of a decision that did not run to its end in n8n ($1, a
 // JSON array of {id, attempts, message}: ApplyEvent records its own errors,
-// so these are what it cannot catch, such as the connection lost). n8n
-// 2.41.1's Postgres node drops the message of such an error ("Query
-// Batching: Independent" spreads the error object, whose message is not an
-// own enumerable field), so the message is what is left: the execution to
-// read. The row is retried after the backoff doubled per attempt (at most
+// so these are what it cannot catch, such as the connection lost, which
+// ends ApplyBatch's call and reaches every row of the batch; a row decided
+// before it is no longer processing and is left be, while one whose own
+// error was recorded gets this message in place of its own). The row is
+// retried after the backoff doubled per attempt (at most
 // 15 minutes), as ApplyEvent retries it; only the attempt that holds the
 // claim may write. And, when the batch wrote tasks ($2 above 0), it
 // decides whether to wake the outbox: only when no dispatcher holds the
@@ -312,6 +313,17 @@ ORDER BY e.id`, in.Inbox())
 func (in Inbox) ApplyEventCall(deferLimit, backoff time.Duration) string {
 	return fmt.Sprintf(`SELECT * FROM %s($1::bigint, $2::integer, string_to_array($3, ','), interval '%d seconds', interval '%d milliseconds')`,
 		in.ApplyEvent(), int64(deferLimit/time.Second), backoff.Milliseconds())
+}
+
+// ApplyBatchCall runs ApplyBatch for the claimed rows $1 (ids,
+// comma-separated) at their attempts $2 (comma-separated, in the same
+// order) with the allowlist $3 (comma-separated event types), the defer
+// limit and the first retry delay: each row is decided and committed on its
+// own, in one statement. It answers one row, tasks (the outbox tasks
+// written). It commits, so it cannot run inside a transaction block.
+func (in Inbox) ApplyBatchCall(deferLimit, backoff time.Duration) string {
+	return fmt.Sprintf(`CALL %s($1::text, $2::text, string_to_array($3, ','), interval '%d seconds', interval '%d milliseconds')`,
+		in.ApplyBatch(), int64(deferLimit/time.Second), backoff.Milliseconds())
 }
 
 // DueEvents lists up to limit rows that need a worker: received longer ago

@@ -583,6 +583,96 @@ END $$`)
 	}
 }
 
+// A batch is decided by one CALL, and each of its rows commits on its own
+// before the next is decided: while the fourth row waits on a lock, the
+// first three are visible to another connection, the failing third with its
+// error; the batch's other rows are applied.
+func TestApplyBatchCommitsEachRow(t *testing.T) {
+	in, db := newInbox(t)
+	ctx := context.Background()
+	exec(t, db, "INSERT INTO "+in.Orders().String()+" (id, amount, currency) SELECT 'o' || i, 100, 'eur' FROM generate_series(1, 5) i")
+	exec(t, db, "CREATE FUNCTION "+in.Schema+`.hold_o3_o4() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.id = 'o3' AND NEW.state = 'confirmed' THEN RAISE EXCEPTION 'order o3 is frozen'; END IF;
+  IF NEW.id = 'o4' AND NEW.state = 'confirmed' THEN PERFORM pg_advisory_xact_lock(hashtext(TG_TABLE_SCHEMA)); END IF;
+  RETURN NEW;
+END $$`)
+	exec(t, db, "CREATE TRIGGER hold_o3_o4 BEFORE UPDATE ON "+in.Orders().String()+" FOR EACH ROW EXECUTE FUNCTION "+in.Schema+".hold_o3_o4()")
+	ids := make([]string, 5)
+	for i := range ids {
+		body := event("payment_intent.succeeded", pi(fmt.Sprintf("pi_%d", i+1), fmt.Sprintf("o%d", i+1), 100))
+		var id int64
+		db.QueryRow(ctx, "INSERT INTO "+in.Inbox().String()+" (account, event_id, event_type, body) VALUES ('default', $1, 'payment_intent.succeeded', convert_to($2, 'UTF8')) RETURNING id",
+			fmt.Sprintf("evt:%d", i+1), body).Scan(&id)
+		db.QueryRow(ctx, in.ClaimEvent(time.Minute, 5), id).Scan(new(int64), new(string), new(int))
+		ids[i] = fmt.Sprint(id)
+	}
+	holder, err := db.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release()
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1))", in.Schema); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		tasks int
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.err = db.QueryRow(ctx, in.ApplyBatchCall(time.Hour, 2*time.Second), strings.Join(ids, ","), "1,1,1,1,1", allowed).Scan(&r.tasks)
+		done <- r
+	}()
+	stateOf := func(order string) (state, outcome, lastError string) {
+		db.QueryRow(ctx, "SELECT e.state, coalesce(e.outcome, ''), coalesce(e.last_error, '') FROM "+in.Inbox().String()+" e WHERE e.event_id = $1", "evt:"+order[1:]).
+			Scan(&state, &outcome, &lastError)
+		return
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, _, e := stateOf("o3"); !strings.Contains(e, "order o3 is frozen"); _, _, e = stateOf("o3") {
+		if time.Now().After(deadline) {
+			t.Fatal("the third row's error is not committed while the fourth waits: the batch is one transaction")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, order := range []string{"o1", "o2"} {
+		if state, outcome, _ := stateOf(order); state != "processed" || outcome != "applied" {
+			t.Errorf("%s before the waiting row: %s/%s, want processed/applied, committed", order, state, outcome)
+		}
+	}
+	if state, _, _ := stateOf("o4"); state != "processing" {
+		t.Errorf("the waiting row is %s before its lock is released", state)
+	}
+	holder.Exec(ctx, "SELECT pg_advisory_unlock(hashtext($1))", in.Schema)
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("the call: %v", r.err)
+	}
+	for _, order := range []string{"o1", "o2", "o4", "o5"} {
+		if state, outcome, _ := stateOf(order); state != "processed" || outcome != "applied" {
+			t.Errorf("%s: %s/%s, want processed/applied", order, state, outcome)
+		}
+	}
+	if state, outcome, _ := stateOf("o3"); state != "processing" || outcome != "error" {
+		t.Errorf("the failing row: %s/%s, want processing/error (retried)", state, outcome)
+	}
+	var tasks int
+	db.QueryRow(ctx, "SELECT count(*) FROM "+in.Outbox().String()).Scan(&tasks)
+	if r.tasks != tasks || tasks == 0 {
+		t.Errorf("the call counts %d tasks, the outbox holds %d", r.tasks, tasks)
+	}
+	if err := db.QueryRow(ctx, in.ApplyBatchCall(time.Hour, 2*time.Second), ids[0], "1,1", allowed).Scan(new(int)); err == nil ||
+		!strings.Contains(err.Error(), "1 ids and 2 attempts") {
+		t.Errorf("ids and attempts that do not pair: %v, want the call refused", err)
+	}
+	var none int
+	if err := db.QueryRow(ctx, in.ApplyBatchCall(time.Hour, 2*time.Second), "", "", allowed).Scan(&none); err != nil || none != 0 {
+		t.Errorf("an empty batch: %d tasks, %v", none, err)
+	}
+}
+
 // The recoverer's batch is fair: accounts take turns, and within an account
 // the row due longest goes first, so a flood of due rows in one account
 // leaves room for the others.

@@ -687,6 +687,36 @@ BEGIN
 END
 $fn$;
 
+-- idemhook_apply_batch decides a worker's claimed rows (p_ids and p_attempts,
+-- comma-separated, pairwise) one after the other with idemhook_apply_event,
+-- and commits after each: every row is decided in a transaction of its own,
+-- as if each were a statement of its own, but the batch costs its caller one
+-- round trip and n8n one expression. A row's error is caught by its decision
+-- and kept on its row; an error that ends the call (the connection lost)
+-- leaves the rows decided before it committed and the others processing,
+-- for the caller to record. It is a procedure, so that it may commit: CALL
+-- it outside a transaction block. tasks is the number of outbox tasks the
+-- batch wrote.
+CREATE OR REPLACE PROCEDURE idemhook_apply_batch(p_ids text, p_attempts text, p_allowed text[], p_defer_limit interval,
+  p_backoff interval, INOUT tasks integer DEFAULT 0)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_ids bigint[] := string_to_array(p_ids, ',')::bigint[];
+  v_attempts integer[] := string_to_array(p_attempts, ',')::integer[];
+  v_tasks integer;
+BEGIN
+  IF cardinality(v_ids) <> cardinality(v_attempts) THEN
+    RAISE EXCEPTION '% ids and % attempts: each claimed row needs its attempt', cardinality(v_ids), cardinality(v_attempts);
+  END IF;
+  tasks := 0;
+  FOR i IN 1 .. cardinality(v_ids) LOOP
+    SELECT a.tasks INTO v_tasks FROM idemhook_apply_event(v_ids[i], v_attempts[i], p_allowed, p_defer_limit, p_backoff) a;
+    tasks := tasks + coalesce(v_tasks, 0);
+    COMMIT;
+  END LOOP;
+END
+$fn$;
+
 -- idemhook_outbox_result records the answer to one outbox call (a send, or the
 -- lookup that reconciles an uncertain one) and decides the task's next state:
 --   send:   2xx -> sent; 408, 409, 429, 5xx -> pending with backoff (failed
