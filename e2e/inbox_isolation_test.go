@@ -157,7 +157,7 @@ func (d inboxDeployment) cutWhileWaiting(t *testing.T, prefix, fn string, check 
 	go func() { _, err := runWorkflowNoFatal(d.ids[generator.FileRecoverer]); done <- err }()
 	var pid int
 	waitFor(t, 30*time.Second, "the worker to wait for the held order", func() bool {
-		return st.Business.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%idemhook_apply_event%'`).Scan(&pid) == nil
+		return st.Business.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%idemhook_apply_batch%'`).Scan(&pid) == nil
 	})
 	execSQL(t, "SELECT "+fn+"($1)", pid)
 	if err := <-done; err != nil {

@@ -367,7 +367,7 @@ func TestInboxWorkerKilled(t *testing.T) {
 	wantReceipt(t, "delivery", d.deliver(t, paymentSucceeded("evt_ib_4", "pi_ib_4", "o4", 3000)), "received")
 	waitFor(t, 20*time.Second, "the worker to wait inside its effect transaction", func() bool {
 		var n int
-		st.Business.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%idemhook_apply_event%'`).Scan(&n)
+		st.Business.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%idemhook_apply_batch%'`).Scan(&n)
 		return n == 1
 	})
 	if err := st.KillN8N(ctx); err != nil {
@@ -377,7 +377,7 @@ func TestInboxWorkerKilled(t *testing.T) {
 	// only then does the lock go, so the dead worker cannot commit.
 	waitFor(t, 20*time.Second, "the dead worker's transaction to end", func() bool {
 		var n int
-		st.Business.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%idemhook_apply_event%' AND pid <> pg_backend_pid()`).Scan(&n)
+		st.Business.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%idemhook_apply_batch%' AND pid <> pg_backend_pid()`).Scan(&n)
 		return n == 0
 	})
 	tx.Rollback(ctx)
@@ -613,7 +613,7 @@ func TestInboxKilledMidBatch(t *testing.T) {
 	}
 	waitingInApply := func() int {
 		var k int
-		st.Business.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%idemhook_apply_event%'`).Scan(&k)
+		st.Business.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%idemhook_apply_batch%'`).Scan(&k)
 		return k
 	}
 	hold, fifth := lock("mb-hold"), lock("mb-5")
@@ -643,7 +643,7 @@ func TestInboxKilledMidBatch(t *testing.T) {
 	}
 	waitFor(t, 20*time.Second, "the dead worker's transaction to end", func() bool {
 		var k int
-		st.Business.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%idemhook_apply_event%' AND query NOT LIKE '%pg_stat_activity%'`).Scan(&k)
+		st.Business.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%idemhook_apply_batch%' AND query NOT LIKE '%pg_stat_activity%'`).Scan(&k)
 		return k == 0
 	})
 	fifth.Rollback(ctx)

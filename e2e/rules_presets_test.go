@@ -265,7 +265,7 @@ func TestRulesPresets(t *testing.T) {
 		}
 		waiting := func() int {
 			var n int
-			st.Business.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%idemhook_apply_event%'`).Scan(&n)
+			st.Business.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%idemhook_apply_batch%'`).Scan(&n)
 			return n
 		}
 		waitFor(t, 30*time.Second, "every preset's worker to wait inside its effect transaction", func() bool { return waiting() == len(runs) })
@@ -274,7 +274,7 @@ func TestRulesPresets(t *testing.T) {
 		}
 		waitFor(t, 20*time.Second, "the dead workers' transactions to end", func() bool {
 			var n int
-			st.Business.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%idemhook_apply_event%' AND pid <> pg_backend_pid()`).Scan(&n)
+			st.Business.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%idemhook_apply_batch%' AND pid <> pg_backend_pid()`).Scan(&n)
 			return n == 0
 		})
 		tx.Rollback(ctx)

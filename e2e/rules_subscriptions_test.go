@@ -150,7 +150,7 @@ func TestRulesSubscriptions(t *testing.T) {
 		wantReceipt(t, "invoice", d.deliver(t, invoicePaid("evt_rs_4i", "in_rs_4", "sub_rs_4", "cus_sub_rs_4", 1700000100)), "received")
 		waitFor(t, 20*time.Second, "the worker to wait inside its effect transaction", func() bool {
 			var n int
-			st.Business.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%rs.idemhook_apply_event%'`).Scan(&n)
+			st.Business.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%rs.idemhook_apply_batch%'`).Scan(&n)
 			return n == 1
 		})
 		if err := st.KillN8N(ctx); err != nil {
@@ -158,7 +158,7 @@ func TestRulesSubscriptions(t *testing.T) {
 		}
 		waitFor(t, 20*time.Second, "the dead worker's transaction to end", func() bool {
 			var n int
-			st.Business.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%rs.idemhook_apply_event%' AND pid <> pg_backend_pid()`).Scan(&n)
+			st.Business.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%rs.idemhook_apply_batch%' AND pid <> pg_backend_pid()`).Scan(&n)
 			return n == 0
 		})
 		tx.Rollback(ctx)

@@ -423,6 +423,13 @@ const (
 	drainPace   = 200 * time.Millisecond
 )
 
+// outboxPace is how often a dispatcher a worker woke passes at most,
+// unless its last claim was full: each pass costs n8n five node executions
+// whatever its size, on the thread that answers the provider, and a
+// draining worker writes tasks every drainPace. A call waits for the pace
+// at most.
+const outboxPace = time.Second
+
 // drainItem is the Set node parameters of the item that starts a draining
 // worker: no offered rows, drain.
 func drainItem(seed string) map[string]any {
@@ -498,8 +505,8 @@ func addDecision(g *graph, r resolved, ids map[string]string, from string) strin
 	answer := "$('" + NodeApplyEvent + "').first().json"
 	record := postgresNode(NodeRecordBatch, g.at(col+2, -1), r.inbox.RecordBatch(r.RetryBackoff, dispatchLease(r)),
 		"={{ [ JSON.stringify("+answer+".error === undefined ? [] : "+claimed+".map(c => "+
-			"({ id: c.json.id, attempts: c.json.attempts, message: 'the decisions did not finish in n8n (execution ' + $execution.id + '): ' + "+
-			"String("+answer+".error.message || "+answer+".error.description || "+answer+".message || 'no message') }))), "+
+			"({ id: c.json.id, attempts: c.json.attempts, message: 'the decision did not finish in n8n (execution ' + $execution.id + '): ' + "+
+			"String("+answer+".message || "+answer+".error.message || "+answer+".error.description || 'no message') }))), "+
 			answer+".error === undefined ? ("+answer+".tasks || 0) : 1 ] }}", r.CredentialName)
 	record.ExecuteOnce = true
 	g.add(record)
@@ -593,10 +600,15 @@ func outboxGraph(g *graph, r resolved, _ map[string]string) error {
 
 	// Woken by a worker, a dispatcher stays a moment for the next batch's
 	// tasks and holds the dispatch lease (the workers wake no other while
-	// it does); run by the schedule or by hand, it does neither.
+	// it does), and passes at most every outboxPace unless a claim was
+	// full; run by the schedule or by hand, it does none of these.
+	woken := "$('" + NodeSweepOnCall + "').isExecuted && $('" + NodeSweepOnCall + "').first().json.wake_outbox === true && $runIndex < " + fmt.Sprint(drainRuns)
+	claimedAll := func(n string) string {
+		return "($('" + n + "').isExecuted ? $('" + n + "').all().length : 0) >= " + fmt.Sprint(r.OutboxBatch)
+	}
 	wait := postgresNode(NodeWaitDue, g.at(1, 0), r.inbox.LingerForTask(min(r.SweepEvery, time.Minute), dispatchLease(r)),
-		"={{ [ $('"+NodeSweepOnCall+"').isExecuted && $('"+NodeSweepOnCall+"').first().json.wake_outbox === true && $runIndex < "+fmt.Sprint(drainRuns)+
-			" ? "+fmt.Sprint(drainLinger.Milliseconds())+" : 0 ] }}", r.CredentialName)
+		"={{ [ "+woken+" ? "+fmt.Sprint(drainLinger.Milliseconds())+" : 0, "+
+			woken+" && !("+claimedAll(NodeClaimLookups)+" || "+claimedAll(NodeClaimSends)+") ? "+fmt.Sprint(outboxPace.Milliseconds())+" : 0 ] }}", r.CredentialName)
 	wait.ExecuteOnce = true
 	g.add(wait)
 	pass(NodeSweepTimer)

@@ -273,6 +273,12 @@ func TestInboxWorkerAndOutbox(t *testing.T) {
 	if q := o.node(generator.NodeWaitDue).Get("parameters.query").String(); !strings.Contains(q, "WHERE due") {
 		t.Errorf("Wait for Due Task answers when nothing is due: %s", q)
 	}
+	// A woken dispatcher paces its passes, unless a claim was full: with
+	// a pace and a full claim the outbox would fall behind its workers.
+	if p := o.node(generator.NodeWaitDue).Get("parameters.options.queryReplacement").String(); !strings.Contains(p, "? 1000 : 0 ]") ||
+		!strings.Contains(p, "$('"+generator.NodeClaimSends+"').all().length : 0) >= 20") || !strings.Contains(p, "$('"+generator.NodeClaimLookups+"').all().length : 0) >= 20") {
+		t.Errorf("Wait for Due Task's parameters %s: want a pace of 1 s unless a claim of 20 was full", p)
+	}
 	for _, n := range []string{generator.NodeLookup, generator.NodeCallAPI} {
 		// No answer at all (timeout, reset) reaches the record node on the
 		// one output, so that the phase after it runs once.

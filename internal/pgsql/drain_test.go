@@ -312,7 +312,7 @@ func TestOutboxWaitLingers(t *testing.T) {
 	}
 	linger := func(ms int) (bool, time.Duration) {
 		start := time.Now()
-		due := rowCame(t, db, in.LingerForTask(time.Minute, time.Minute), ms)
+		due := rowCame(t, db, in.LingerForTask(time.Minute, time.Minute), ms, 0)
 		return due, time.Since(start)
 	}
 	if !batch(1) {
@@ -344,5 +344,35 @@ func TestOutboxWaitLingers(t *testing.T) {
 	}
 	if !batch(1) {
 		t.Error("the dispatcher gave its lease up, and the next batch woke none")
+	}
+}
+
+// A dispatcher a worker woke passes no sooner than its pace: the batches
+// written meanwhile are one pass. Without a pace (the schedule's
+// dispatcher, or a full claim) a due task is answered at once.
+func TestOutboxWaitPace(t *testing.T) {
+	in, db := newInbox(t)
+	const pace = 2 * time.Second
+	batch := func(tasks int) bool {
+		return rowCame(t, db, in.RecordBatch(time.Second, time.Minute), "[]", tasks)
+	}
+	linger := func(lingerMs int, pace time.Duration) (bool, time.Duration) {
+		start := time.Now()
+		due := rowCame(t, db, in.LingerForTask(time.Minute, time.Minute), lingerMs, pace.Milliseconds())
+		return due, time.Since(start)
+	}
+	if !batch(1) {
+		t.Fatal("the first batch with tasks woke no dispatcher")
+	}
+	if due, took := linger(5000, pace); !due || took < pace-100*time.Millisecond {
+		t.Errorf("a pending batch: due %v after %s, want true after the pace of %s", due, took, pace)
+	}
+	batch(1)
+	if due, took := linger(5000, 0); !due || took > pace/2 {
+		t.Errorf("a pending batch, no pace: due %v after %s, want true at once", due, took)
+	}
+	db.Exec(context.Background(), "INSERT INTO "+in.Outbox().String()+" (operation_key, kind, payload, next_attempt_at) VALUES ('op:due', 'k', '{}', now())")
+	if due, took := linger(0, 0); !due || took > pace/2 {
+		t.Errorf("a due task, the schedule's dispatcher: due %v after %s, want true at once", due, took)
 	}
 }

@@ -422,11 +422,12 @@ func (in Inbox) WaitForDueTask(window time.Duration) string {
 
 // LingerForTask is WaitForDueTask for a dispatcher a worker woke: with $1
 // above 0, it also waits $1 milliseconds for tasks not written yet and holds
-// the dispatch lease for lease (OutboxWait's p_linger and p_lease). It
-// returns its row only when a task fell due, so that the dispatcher's next
-// pass runs only then, with no If node between them.
+// the dispatch lease for lease; and it answers no sooner than $2
+// milliseconds after it started (OutboxWait's p_linger, p_lease and
+// p_pace). It returns its row only when a task fell due, so that the
+// dispatcher's next pass runs only then, with no If node between them.
 func (in Inbox) LingerForTask(window, lease time.Duration) string {
-	return fmt.Sprintf(`SELECT due FROM %s(interval '%d seconds', $1::integer * interval '1 millisecond', interval '%d seconds') WHERE due`,
+	return fmt.Sprintf(`SELECT due FROM %s(interval '%d seconds', $1::integer * interval '1 millisecond', interval '%d seconds', $2::integer * interval '1 millisecond') WHERE due`,
 		in.OutboxWait(), int64(window/time.Second), int64(lease/time.Second))
 }
 

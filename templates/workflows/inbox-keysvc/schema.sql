@@ -801,15 +801,20 @@ $fn$;
 -- workers wake no other: a worker that writes tasks while the lease is live
 -- marks them pending instead. It gives the lease up only by the statement
 -- that finds nothing pending under the row lock, so a batch's tasks are
--- never left for a dispatcher that stopped.
+-- never left for a dispatcher that stopped. It returns true no sooner than
+-- p_pace after it started: the tasks of the batches written meanwhile are
+-- sent by one pass, where a pass per batch cost n8n five node executions
+-- each, on the thread that answers the provider.
 DROP FUNCTION IF EXISTS idemhook_outbox_wait(interval);
+DROP FUNCTION IF EXISTS idemhook_outbox_wait(interval, interval, interval);
 CREATE OR REPLACE FUNCTION idemhook_outbox_wait(p_window interval, p_linger interval DEFAULT interval '0',
-  p_lease interval DEFAULT interval '0')
+  p_lease interval DEFAULT interval '0', p_pace interval DEFAULT interval '0')
 RETURNS TABLE (due boolean)
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_until timestamptz := clock_timestamp() + p_window;
   v_linger timestamptz := clock_timestamp() + least(p_linger, p_window);
+  v_earliest timestamptz := clock_timestamp() + least(p_pace, p_window);
   v_next timestamptz;
   v_woken boolean := p_linger > interval '0' AND EXISTS (SELECT 1 FROM inbox_drainer d WHERE d.lane = 0);
 BEGIN
@@ -821,6 +826,9 @@ BEGIN
     SELECT min(CASE WHEN t.state = 'sending' THEN t.claimed_until ELSE t.next_attempt_at END) INTO v_next
     FROM outbox_tasks t WHERE t.state IN ('pending', 'ambiguous', 'sending');
     IF v_next <= clock_timestamp() OR (v_woken AND (SELECT d.outbox_pending FROM inbox_drainer d WHERE d.lane = 0)) THEN
+      IF clock_timestamp() < v_earliest THEN
+        PERFORM pg_sleep(extract(epoch FROM v_earliest - clock_timestamp()));
+      END IF;
       IF v_woken THEN
         UPDATE inbox_drainer SET outbox_pending = false, dispatching_until = clock_timestamp() + p_lease WHERE lane = 0;
       END IF;
