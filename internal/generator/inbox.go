@@ -512,12 +512,7 @@ func addDecision(g *graph, r resolved, ids map[string]string, from string) strin
 	g.add(record)
 	g.connect(NodeApplyEvent, 0, NodeRecordBatch)
 	if ids[FileOutbox] != "" { // else the tasks wait in outbox_tasks
-		g.add(node{Name: NodeWakeOutbox, Type: typeExecWorkflow, Position: g.at(col+3, -1), Parameters: map[string]any{
-			"source":     "database",
-			"workflowId": map[string]any{"__rl": true, "value": ids[FileOutbox], "mode": "id"},
-			"mode":       "once",
-			"options":    map[string]any{"waitForSubWorkflow": false},
-		}})
+		g.add(executeWorkflowNode(NodeWakeOutbox, g.at(col+3, -1), ids[FileOutbox], "once", false))
 		g.connect(NodeRecordBatch, 0, NodeWakeOutbox)
 	}
 	g.col = col + 2
@@ -603,12 +598,12 @@ func outboxGraph(g *graph, r resolved, _ map[string]string) error {
 	// it does), and passes at most every outboxPace unless a claim was
 	// full; run by the schedule or by hand, it does none of these.
 	woken := "$('" + NodeSweepOnCall + "').isExecuted && $('" + NodeSweepOnCall + "').first().json.wake_outbox === true && $runIndex < " + fmt.Sprint(drainRuns)
-	claimedAll := func(n string) string {
+	claimFull := func(n string) string {
 		return "($('" + n + "').isExecuted ? $('" + n + "').all().length : 0) >= " + fmt.Sprint(r.OutboxBatch)
 	}
 	wait := postgresNode(NodeWaitDue, g.at(1, 0), r.inbox.LingerForTask(min(r.SweepEvery, time.Minute), dispatchLease(r)),
 		"={{ [ "+woken+" ? "+fmt.Sprint(drainLinger.Milliseconds())+" : 0, "+
-			woken+" && !("+claimedAll(NodeClaimLookups)+" || "+claimedAll(NodeClaimSends)+") ? "+fmt.Sprint(outboxPace.Milliseconds())+" : 0 ] }}", r.CredentialName)
+			woken+" && !("+claimFull(NodeClaimLookups)+" || "+claimFull(NodeClaimSends)+") ? "+fmt.Sprint(outboxPace.Milliseconds())+" : 0 ] }}", r.CredentialName)
 	wait.ExecuteOnce = true
 	g.add(wait)
 	pass(NodeSweepTimer)

@@ -520,20 +520,13 @@ func TestOutboxWait(t *testing.T) {
 func TestApplyEventErrorStaysOnItsRow(t *testing.T) {
 	in, db := newInbox(t)
 	ctx := context.Background()
-	exec(t, db, "INSERT INTO "+in.Orders().String()+" (id, amount, currency) SELECT 'o' || i, 100, 'eur' FROM generate_series(1, 5) i")
 	exec(t, db, "CREATE FUNCTION "+in.Schema+`.fail_o3() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF NEW.id = 'o3' AND NEW.state = 'confirmed' THEN RAISE EXCEPTION 'order o3 is frozen'; END IF;
   RETURN NEW;
 END $$`)
 	exec(t, db, "CREATE TRIGGER fail_o3 BEFORE UPDATE ON "+in.Orders().String()+" FOR EACH ROW EXECUTE FUNCTION "+in.Schema+".fail_o3()")
-	ids := make([]int64, 5)
-	for i := range ids {
-		body := event("payment_intent.succeeded", pi(fmt.Sprintf("pi_%d", i+1), fmt.Sprintf("o%d", i+1), 100))
-		db.QueryRow(ctx, "INSERT INTO "+in.Inbox().String()+" (account, event_id, event_type, body) VALUES ('default', $1, 'payment_intent.succeeded', convert_to($2, 'UTF8')) RETURNING id",
-			fmt.Sprintf("evt:%d", i+1), body).Scan(&ids[i])
-		db.QueryRow(ctx, in.ClaimEvent(time.Minute, 5), ids[i]).Scan(new(int64), new(string), new(int))
-	}
+	ids := claimedPayments(t, db, in, 5)
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -583,6 +576,27 @@ END $$`)
 	}
 }
 
+// claimedPayments creates orders o1 to on, one payment_intent.succeeded
+// receipt for each (evt:1 to evt:n), and claims each at attempt 1. It
+// returns the receipts' ids, in order.
+func claimedPayments(t *testing.T, db *pgxpool.Pool, in pgsql.Inbox, n int) []int64 {
+	t.Helper()
+	ctx := context.Background()
+	exec(t, db, "INSERT INTO "+in.Orders().String()+" (id, amount, currency) SELECT 'o' || i, 100, 'eur' FROM generate_series(1, $1::integer) i", n)
+	ids := make([]int64, n)
+	for i := range ids {
+		body := event("payment_intent.succeeded", pi(fmt.Sprintf("pi_%d", i+1), fmt.Sprintf("o%d", i+1), 100))
+		if err := db.QueryRow(ctx, "INSERT INTO "+in.Inbox().String()+" (account, event_id, event_type, body) VALUES ('default', $1, 'payment_intent.succeeded', convert_to($2, 'UTF8')) RETURNING id",
+			fmt.Sprintf("evt:%d", i+1), body).Scan(&ids[i]); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.QueryRow(ctx, in.ClaimEvent(time.Minute, 5), ids[i]).Scan(new(int64), new(string), new(int)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
 // A batch is decided by one CALL, and each of its rows commits on its own
 // before the next is decided: while the fourth row waits on a lock, the
 // first three are visible to another connection, the failing third with its
@@ -590,7 +604,6 @@ END $$`)
 func TestApplyBatchCommitsEachRow(t *testing.T) {
 	in, db := newInbox(t)
 	ctx := context.Background()
-	exec(t, db, "INSERT INTO "+in.Orders().String()+" (id, amount, currency) SELECT 'o' || i, 100, 'eur' FROM generate_series(1, 5) i")
 	exec(t, db, "CREATE FUNCTION "+in.Schema+`.hold_o3_o4() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF NEW.id = 'o3' AND NEW.state = 'confirmed' THEN RAISE EXCEPTION 'order o3 is frozen'; END IF;
@@ -598,14 +611,9 @@ BEGIN
   RETURN NEW;
 END $$`)
 	exec(t, db, "CREATE TRIGGER hold_o3_o4 BEFORE UPDATE ON "+in.Orders().String()+" FOR EACH ROW EXECUTE FUNCTION "+in.Schema+".hold_o3_o4()")
-	ids := make([]string, 5)
-	for i := range ids {
-		body := event("payment_intent.succeeded", pi(fmt.Sprintf("pi_%d", i+1), fmt.Sprintf("o%d", i+1), 100))
-		var id int64
-		db.QueryRow(ctx, "INSERT INTO "+in.Inbox().String()+" (account, event_id, event_type, body) VALUES ('default', $1, 'payment_intent.succeeded', convert_to($2, 'UTF8')) RETURNING id",
-			fmt.Sprintf("evt:%d", i+1), body).Scan(&id)
-		db.QueryRow(ctx, in.ClaimEvent(time.Minute, 5), id).Scan(new(int64), new(string), new(int))
-		ids[i] = fmt.Sprint(id)
+	var ids []string
+	for _, id := range claimedPayments(t, db, in, 5) {
+		ids = append(ids, fmt.Sprint(id))
 	}
 	holder, err := db.Acquire(ctx)
 	if err != nil {

@@ -309,7 +309,7 @@ export class IdempotencyGuard implements INodeType {
 				target ??= await targetOf(this);
 				let decided: [number, IDataObject];
 				try {
-					decided = await decide(this, target, operation, items[i], i);
+					decided = await decide(this, target, operation, items[i], i, workerOutput);
 				} catch (e) {
 					// A store read from the credential a while ago that fails to
 					// connect or is refused: the credential may have changed since.
@@ -318,7 +318,7 @@ export class IdempotencyGuard implements INodeType {
 					const again = await targetOf(this, true);
 					if (again.digest === target.digest) throw e;
 					target = again;
-					decided = await decide(this, target, operation, items[i], i);
+					decided = await decide(this, target, operation, items[i], i, workerOutput);
 				}
 				const [output, idempotency] = decided;
 				// A receipt is saved with the body: what follows it needs only
@@ -382,13 +382,18 @@ async function targetOf(ctx: IExecuteFunctions, fresh = false): Promise<Target> 
 	};
 }
 
-/** decide runs the operation for one item: the output it goes to, and what it adds. */
+/**
+ * decide runs the operation for one item: the output it goes to, and what it
+ * adds. workerOutput is whether the node has Start Worker, read once with its
+ * outputs, so that no item is routed to an output the node does not have.
+ */
 async function decide(
 	ctx: IExecuteFunctions,
 	target: Target,
 	operation: Operation,
 	item: INodeExecutionData,
 	i: number,
+	workerOutput: boolean,
 ): Promise<[number, IDataObject]> {
 	if (operation === 'complete' || operation === 'release') {
 		const key = String(ctx.getNodeParameter('key', i, '') ?? '');
@@ -412,7 +417,7 @@ async function decide(
 			throw new GuardError('config', "Save Inbox Receipt saves in PostgreSQL: choose the PostgreSQL store (keysvc has an inbox of its own: idemhook generate --pattern inbox --receiver keysvc). Nothing was saved.");
 		}
 		const got = await receive(ctx, item, i, receiptOptions(ctx, i, preset, scope, options), { ...target.pg, table: 'inbox_events' }, cryptoSecret(ctx));
-		return routeOf(got, (ctx.getNodeParameter('receipt', i, {}) as IDataObject).workerOutput === true);
+		return routeOf(got, workerOutput);
 	}
 	const leaseSeconds = operation === 'acquireLease' ? leaseOf(ctx.getNodeParameter('leaseSeconds', i, 300)) : undefined;
 	const k = await keyOf(ctx, item, i, { preset, scope, binaryProperty: String(options.binaryProperty ?? 'data') });
