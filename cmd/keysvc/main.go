@@ -43,9 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cannotStart(stderr, err)
 	}
-	if cfg.tokensFile != "" {
-		go reloadTokensOnHUP(ctx, cfg, svc.Handler, logger)
-	}
+	go reloadOnHUP(ctx, cfg, svc, logger)
 	if cfg.insecureNoAuth {
 		go warnInsecure(ctx, logger)
 	}
@@ -90,10 +88,12 @@ func cannotStart(stderr io.Writer, err error) int {
 	return 1
 }
 
-// reloadTokensOnHUP re-reads the tokens file on SIGHUP: a removed token is
-// refused from the next request on, without a restart. A file that does not
-// parse leaves the tokens as they were.
-func reloadTokensOnHUP(ctx context.Context, cfg config, s *keysvc.Server, logger *slog.Logger) {
+// reloadOnHUP re-reads the tokens file and the TLS certificate on SIGHUP:
+// a removed token is refused from the next request on, a renewed
+// certificate is served from the next handshake, without a restart. A
+// tokens file that does not parse, or a certificate that does not load,
+// leaves what was served before.
+func reloadOnHUP(ctx context.Context, cfg config, svc *keysvc.Service, logger *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -103,6 +103,10 @@ func reloadTokensOnHUP(ctx context.Context, cfg config, s *keysvc.Server, logger
 			return
 		case <-hup:
 		}
+		_ = svc.ReloadCertificate() // it logs what it did
+		if cfg.tokensFile == "" {
+			continue
+		}
 		tokens, err := readTokens(cfg.tokensFile)
 		if err != nil {
 			logger.Error("tokens file not reloaded; the previous tokens stay", "error", err)
@@ -111,7 +115,7 @@ func reloadTokensOnHUP(ctx context.Context, cfg config, s *keysvc.Server, logger
 		if cfg.token != "" {
 			tokens = keysvc.FullToken(cfg.token).Merge(tokens)
 		}
-		s.SetTokens(tokens)
+		svc.Handler.SetTokens(tokens)
 		logger.Info("tokens reloaded", "tokens", tokens.Len())
 	}
 }

@@ -29,6 +29,12 @@ func TestParseTokensRefusesMistakes(t *testing.T) {
 		"ci reserve " + strings.Repeat("a", 64) + " prefix extra\n",
 		tokenLine("a", "reserve", "x", "") + tokenLine("a", "admin", "y", ""),
 		"ci reserve s3cr3t-token-in-clear\n",
+		// sha256sum's output pasted whole: "HASH  -".
+		tokenLine("ci", "guard", "x", "-"),
+		tokenLine("ci", "guard", "x", "provider=paypal"),
+		tokenLine("ci", "guard", "x", "a: b:"),
+		tokenLine("ci", "guard", "x", "colour=blue"),
+		tokenLine("ci", "guard", "x", strings.Repeat("p", keysvc.MaxTenantPrefixBytes+1)),
 	} {
 		if _, err := keysvc.ParseTokens(strings.NewReader(bad)); err == nil {
 			t.Errorf("accepted %q", bad)
@@ -37,8 +43,8 @@ func TestParseTokensRefusesMistakes(t *testing.T) {
 		}
 	}
 	tokens, err := keysvc.ParseTokens(strings.NewReader("# comment\n\n" + tokenLine("ci", "reserve", "x", "") + tokenLine("ops", "admin", "y", "gh:teamA:") +
-		tokenLine("viewer", "read", "z", "")))
-	if err != nil || tokens.Len() != 3 {
+		tokenLine("viewer", "read", "z", "") + tokenLine("n8n", "guard", "w", "prefix=shop: provider=stripe") + tokenLine("hook", "guard", "v", "provider=github")))
+	if err != nil || tokens.Len() != 5 {
 		t.Fatalf("%v %d", err, tokens.Len())
 	}
 }
@@ -49,12 +55,13 @@ func TestParseTokensRefusesMistakes(t *testing.T) {
 func TestRoutesByToken(t *testing.T) {
 	const (
 		reserveTok = "reserve-token-0123456789"
+		guardTok   = "guard-token-0123456789"
 		adminTok   = "admin-token-0123456789"
 		teamATok   = "team-a-token-0123456789"
 		teamBTok   = "team-b-token-0123456789"
 	)
-	tokens, err := keysvc.ParseTokens(strings.NewReader(tokenLine("ci", "reserve", reserveTok, "") + tokenLine("ops", "admin", adminTok, "") +
-		tokenLine("team-a", "admin", teamATok, "gh:teamA:") + tokenLine("team-b", "admin", teamBTok, "gh:teamB:")))
+	tokens, err := keysvc.ParseTokens(strings.NewReader(tokenLine("ci", "reserve", reserveTok, "") + tokenLine("n8n", "guard", guardTok, "") +
+		tokenLine("ops", "admin", adminTok, "") + tokenLine("team-a", "admin", teamATok, "teamA:") + tokenLine("team-b", "admin", teamBTok, "teamB:")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,12 +83,13 @@ func TestRoutesByToken(t *testing.T) {
 			resp.Body.Close()
 			return resp.StatusCode
 		}
-		// Keys the table works on: one of team A, reserved by team A.
-		teamAKey := "gh:teamA:delivery-1"
-		if s := call(teamATok, "POST", "/v1/reservations?preset=github&scope=teamA", []byte(`{}`), map[string]string{"X-GitHub-Delivery": "delivery-1"}); s != 201 {
+		// Keys the table works on: one of team A, reserved by team A, which
+		// keysvc holds in team A's key space (another tenant's token names
+		// it in its own, where it is not).
+		teamAKey := "gh::delivery-1"
+		if s := call(teamATok, "POST", "/v1/reservations?preset=github", []byte(`{}`), map[string]string{"X-GitHub-Delivery": "delivery-1"}); s != 201 {
 			t.Fatalf("team A reserving its key: %d", s)
 		}
-		keyPath := "/v1/reservations/" + url.PathEscape(teamAKey)
 		stripeBody := []byte(`{"id":"evt_signed_only","type":"t"}`)
 		signed := map[string]string{"Stripe-Signature": stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{
 			Payload: stripeBody, Secret: "whsec_routes", Timestamp: time.Now()}).Header}
@@ -90,24 +98,28 @@ func TestRoutesByToken(t *testing.T) {
 			name, token string
 			header      map[string]string
 		}
-		callers := []caller{{"none", "", nil}, {"reserve", reserveTok, nil}, {"admin", adminTok, nil}, {"other tenant", teamBTok, nil}, {"signature only", "", signed}}
+		callers := []caller{{"none", "", nil}, {"reserve", reserveTok, nil}, {"guard", guardTok, nil}, {"admin", adminTok, nil},
+			{"other tenant", teamBTok, nil}, {"signature only", "", signed}}
 		for _, tc := range []struct {
 			method, path string
 			body         []byte
 			want         []int // per caller, in the order above
 		}{
-			{"POST", "/v1/keys", []byte(`{"id":"evt_k"}`), []int{401, 200, 200, 403, 401}},
-			{"POST", "/v1/keys?provider=stripe", stripeBody, []int{401, 401, 401, 401, 200}}, // the signature is checked first
-			{"POST", "/v1/reservations", []byte(`{"id":"evt_r"}`), []int{401, 201, 200, 403, 401}},
-			{"POST", "/v1/reservations?provider=stripe", stripeBody, []int{401, 401, 401, 401, 201}},
-			{"GET", keyPath, nil, []int{401, 200, 200, 404, 401}},
-			{"POST", keyPath + "/done", nil, []int{401, 403, 200, 404, 401}},
-			{"POST", "/v1/verify?provider=stripe", stripeBody, []int{401, 401, 401, 401, 401}},
-			{"GET", "/v1/inbox/stripe/1", nil, []int{401, 403, 501, 501, 401}},
-			{"POST", "/v1/inbox/stripe/1/replay", nil, []int{401, 403, 501, 501, 401}},
-			{"GET", "/metrics", nil, []int{401, 403, 200, 200, 401}},
-			{"GET", "/healthz", nil, []int{200, 200, 200, 200, 200}},
-			{"DELETE", keyPath, nil, []int{401, 403, 204, 404, 401}},
+			{"POST", "/v1/keys", []byte(`{"id":"evt_k"}`), []int{401, 200, 403, 200, 200, 401}},
+			{"POST", "/v1/keys?provider=stripe", stripeBody, []int{401, 401, 403, 401, 401, 200}}, // the signature is checked first
+			{"POST", "/v1/reservations", []byte(`{"id":"evt_r"}`), []int{401, 201, 200, 200, 201, 401}},
+			{"POST", "/v1/reservations?provider=stripe", stripeBody, []int{401, 401, 401, 401, 401, 201}},
+			{"GET", "/v1/reservations/" + url.PathEscape("teamA:"+teamAKey), nil, []int{401, 200, 403, 200, 404, 401}},
+			{"POST", "/v1/reservations/" + url.PathEscape("teamA:"+teamAKey) + "/done", nil, []int{401, 403, 200, 200, 404, 401}},
+			{"POST", "/v1/verify?provider=stripe", stripeBody, []int{401, 401, 403, 401, 401, 401}},
+			{"GET", "/v1/token", nil, []int{401, 200, 200, 200, 200, 401}},
+			{"GET", "/v1/token?scope=guard", nil, []int{401, 403, 200, 200, 200, 401}},
+			{"GET", "/v1/inbox/stripe/1", nil, []int{401, 403, 403, 501, 501, 401}},
+			{"POST", "/v1/inbox/stripe/1/replay", nil, []int{401, 403, 403, 501, 501, 401}},
+			{"GET", "/v1/console", nil, []int{401, 403, 403, 200, 403, 401}},
+			{"GET", "/metrics", nil, []int{401, 403, 403, 200, 200, 401}},
+			{"GET", "/healthz", nil, []int{200, 200, 200, 200, 200, 200}},
+			{"DELETE", "/v1/reservations/" + url.PathEscape("teamA:"+teamAKey), nil, []int{401, 403, 204, 404, 404, 401}},
 		} {
 			for i, c := range callers {
 				header := c.header
@@ -123,11 +135,11 @@ func TestRoutesByToken(t *testing.T) {
 			t.Errorf("verify with a token and a signature: %d", s)
 		}
 		// A release refused for its scope changed nothing.
-		if s := call(teamATok, "POST", "/v1/reservations?preset=github&scope=teamA", []byte(`{}`), map[string]string{"X-GitHub-Delivery": "delivery-2"}); s != 201 {
+		if s := call(teamATok, "POST", "/v1/reservations?preset=github", []byte(`{}`), map[string]string{"X-GitHub-Delivery": "delivery-2"}); s != 201 {
 			t.Fatalf("team A reserving a second key: %d", s)
 		}
-		second := "/v1/reservations/" + url.PathEscape("gh:teamA:delivery-2")
-		if s := call(reserveTok, "DELETE", second, nil, nil); s != 403 {
+		second := "/v1/reservations/" + url.PathEscape("gh::delivery-2")
+		if s := call(reserveTok, "DELETE", "/v1/reservations/"+url.PathEscape("teamA:gh::delivery-2"), nil, nil); s != 403 {
 			t.Errorf("release with a reserve token: %d, want 403", s)
 		}
 		if s := call(teamATok, "GET", second, nil, nil); s != 200 {

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 
 	"github.com/idemhook/idemhook/eventkey"
 	"github.com/idemhook/idemhook/signature"
@@ -66,6 +65,9 @@ func (s *Server) requestKey(r *http.Request, allowExplicit bool) (key, source st
 		return "", "", err
 	}
 	defer recycleBody(body) // the key returned is a decoded copy
+	if err := providerBound(r, provider); err != nil {
+		return "", "", err
+	}
 	if provider != "" {
 		if err := s.verify(r, provider, body); err != nil {
 			return "", "", err
@@ -77,7 +79,10 @@ func (s *Server) requestKey(r *http.Request, allowExplicit bool) (key, source st
 			return "", "", err
 		}
 		if given {
-			return explicit, SourceExplicit, tenantMayUse(r, explicit)
+			if tok := tokenOf(r); tok != nil && tok.Provider != "" {
+				return "", "", httpError(http.StatusForbidden, "provider_bound", "this token reserves only the keys keysvc derives from deliveries it verified, never a key of its own")
+			}
+			return explicit, SourceExplicit, nil
 		}
 	}
 	// The preset and scope passed CheckScope: an empty body is the only
@@ -90,17 +95,17 @@ func (s *Server) requestKey(r *http.Request, allowExplicit bool) (key, source st
 		}
 		return "", "", &statusError{Status: http.StatusBadRequest, Code: "empty_body", Msg: msg}
 	}
-	return k.Value, string(k.Source), tenantMayUse(r, k.Value)
+	return k.Value, string(k.Source), nil
 }
 
-// tenantMayUse is a 403 when a tenant's token asks for a key outside its
-// prefix (the key is the caller's own, or derived from what it sent, so
-// nothing of another tenant is told).
-func tenantMayUse(r *http.Request, key string) error {
-	if ownsKey(r, key) {
+// providerBound is a 403 when the request's token is bound to a provider
+// and the request does not ask keysvc to verify that provider's signature.
+func providerBound(r *http.Request, provider signature.Provider) error {
+	tok := tokenOf(r)
+	if tok == nil || tok.Provider == "" || tok.Provider == provider {
 		return nil
 	}
-	return httpError(http.StatusForbidden, "key_outside_tenant", "this token may only use keys that start with %s", strconv.Quote(tokenOf(r).Prefix))
+	return httpError(http.StatusForbidden, "provider_bound", "this token reserves only deliveries whose %s signature keysvc verified: add ?provider=%s", tok.Provider, tok.Provider)
 }
 
 // providerParam parses ?provider=; "" when absent.

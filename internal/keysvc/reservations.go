@@ -30,7 +30,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !hasLease {
-		res, reserved, err := s.cfg.Store.Reserve(r.Context(), key)
+		res, reserved, err := s.cfg.Store.Reserve(r.Context(), storedKey(r, key))
 		if err != nil {
 			return err
 		}
@@ -44,7 +44,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 
-	res, outcome, err := s.cfg.Store.AcquireLease(r.Context(), key, lease)
+	res, outcome, err := s.cfg.Store.AcquireLease(r.Context(), storedKey(r, key), lease)
 	if errors.Is(err, ErrLeaseUnsupported) {
 		return httpError(http.StatusNotImplemented, "lease_unsupported", "%v", err)
 	}
@@ -88,25 +88,25 @@ func (s *Server) leaseParam(r *http.Request) (d time.Duration, given bool, err e
 
 // lookup is GET /v1/reservations/{key}.
 func (s *Server) lookup(w http.ResponseWriter, r *http.Request) error {
-	key, err := ownKey(r)
+	key, err := pathKey(r)
 	if err != nil {
 		return err
 	}
-	res, err := s.cfg.Store.Lookup(r.Context(), key)
+	res, err := s.cfg.Store.Lookup(r.Context(), storedKey(r, key))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, reservationView(res))
+	writeJSON(w, http.StatusOK, reservationView(key, res))
 	return nil
 }
 
 // release is DELETE /v1/reservations/{key}.
 func (s *Server) release(w http.ResponseWriter, r *http.Request) error {
-	key, err := ownKey(r)
+	key, err := pathKey(r)
 	if err != nil {
 		return err
 	}
-	if err := s.cfg.Store.Release(r.Context(), key); err != nil {
+	if err := s.cfg.Store.Release(r.Context(), storedKey(r, key)); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -115,33 +115,22 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) error {
 
 // markDone is POST /v1/reservations/{key}/done.
 func (s *Server) markDone(w http.ResponseWriter, r *http.Request) error {
-	key, err := ownKey(r)
+	key, err := pathKey(r)
 	if err != nil {
 		return err
 	}
-	res, err := s.cfg.Store.MarkDone(r.Context(), key)
+	res, err := s.cfg.Store.MarkDone(r.Context(), storedKey(r, key))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, reservationView(res))
+	writeJSON(w, http.StatusOK, reservationView(key, res))
 	return nil
 }
 
-// ownKey returns the {key} of the path when the caller's token may use it;
-// another tenant's key is not found, so its existence is not told.
-func ownKey(r *http.Request) (string, error) {
-	key, err := pathKey(r)
-	if err != nil {
-		return "", err
-	}
-	if !ownsKey(r, key) {
-		return "", errNotFoundAnswer
-	}
-	return key, nil
-}
-
-func reservationView(res Reservation) reservationResponse {
-	out := reservationResponse{Key: res.Key, Reserved: true, State: res.State, FirstSeen: timePtr(res.FirstSeen)}
+// reservationView answers res, the reservation of key (as the caller
+// named it: a tenant's token never sees its prefix).
+func reservationView(key string, res Reservation) reservationResponse {
+	out := reservationResponse{Key: key, Reserved: true, State: res.State, FirstSeen: timePtr(res.FirstSeen)}
 	if res.State == StateProcessing {
 		out.LeaseUntil, out.Attempt = timePtr(res.LeaseUntil), res.Attempt
 	}

@@ -83,41 +83,54 @@ type Server struct {
 type route struct {
 	Method string
 	Path   string // OpenAPI form: /v1/reservations/{key}
-	// scope is what the bearer token must allow ("" for an open route);
-	// bySignature routes also let a valid provider signature in instead.
-	scope       Scope
+	// scopes are what the bearer token must allow, any of them (admin
+	// allows every route; none: an open route); bySignature routes also
+	// let a valid provider signature in instead.
+	scopes      []Scope
 	bySignature bool
 	handle      handler
 }
 
+// Who may use a route.
+var (
+	openRoute = []Scope(nil)
+	anyToken  = []Scope{ScopeReserve, ScopeGuard, ScopeRead}
+	reserving = []Scope{ScopeReserve, ScopeGuard}
+	reserver  = []Scope{ScopeReserve}
+	guard     = []Scope{ScopeGuard}
+	reader    = []Scope{ScopeRead}
+	admin     = []Scope{ScopeAdmin}
+)
+
 var routes = []route{
-	{http.MethodPost, "/v1/keys", ScopeReserve, true, (*Server).deriveKey},
-	{http.MethodPost, "/v1/reservations", ScopeReserve, true, (*Server).reserve},
-	{http.MethodGet, "/v1/reservations/{key}", ScopeReserve, false, (*Server).lookup},
-	{http.MethodDelete, "/v1/reservations/{key}", ScopeAdmin, false, (*Server).release},
-	{http.MethodPost, "/v1/reservations/{key}/done", ScopeAdmin, false, (*Server).markDone},
-	{http.MethodPost, "/v1/verify", ScopeReserve, false, (*Server).verifyOnly},
-	{http.MethodPost, "/v1/inbox/{endpoint}", ScopeReserve, true, (*Server).inboxReceive},
-	{http.MethodGet, "/v1/inbox/{endpoint}/{id}", ScopeAdmin, false, (*Server).inboxEntry},
-	{http.MethodPost, "/v1/inbox/{endpoint}/{id}/replay", ScopeAdmin, false, (*Server).inboxReplay},
-	{http.MethodGet, "/v1/console", ScopeRead, false, (*Server).consoleSession},
-	{http.MethodGet, "/v1/console/inbox", ScopeRead, false, consoleInboxSummary},
-	{http.MethodGet, "/v1/console/inbox/entries", ScopeRead, false, consoleInboxEntries},
-	{http.MethodGet, "/v1/console/inbox/entries/{id}", ScopeRead, false, consoleInboxEntry},
-	{http.MethodGet, "/v1/console/inbox/entries/{id}/body", ScopeAdmin, false, (*Server).consoleInboxBody},
-	{http.MethodPost, "/v1/console/inbox/replay", ScopeAdmin, false, consoleInboxAction(inbox.ActionReplay)},
-	{http.MethodPost, "/v1/console/inbox/retry", ScopeAdmin, false, consoleInboxAction(inbox.ActionRetryNow)},
-	{http.MethodGet, "/v1/console/pattern", ScopeRead, false, consolePatternSummary},
-	{http.MethodGet, "/v1/console/pattern/events", ScopeRead, false, consolePatternEvents},
-	{http.MethodGet, "/v1/console/pattern/tasks", ScopeRead, false, consolePatternTasks},
-	{http.MethodPost, "/v1/console/pattern/events/retry", ScopeAdmin, false, consolePatternRetry(console.ListEvents)},
-	{http.MethodPost, "/v1/console/pattern/tasks/retry", ScopeAdmin, false, consolePatternRetry(console.ListTasks)},
-	{http.MethodGet, "/console/", "", false, (*Server).consolePage},
-	{http.MethodGet, "/console/{file}", "", false, (*Server).consoleFile},
-	{http.MethodGet, "/openapi.json", "", false, (*Server).openAPI},
-	{http.MethodGet, "/healthz", "", false, (*Server).healthz},
-	{http.MethodGet, "/readyz", "", false, (*Server).readyz},
-	{http.MethodGet, "/metrics", "", false, (*Server).serveMetrics},
+	{http.MethodPost, "/v1/keys", reserver, true, (*Server).deriveKey},
+	{http.MethodPost, "/v1/reservations", reserving, true, (*Server).reserve},
+	{http.MethodGet, "/v1/reservations/{key}", reserver, false, (*Server).lookup},
+	{http.MethodDelete, "/v1/reservations/{key}", guard, false, (*Server).release},
+	{http.MethodPost, "/v1/reservations/{key}/done", guard, false, (*Server).markDone},
+	{http.MethodPost, "/v1/verify", reserver, false, (*Server).verifyOnly},
+	{http.MethodGet, "/v1/token", anyToken, false, (*Server).whoAmI},
+	{http.MethodPost, "/v1/inbox/{endpoint}", reserver, true, (*Server).inboxReceive},
+	{http.MethodGet, "/v1/inbox/{endpoint}/{id}", admin, false, (*Server).inboxEntry},
+	{http.MethodPost, "/v1/inbox/{endpoint}/{id}/replay", admin, false, (*Server).inboxReplay},
+	{http.MethodGet, "/v1/console", reader, false, (*Server).consoleSession},
+	{http.MethodGet, "/v1/console/inbox", reader, false, consoleInboxSummary},
+	{http.MethodGet, "/v1/console/inbox/entries", reader, false, consoleInboxEntries},
+	{http.MethodGet, "/v1/console/inbox/entries/{id}", reader, false, consoleInboxEntry},
+	{http.MethodGet, "/v1/console/inbox/entries/{id}/body", admin, false, (*Server).consoleInboxBody},
+	{http.MethodPost, "/v1/console/inbox/replay", admin, false, consoleInboxAction(inbox.ActionReplay)},
+	{http.MethodPost, "/v1/console/inbox/retry", admin, false, consoleInboxAction(inbox.ActionRetryNow)},
+	{http.MethodGet, "/v1/console/pattern", reader, false, consolePatternSummary},
+	{http.MethodGet, "/v1/console/pattern/events", reader, false, consolePatternEvents},
+	{http.MethodGet, "/v1/console/pattern/tasks", reader, false, consolePatternTasks},
+	{http.MethodPost, "/v1/console/pattern/events/retry", admin, false, consolePatternRetry(console.ListEvents)},
+	{http.MethodPost, "/v1/console/pattern/tasks/retry", admin, false, consolePatternRetry(console.ListTasks)},
+	{http.MethodGet, "/console/", openRoute, false, (*Server).consolePage},
+	{http.MethodGet, "/console/{file}", openRoute, false, (*Server).consoleFile},
+	{http.MethodGet, "/openapi.json", openRoute, false, (*Server).openAPI},
+	{http.MethodGet, "/healthz", openRoute, false, (*Server).healthz},
+	{http.MethodGet, "/readyz", openRoute, false, (*Server).readyz},
+	{http.MethodGet, "/metrics", openRoute, false, (*Server).serveMetrics},
 }
 
 // New returns a Server for cfg.
@@ -252,11 +265,12 @@ func (s *Server) dispatch(path string, rts []route) http.Handler {
 				writeError(w, http.StatusBadRequest, "invalid_query", "the query string does not decode: "+err.Error()+"; percent-encode it")
 				return
 			}
-			need := rt.scope
+			need := rt.scopes
 			if rt.Path == "/metrics" && s.cfg.ProtectMetrics {
-				need = ScopeAdmin
+				need = admin
 			}
 			authed, err := s.authenticate(r, need)
+			var lacking *scopeError
 			switch {
 			case err == nil:
 				r = authed
@@ -265,12 +279,12 @@ func (s *Server) dispatch(path string, rts []route) http.Handler {
 				// anything else, and answers 401 when it fails.
 			case errors.Is(err, errNoToken):
 				s.metrics.authFailure("unauthenticated")
-				w.Header().Set("WWW-Authenticate", `Bearer realm="keysvc", scope="`+string(need)+`"`)
-				writeError(w, http.StatusUnauthorized, "unauthorized", "this route needs a bearer token with the "+string(need)+" scope")
+				w.Header().Set("WWW-Authenticate", `Bearer realm="keysvc", scope="`+scopeList(need)+`"`)
+				writeError(w, http.StatusUnauthorized, "unauthorized", "this route needs a bearer token with "+describeScopes(need))
 				return
-			default:
+			case errors.As(err, &lacking):
 				s.metrics.authFailure("forbidden")
-				writeError(w, http.StatusForbidden, "forbidden", "this route needs the "+string(need)+" scope, which the token lacks")
+				writeError(w, http.StatusForbidden, "forbidden", lacking.Error())
 				return
 			}
 			if r.ContentLength > s.cfg.MaxBodyBytes {

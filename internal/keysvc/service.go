@@ -2,6 +2,7 @@ package keysvc
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,6 +59,7 @@ type Service struct {
 	store  Store
 	inbox  *inbox.Inbox
 	srv    *http.Server
+	cert   *certificate // nil without TLS
 	done   chan error
 	// cancel ends the background work (the hourly cleanup).
 	cancel context.CancelFunc
@@ -98,6 +100,10 @@ func StartService(ctx context.Context, cfg ServiceConfig) (_ *Service, err error
 	}
 	s.URL = "http://" + ln.Addr().String()
 	if cfg.TLSCert != "" {
+		if s.cert, err = loadCertificate(cfg.TLSCert, cfg.TLSKey, logger); err != nil {
+			ln.Close()
+			return nil, err
+		}
 		s.URL = "https://" + ln.Addr().String()
 	}
 	s.srv = &http.Server{
@@ -114,8 +120,11 @@ func StartService(ctx context.Context, cfg ServiceConfig) (_ *Service, err error
 	}
 	s.logListening(ln, kind, cfg)
 	go func() {
-		if cfg.TLSCert != "" {
-			s.done <- s.srv.ServeTLS(ln, cfg.TLSCert, cfg.TLSKey) // HTTP/2 on, as net/http offers it over TLS
+		if s.cert != nil {
+			// HTTP/2 on, as net/http offers it over TLS; the certificate
+			// is read again when its files change (certificate.get).
+			s.srv.TLSConfig = &tls.Config{GetCertificate: s.cert.get, MinVersion: tls.VersionTLS12}
+			s.done <- s.srv.ServeTLS(ln, "", "")
 			return
 		}
 		s.done <- s.srv.Serve(ln)
@@ -190,6 +199,16 @@ func (s *Service) logListening(ln net.Listener, kind string, cfg ServiceConfig) 
 	s.logger.Info("keysvc listening", "addr", ln.Addr().String(), "store", kind, "tokens", tokens,
 		"tls", cfg.TLSCert != "", "max_body_bytes", cfg.Handler.MaxBodyBytes, "rate_limit", cfg.Handler.RateLimit.Rate, "signature_providers", providers,
 		"inbox_endpoints", endpoints)
+}
+
+// ReloadCertificate reads the TLS certificate's files again now (keysvc
+// does on SIGHUP); without TLS it does nothing. A pair that does not load
+// is an error, and the previous certificate is still served.
+func (s *Service) ReloadCertificate() error {
+	if s.cert == nil {
+		return nil
+	}
+	return s.cert.Reload()
 }
 
 // Done receives the server's error when it stops serving by itself (the
