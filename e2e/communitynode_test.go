@@ -33,7 +33,7 @@ func TestCommunityNode(t *testing.T) {
 		testConcurrentOnce(t, deploy(t, opts), opts.BusinessTable, "evt_cn_concurrent", 32)
 	})
 	t.Run("business failure", func(t *testing.T) { testBusinessFailure(t, seedOptions("cn4", generator.HashingNode)) })
-	t.Run("lease", func(t *testing.T) { testLeaseGuard(t, "cn5", generator.HashingNode) })
+	t.Run("lease", func(t *testing.T) { testLeaseGuard(t, "cn5", seedOptions("cn5", generator.HashingNode)) })
 	t.Run("empty body", func(t *testing.T) {
 		opts := seedOptions("cn6", generator.HashingNode)
 		d := deploy(t, opts)
@@ -69,79 +69,6 @@ func TestCommunityNodeVectors(t *testing.T) {
 			opts.Preset, opts.Scope = g.preset, g.scope
 			testVectors(t, opts, func(v conformance.Vector) bool { return v.Preset == g.preset && v.Scope == g.scope })
 		})
-	}
-}
-
-// keysvcCredentialType is the package's own credential.
-const keysvcCredentialType = communitynode.KeysvcCredential
-
-// nodeOnKeysvc turns the generated node workflow's guard and release to
-// keysvc's store, through the keysvc credential named cred.
-func nodeOnKeysvc(cred string) func(files map[string][]byte) {
-	return func(files map[string][]byte) {
-		var w map[string]any
-		if err := json.Unmarshal(files[generator.FileWorkflow], &w); err != nil {
-			panic(err)
-		}
-		for _, n := range w["nodes"].([]any) {
-			node := n.(map[string]any)
-			if node["type"] != communitynode.Type {
-				continue
-			}
-			node["parameters"].(map[string]any)["store"] = "keysvc"
-			delete(node["parameters"].(map[string]any), "attempt")
-			node["credentials"] = map[string]any{keysvcCredentialType: map[string]any{"id": nil, "name": cred}}
-		}
-		files[generator.FileWorkflow], _ = json.Marshal(w)
-	}
-}
-
-// The node on keysvc's store: the seed's run and 32 concurrent deliveries
-// of one new event (one business row); a wrong token and keysvc stopped are
-// answered 500 and 503, with no business step and nothing reserved.
-func TestCommunityNodeOnKeysvc(t *testing.T) {
-	needStack(t)
-	ctx := context.Background()
-	const token = "cn-keysvc-token-0123456789abcdef"
-	opts := seedOptions("cnk", generator.HashingNode)
-	ks := launchKeysvc(t, "cnk", []string{"--table", opts.EventsTable, "--create-schema"}, []string{"KEYSVC_TOKEN=" + token})
-	good, bad := "keysvc (e2e cnk)", "keysvc (e2e cnk, wrong token)"
-	for name, tok := range map[string]string{good: token, bad: "not-the-token"} {
-		if _, err := api.CreateCredential(ctx, name, keysvcCredentialType, map[string]any{"url": ks.url, "token": tok}); err != nil {
-			t.Fatalf("create the %s credential: %v", keysvcCredentialType, err)
-		}
-	}
-	d := deployEdited(t, opts, nodeOnKeysvc(good))
-	a := []byte(`{"id":"evt_cnk_A","type":"payment_intent.succeeded"}`)
-	for i, want := range []string{"processed", "duplicate"} {
-		if r := post(t, d.url, "application/json", a, nil); r.status != 200 || !strings.Contains(r.body, `"`+want+`"`) || !strings.Contains(r.body, "evt:evt_cnk_A") {
-			t.Errorf("delivery %d of A through keysvc: %d %s, want 200 %s", i+1, r.status, r.body, want)
-		}
-	}
-	testConcurrentOnce(t, d, opts.BusinessTable, "evt_cnk_concurrent", 32)
-
-	wrong := seedOptions("cnw", generator.HashingNode)
-	dw := deployEdited(t, wrong, nodeOnKeysvc(bad))
-	r := post(t, dw.url, "application/json", []byte(`{"id":"evt_cnk_wrong"}`), nil)
-	if r.status != 500 || !strings.Contains(r.body, "could not run") {
-		t.Errorf("a wrong keysvc token: %d %s, want 500 (the guard could not run)", r.status, r.body)
-	}
-	ks.kill()
-	r = post(t, d.url, "application/json", []byte(`{"id":"evt_cnk_down"}`), nil)
-	if r.status != 503 || r.retryAfter == "" {
-		t.Errorf("keysvc stopped: %d %s (Retry-After %q), want 503 with Retry-After", r.status, r.body, r.retryAfter)
-	}
-	for _, key := range []string{"evt:evt_cnk_wrong", "evt:evt_cnk_down"} {
-		if hasKey(t, opts.EventsTable, key) {
-			t.Errorf("%s was reserved", key)
-		}
-	}
-	var rows int
-	if err := st.Business.QueryRow(ctx, "SELECT count(*) FROM "+opts.BusinessTable+" WHERE event_key IN ('evt:evt_cnk_down')").Scan(&rows); err != nil || rows != 0 {
-		t.Errorf("the business step ran %d times with keysvc stopped (%v)", rows, err)
-	}
-	if n := countRows(t, wrong.BusinessTable); n != 0 {
-		t.Errorf("the business step ran %d times with a wrong token", n)
 	}
 }
 
@@ -339,14 +266,15 @@ func deployWorkflowFile(t *testing.T, name string, workflow []byte) string {
 	return st.WebhookURL + "/webhook/" + w.Nodes[0].Parameters.Path
 }
 
-// n8n loaded the package with no error, under its package type name.
+// n8n loaded both packages with no error, under their package type names
+// and, from N8N_CUSTOM_EXTENSIONS, their custom ones.
 func TestCommunityNodeLoaded(t *testing.T) {
 	needStack(t)
 	types, err := st.NodeTypeVersions(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, typ := range communitynode.Types {
+	for _, typ := range communitynode.Types() {
 		if _, ok := types[typ]; !ok {
 			t.Errorf("n8n's node types do not list %s", typ)
 		}
@@ -358,40 +286,97 @@ func TestCommunityNodeLoaded(t *testing.T) {
 		}
 		for _, line := range strings.Split(string(b), "\n") {
 			l := strings.ToLower(line)
-			if strings.Contains(l, communitynode.PackageName) && (strings.Contains(l, "error") || strings.Contains(l, "fail")) {
+			if strings.Contains(l, "n8n-nodes-idemhook") && (strings.Contains(l, "error") || strings.Contains(l, "fail")) {
 				t.Errorf("%s: %s", filepath.Base(log), line)
 			}
 		}
 	}
 }
 
-// The node loaded from N8N_CUSTOM_EXTENSIONS is CUSTOM.idempotencyGuard:
-// the workflow `generate --hashing node --node-type CUSTOM.idempotencyGuard`
-// writes runs the seed's scenario there.
+// The node loaded from N8N_CUSTOM_EXTENSIONS is CUSTOM.<node>: the
+// workflow `generate --hashing node --node-type CUSTOM.…` writes runs the
+// seed's scenario there.
 func TestCommunityNodeCustomType(t *testing.T) {
 	needStack(t)
 	opts := seedOptions("cnc", generator.HashingNode)
-	opts.NodeType = communitynode.CustomType
+	opts.NodeType = communitynode.Postgres.CustomType()
 	testSeedRun(t, opts)
 }
 
-// The packed package holds what n8n's community-node layout asks for and
-// nothing else, under 1 MB; it was built against the n8n-workflow that the
-// pinned n8n runs.
+// The packed packages hold what n8n's community-node layout asks for and
+// nothing else, under 1 MB, built against the n8n-workflow the pinned n8n
+// runs. The verifiable one has no runtime dependency and none of the
+// self-hosted package's code (pg, the receipt): what n8n's scanner reads.
 func TestCommunityNodePackage(t *testing.T) {
 	needStack(t)
 	in, err := sandbox.Provision(context.Background(), sandbox.Needs{N8N: true, CommunityNode: true}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fi, err := os.Stat(in.CommunityNode)
+	if len(in.CommunityNodes) != len(communitynode.Packages) {
+		t.Fatalf("packed %v", in.CommunityNodes)
+	}
+	var runs struct{ Version string }
+	raw, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(in.N8N)), "n8n-workflow", "package.json"))
+	if err != nil || json.Unmarshal(raw, &runs) != nil {
+		t.Fatalf("read n8n's n8n-workflow: %v", err)
+	}
+	for i, p := range communitynode.Packages {
+		files := packedFiles(t, in.CommunityNodes[i])
+		var names []string
+		for name := range files {
+			names = append(names, name)
+			if !strings.HasPrefix(name, "dist/") && !slices.Contains([]string{"package.json", "README.md", "LICENSE.md"}, name) {
+				t.Errorf("%s holds %s: only dist/, README, LICENSE and package.json belong in it", p.Name, name)
+			}
+		}
+		nodeDir := "dist/nodes/IdempotencyGuard/"
+		want := []string{nodeDir + "IdempotencyGuard.node.js", nodeDir + "guard/keyspec.js", "dist/credentials/IdemhookKeysvcApi.credentials.js"}
+		if p == communitynode.Postgres {
+			nodeDir = "dist/nodes/IdempotencyGuardPostgres/"
+			want = []string{nodeDir + "IdempotencyGuardPostgres.node.js", nodeDir + "guard/keyspec.js", nodeDir + "signaturespec.js"}
+		}
+		for _, w := range append(want, "README.md", "LICENSE.md") {
+			if _, ok := files[w]; !ok {
+				t.Errorf("%s has no %s", p.Name, w)
+			}
+		}
+		var pkg struct {
+			Dependencies    map[string]string `json:"dependencies"`
+			DevDependencies map[string]string `json:"devDependencies"`
+		}
+		if err := json.Unmarshal(files["package.json"], &pkg); err != nil {
+			t.Fatalf("%s's package.json: %v", p.Name, err)
+		}
+		if pkg.DevDependencies["n8n-workflow"] != runs.Version {
+			t.Errorf("%s is built against n8n-workflow %s, n8n %s runs %s", p.Name, pkg.DevDependencies["n8n-workflow"], sandbox.N8NVersion, runs.Version)
+		}
+		if p == communitynode.Keysvc {
+			if len(pkg.Dependencies) != 0 {
+				t.Errorf("%s has runtime dependencies %v", p.Name, pkg.Dependencies)
+			}
+			for name, b := range files {
+				if strings.HasSuffix(name, ".js") && (strings.Contains(string(b), "require(\"pg\")") || strings.Contains(string(b), "require('pg')")) {
+					t.Errorf("%s: %s requires pg", p.Name, name)
+				}
+			}
+		}
+		t.Logf("%s: %d files", filepath.Base(in.CommunityNodes[i]), len(names))
+	}
+}
+
+// packedFiles reads a packed .tgz (npm pack's): its files by name, without
+// the package/ folder, under 1 MB in all.
+func packedFiles(t *testing.T, tarball string) map[string][]byte {
+	t.Helper()
+	fi, err := os.Stat(tarball)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fi.Size() >= 1<<20 {
-		t.Errorf("%s is %d bytes, want under 1 MB", in.CommunityNode, fi.Size())
+		t.Errorf("%s is %d bytes, want under 1 MB", tarball, fi.Size())
 	}
-	f, err := os.Open(in.CommunityNode)
+	f, err := os.Open(tarball)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,43 +385,21 @@ func TestCommunityNodePackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
+	files := map[string][]byte{}
 	tr := tar.NewReader(zr)
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			break
+			return files
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		name := strings.TrimPrefix(h.Name, "package/")
-		names = append(names, name)
-		if !strings.HasPrefix(name, "dist/") && !slices.Contains([]string{"package.json", "README.md", "LICENSE.md"}, name) {
-			t.Errorf("the package holds %s: only dist/, README, LICENSE and package.json belong in it", name)
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	for _, want := range []string{"dist/nodes/IdempotencyGuard/IdempotencyGuard.node.js", "dist/nodes/IdempotencyGuard/keyspec.js", "dist/credentials/IdemhookKeysvcApi.credentials.js", "README.md", "LICENSE.md"} {
-		if !slices.Contains(names, want) {
-			t.Errorf("the package has no %s", want)
-		}
-	}
-	t.Logf("%s: %d bytes, %d files", filepath.Base(in.CommunityNode), fi.Size(), len(names))
-
-	var pkg struct {
-		DevDependencies map[string]string `json:"devDependencies"`
-	}
-	raw, err := os.ReadFile(filepath.Join("..", communitynode.SourceDir, "package.json"))
-	if err != nil || json.Unmarshal(raw, &pkg) != nil {
-		t.Fatalf("read the package's package.json: %v", err)
-	}
-	var runs struct{ Version string }
-	raw, err = os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(in.N8N)), "n8n-workflow", "package.json"))
-	if err != nil || json.Unmarshal(raw, &runs) != nil {
-		t.Fatalf("read n8n's n8n-workflow: %v", err)
-	}
-	if pkg.DevDependencies["n8n-workflow"] != runs.Version {
-		t.Errorf("the package is built against n8n-workflow %s, n8n %s runs %s", pkg.DevDependencies["n8n-workflow"], sandbox.N8NVersion, runs.Version)
+		files[strings.TrimPrefix(h.Name, "package/")] = b
 	}
 }
 

@@ -306,8 +306,9 @@ func TestDeployThroughTheAPI(t *testing.T) {
 	// names it as loaded from N8N_CUSTOM_EXTENSIONS is refused with how to
 	// fix it.
 	t.Run("the community node under a name n8n does not know", func(t *testing.T) {
-		r := runIdemhook(t, append([]string{"deploy", "--hashing", "node", "--node-type", "CUSTOM.idempotencyGuard", "--path", "dep-custom-node", "--name", "e2e deploy custom node"}, remote...)...)
-		if r.code != 1 || !strings.Contains(r.stderr, "n8n has no node CUSTOM.idempotencyGuard") || !strings.Contains(r.stderr, "--node-type n8n-nodes-idemhook.idempotencyGuard") {
+		r := runIdemhook(t, append([]string{"deploy", "--hashing", "node", "--node-type", "CUSTOM.idempotencyGuardPostgres", "--path", "dep-custom-node", "--name", "e2e deploy custom node"}, remote...)...)
+		if r.code != 1 || !strings.Contains(r.stderr, "n8n has no node CUSTOM.idempotencyGuardPostgres") || !strings.Contains(r.stderr, "package n8n-nodes-idemhook-postgres") ||
+			!strings.Contains(r.stderr, "--node-type n8n-nodes-idemhook-postgres.idempotencyGuardPostgres") {
 			t.Errorf("deploy with a node type n8n lacks: exit %d, want 1 naming the package and --node-type\n%s%s", r.code, r.stdout, r.stderr)
 		}
 		for _, w := range []string{"e2e deploy custom node", "e2e deploy custom node – cleanup"} {

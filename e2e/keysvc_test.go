@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,6 +42,9 @@ type keysvcProc struct {
 	logFile *os.File
 	cmd     *exec.Cmd
 	pids    []int // of every process it ran, in order
+	// client reaches it: over HTTPS (--tls-cert), one that trusts the
+	// tests' CA.
+	client *http.Client
 }
 
 // launchKeysvc builds cmd/keysvc once and starts it with args (plus --addr
@@ -73,7 +77,10 @@ func launchKeysvc(t *testing.T, name string, args, env []string) *keysvcProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &keysvcProc{t: t, url: "http://" + addr, addr: addr, args: args, env: env, logFile: logFile}
+	k := &keysvcProc{t: t, url: "http://" + addr, addr: addr, args: args, env: env, logFile: logFile, client: http.DefaultClient}
+	if slices.Contains(args, "--tls-cert") {
+		k.url, k.client = "https://"+addr, e2eTLS.client
+	}
 	k.start()
 	t.Cleanup(func() {
 		if k.cmd != nil {
@@ -102,7 +109,7 @@ func (k *keysvcProc) start() {
 	k.pids = append(k.pids, cmd.Process.Pid)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		resp, err := http.Get(k.url + "/readyz")
+		resp, err := k.client.Get(k.url + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {

@@ -14,11 +14,10 @@ import (
 // expired lease is taken over; an unexpired one is not.
 func TestLeaseGuard(t *testing.T) {
 	needStack(t)
-	testLeaseGuard(t, "s6", generator.HashingCodeNode)
+	testLeaseGuard(t, "s6", seedOptions("s6", generator.HashingCodeNode))
 }
 
-func testLeaseGuard(t *testing.T, prefix string, hashing generator.Hashing) {
-	opts := seedOptions(prefix, hashing)
+func testLeaseGuard(t *testing.T, prefix string, opts generator.Options) {
 	opts.Guard = generator.GuardLease
 	opts.Lease = 60 * time.Second
 	d := deploy(t, opts)

@@ -47,8 +47,19 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run()) // each test starts the stack it needs
 	}
 	ctx := context.Background()
-	var err error
-	st, err = sandbox.Start(ctx, sandbox.Options{Why: "the e2e tests run them", CommunityNode: true, CommunityNodeCustom: true})
+	tlsDir, err := os.MkdirTemp("", "idemhook-e2e-tls-")
+	if err == nil {
+		e2eTLS, err = newTestTLS(tlsDir)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: cannot make the tests' certificates:", err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(tlsDir)
+	// n8n trusts the tests' CA, as an operator gives n8n a private one:
+	// keysvc serves HTTPS with a certificate it signed.
+	st, err = sandbox.Start(ctx, sandbox.Options{Why: "the e2e tests run them", CommunityNode: true, CommunityNodeCustom: true,
+		N8NEnv: map[string]string{"NODE_EXTRA_CA_CERTS": e2eTLS.CAFile}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: cannot start the stack:", err)
 		os.Exit(1)

@@ -6,7 +6,9 @@ package templates
 import (
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -18,7 +20,7 @@ var CodeNodeScript = mustInsert(codeNodeScript, keySpecMarker, KeySpecScript)
 
 // KeySpecScript is the key spec's functions in JavaScript
 // (code-node/key-spec.js): the one source of the key code that the Code node
-// and the n8n community node (n8n-nodes-idemhook, whose build reads the file)
+// and the n8n community nodes (package communitynode generates their copy)
 // both run. It needs a crypto binding (require('crypto')) in scope.
 //
 //go:embed code-node/key-spec.js
@@ -203,4 +205,25 @@ func SignedReceiptScript(r Receipt, provider string, toleranceSeconds int) (stri
 		"  json: Object.assign(item.json, { signatureCheck: signatureChecks[i].json.signatureCheck }),\n" +
 		"  pairedItem: item.pairedItem,\n" +
 		"}));\n", nil
+}
+
+// The lines of code-node/signature-prepare.js around its functions: its two
+// constants before them, the loop over n8n's items after.
+var (
+	signatureConstants = regexp.MustCompile(`(?m)^const PROVIDER = .*;\nconst TOLERANCE_SECONDS = .*;\n`)
+	signatureItemsLoop = regexp.MustCompile(`(?m)^const out = \[\];\n`)
+)
+
+// SignaturePrepareFunctions returns the functions of the signature check's
+// first step (code-node/signature-prepare.js) without its constants and its
+// loop over n8n's items: the body of a function of PROVIDER and
+// TOLERANCE_SECONDS that defines prepare(headers, buf), for the community
+// node, which runs the check as the Code node does.
+func SignaturePrepareFunctions() (string, error) {
+	head := signatureConstants.FindStringIndex(signaturePrepareScript)
+	tail := signatureItemsLoop.FindStringIndex(signaturePrepareScript)
+	if head == nil || tail == nil || tail[0] < head[1] || !strings.Contains(signaturePrepareScript[head[1]:tail[0]], "\nfunction prepare(headers, buf) {") {
+		return "", errors.New("templates: code-node/signature-prepare.js no longer has its constants, prepare(headers, buf) and the items loop in that order")
+	}
+	return signaturePrepareScript[head[1]:tail[0]], nil
 }

@@ -18,14 +18,14 @@ import (
 )
 
 // ErrNoSource is returned by SourceRoot where no clone of idemhook holds
-// the package's source (an installed idemhook binary): the package is then
+// the packages' source (an installed idemhook binary): a package is then
 // given as a tarball, packed elsewhere or downloaded from npm.
-var ErrNoSource = errors.New("the n8n-nodes-idemhook package's source is not here: run from a clone of idemhook, or give the packed package (npm pack's .tgz)")
+var ErrNoSource = errors.New("the n8n-nodes-idemhook packages' source is not here: run from a clone of idemhook, or give the packed package (npm pack's .tgz)")
 
 const modulePath = "github.com/idemhook/idemhook"
 
 // SourceRoot returns the root of the idemhook module that holds dir (or a
-// folder above it) and the package's source, or ErrNoSource.
+// folder above it) and the packages' source, or ErrNoSource.
 func SourceRoot(dir string) (string, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -34,10 +34,12 @@ func SourceRoot(dir string) (string, error) {
 	for {
 		mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 		if err == nil && bytes.HasPrefix(mod, []byte("module "+modulePath+"\n")) {
-			if _, err := os.Stat(filepath.Join(dir, SourceDir, "package.json")); err == nil {
-				return dir, nil
+			for _, p := range Packages {
+				if _, err := os.Stat(filepath.Join(dir, p.SourceDir(), "package.json")); err != nil {
+					return "", ErrNoSource
+				}
 			}
-			return "", ErrNoSource
+			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
@@ -48,24 +50,31 @@ func SourceRoot(dir string) (string, error) {
 }
 
 // packInputs are what a build reads, relative to the package's folder: a
-// change to any of them makes Pack build again.
-var packInputs = []string{"package.json", "package-lock.json", "tsconfig.json", "README.md", "LICENSE.md",
-	"credentials", "nodes", "scripts", "../templates/code-node/key-spec.js"}
+// change to any of them makes Pack build again. The self-hosted package
+// compiles the verifiable one's guard folder too (a symbolic link in its
+// nodes folder, which the walk does not follow).
+func packInputs(p Package) []string {
+	in := []string{"package.json", "package-lock.json", "tsconfig.json", "eslint.config.mjs", "README.md", "LICENSE.md", "nodes"}
+	if p == Keysvc {
+		return append(in, "credentials")
+	}
+	return append(in, filepath.Join("..", Keysvc.SourceDir(), "nodes", "IdempotencyGuard", "guard"))
+}
 
 // Pack builds the package from its source in the module at root (npm ci
-// when its dependencies changed, tsc, npm pack) and returns the tarball,
-// kept in outDir under a name that is the hash of the sources: a second
-// call with unchanged sources returns the same file without building.
-// nodeBin is the folder of the Node that npm runs under. Pack writes
-// node_modules and dist in the package's folder (both ignored by git); the
-// caller keeps two Packs of one folder from running at once.
-func Pack(ctx context.Context, root, outDir, nodeBin string, progress io.Writer) (string, error) {
-	src := filepath.Join(root, SourceDir)
-	sum, err := hashInputs(src)
+// when its dependencies changed, n8n-node build, npm pack) and returns the
+// tarball, kept in outDir under a name that is the hash of the sources: a
+// second call with unchanged sources returns the same file without
+// building. nodeBin is the folder of the Node that npm runs under. Pack
+// writes node_modules and dist in the package's folder (both ignored by
+// git); the caller keeps two Packs of one folder from running at once.
+func Pack(ctx context.Context, p Package, root, outDir, nodeBin string, progress io.Writer) (string, error) {
+	src := filepath.Join(root, p.SourceDir())
+	sum, err := hashInputs(src, packInputs(p))
 	if err != nil {
 		return "", fmt.Errorf("read the package's source: %w", err)
 	}
-	tarball := filepath.Join(outDir, PackageName+"-"+sum[:16]+".tgz")
+	tarball := filepath.Join(outDir, p.Name+"-"+sum[:16]+".tgz")
 	if _, err := os.Stat(tarball); err == nil {
 		return tarball, nil
 	}
@@ -78,7 +87,7 @@ func Pack(ctx context.Context, root, outDir, nodeBin string, progress io.Writer)
 		return nil
 	}
 	start := time.Now()
-	fmt.Fprintf(progress, "communitynode: building %s from %s\n", PackageName, src)
+	fmt.Fprintf(progress, "communitynode: building %s from %s\n", p.Name, src)
 	// node_modules records the lock file it was installed from.
 	lock, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
 	if err != nil {
@@ -87,7 +96,9 @@ func Pack(ctx context.Context, root, outDir, nodeBin string, progress io.Writer)
 	stamp := filepath.Join(src, "node_modules", ".idemhook-lock-sha256")
 	lockSum := fmt.Sprintf("%x", sha256.Sum256(lock))
 	if have, err := os.ReadFile(stamp); err != nil || string(have) != lockSum {
-		if err := run("ci", "--no-audit", "--no-fund", "--loglevel=error"); err != nil {
+		// --ignore-scripts: @n8n/node-cli's toolchain asks for none, and
+		// one of its packages runs `only-allow pnpm`, which fails offline.
+		if err := run("ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"); err != nil {
 			return "", err
 		}
 		if err := os.WriteFile(stamp, []byte(lockSum), 0o644); err != nil {
@@ -105,7 +116,7 @@ func Pack(ctx context.Context, root, outDir, nodeBin string, progress io.Writer)
 	if err := run("pack", "--loglevel=error", "--pack-destination", tmp); err != nil {
 		return "", err
 	}
-	packed, err := filepath.Glob(filepath.Join(tmp, PackageName+"-*.tgz"))
+	packed, err := filepath.Glob(filepath.Join(tmp, p.Name+"-*.tgz"))
 	if err != nil || len(packed) != 1 {
 		return "", fmt.Errorf("npm pack in %s wrote %v", src, packed)
 	}
@@ -116,16 +127,16 @@ func Pack(ctx context.Context, root, outDir, nodeBin string, progress io.Writer)
 	return tarball, nil
 }
 
-func hashInputs(src string) (string, error) {
+func hashInputs(src string, inputs []string) (string, error) {
 	h := sha256.New()
-	for _, in := range packInputs {
+	for _, in := range inputs {
 		root := filepath.Join(src, in)
 		var files []string
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
-			if !d.IsDir() {
+			if d.Type().IsRegular() {
 				files = append(files, path)
 			}
 			return nil
@@ -147,13 +158,13 @@ func hashInputs(src string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// Install installs the packed package into the n8n whose user folder
+// Install installs packed packages into the n8n whose user folder
 // (N8N_USER_FOLDER) is userFolder, as n8n installs a community package:
-// into .n8n/nodes/node_modules, with its dependencies (pg) and without
-// n8n-workflow, its peer, which n8n provides. n8n loads it at its next
-// start, as type Type; queue-mode workers sharing the folder load it too.
-// It needs the npm registry (or npm's cache) for pg.
-func Install(ctx context.Context, nodeBin, userFolder, tarball string) error {
+// into .n8n/nodes/node_modules, with their dependencies (the self-hosted
+// package's pg) and without n8n-workflow, their peer, which n8n provides.
+// n8n loads them at its next start, as Type; queue-mode workers sharing the
+// folder load them too. It needs the npm registry (or npm's cache) for pg.
+func Install(ctx context.Context, nodeBin, userFolder string, tarballs ...string) error {
 	dir := filepath.Join(userFolder, ".n8n", "nodes")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -166,21 +177,21 @@ func Install(ctx context.Context, nodeBin, userFolder, tarball string) error {
 	}
 	// --legacy-peer-deps: npm would otherwise install n8n-workflow, the
 	// peer, from the registry. --ignore-scripts: as n8n installs packages.
-	cmd := npmCommand(ctx, nodeBin, "install", "--no-audit", "--no-fund", "--loglevel=error",
-		"--legacy-peer-deps", "--ignore-scripts", tarball)
+	cmd := npmCommand(ctx, nodeBin, append([]string{"install", "--no-audit", "--no-fund", "--loglevel=error",
+		"--legacy-peer-deps", "--ignore-scripts"}, tarballs...)...)
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("install %s into %s: %w\n%s", filepath.Base(tarball), dir, err, lastBytes(out, 3000))
+		return fmt.Errorf("install %v into %s: %w\n%s", tarballs, dir, err, lastBytes(out, 3000))
 	}
 	return nil
 }
 
-// InstallCustom unpacks the packed package into dir/n8n-nodes-idemhook and
+// InstallCustom unpacks the packed package into dir/<its name> and
 // installs its dependencies there, as n8n installs a package (npm pack's
 // contents, then npm install inside them), and returns that folder: put it
 // in N8N_CUSTOM_EXTENSIONS and n8n loads the node as CustomType.
-func InstallCustom(ctx context.Context, nodeBin, dir, tarball string) (string, error) {
-	folder := filepath.Join(dir, PackageName)
+func InstallCustom(ctx context.Context, p Package, nodeBin, dir, tarball string) (string, error) {
+	folder := filepath.Join(dir, p.Name)
 	if err := os.MkdirAll(folder, 0o755); err != nil {
 		return "", err
 	}
@@ -191,7 +202,7 @@ func InstallCustom(ctx context.Context, nodeBin, dir, tarball string) (string, e
 		"--legacy-peer-deps", "--ignore-scripts", "--no-package-lock")
 	cmd.Dir = folder
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("install the dependencies of %s in %s: %w\n%s", PackageName, folder, err, lastBytes(out, 3000))
+		return "", fmt.Errorf("install the dependencies of %s in %s: %w\n%s", p.Name, folder, err, lastBytes(out, 3000))
 	}
 	return folder, nil
 }

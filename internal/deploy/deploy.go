@@ -158,7 +158,7 @@ func Deploy(ctx context.Context, c *n8napi.Client, ws []Workflow, opts Options) 
 				return out, taken
 			}
 			if errors.As(err, &apiErr) && apiErr.Status == http.StatusBadRequest {
-				for _, t := range communitynode.Types {
+				for _, t := range communitynode.Types() {
 					if strings.Contains(apiErr.Message, "Unrecognized node type: "+t) {
 						return out, &NodeTypeMissingError{Type: t}
 					}

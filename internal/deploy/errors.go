@@ -56,19 +56,19 @@ func (e *PathTakenError) Error() string {
 	return fmt.Sprintf("webhook path %q is already served by %s: unpublish it, or generate with another --path", e.Path, by)
 }
 
-// NodeTypeMissingError: n8n refused to publish a workflow with the
+// NodeTypeMissingError: n8n refused to publish a workflow with an
 // Idempotency Guard under Type: it has no such node, because the package is
 // not installed, or is loaded under the other name.
 type NodeTypeMissingError struct{ Type string }
 
 func (e *NodeTypeMissingError) Error() string {
-	other := communitynode.CustomType
-	how := "a package in ~/.n8n/nodes"
-	if e.Type == communitynode.CustomType {
-		other, how = communitynode.Type, "a folder in N8N_CUSTOM_EXTENSIONS"
+	p, _ := communitynode.OfType(e.Type)
+	other, how := p.CustomType(), "a package in ~/.n8n/nodes"
+	if e.Type == p.CustomType() {
+		other, how = p.Type(), "a folder in N8N_CUSTOM_EXTENSIONS"
 	}
-	return fmt.Sprintf("n8n has no node %s (the Idempotency Guard loaded as %s): install the community node package %s and restart n8n (docs/n8n-node.md#install), or, if n8n loads it as %s, generate with --node-type %s",
-		e.Type, how, communitynode.PackageName, other, other)
+	return fmt.Sprintf("n8n has no node %s (the Idempotency Guard on %s, loaded as %s): install the community node package %s and restart n8n (docs/n8n-node.md#install), or, if n8n loads it as %s, generate with --node-type %s",
+		e.Type, p.Store, how, p.Name, other, other)
 }
 
 // ErrNotLive: a workflow was published but its production URL does not

@@ -137,7 +137,7 @@ func TestInboxReceiverWithCommunityNode(t *testing.T) {
 	}
 	save := w.node(generator.NodeSaveReceipt)
 	for path, want := range map[string]string{
-		"type":                                 "n8n-nodes-idemhook.idempotencyGuard",
+		"type":                                 "n8n-nodes-idemhook-postgres.idempotencyGuardPostgres",
 		"parameters.operation":                 "receive",
 		"parameters.signature":                 "stripe",
 		"parameters.toleranceSeconds":          "300",

@@ -1,6 +1,11 @@
 package generator
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+
+	"github.com/idemhook/idemhook/internal/communitynode"
+)
 
 // Node names of the community node mode (HashingNode).
 const (
@@ -37,23 +42,26 @@ func businessStepOf(r resolved, pos [2]int) node {
 	return businessStep(r, pos, keyExpr, eventTypeExpr)
 }
 
-// guardNode is the Idempotency Guard running operation on r's events
-// table with r's credential. Its error output (continueErrorOutput, the
-// last one) gets the items it could not decide, which never reach the
-// step.
+// guardNode is the Idempotency Guard running operation in r's store: the
+// events table with r's Postgres credential, or keysvc with its own.
 func guardNode(r resolved, name string, pos [2]int, operation string, params map[string]any) node {
 	options := map[string]any{}
-	if r.EventsTable != DefaultEventsTable {
-		options["eventsTable"] = r.EventsTable
+	creds := credentials(r.CredentialName)
+	if r.nodeOnKeysvc() {
+		creds = map[string]credentialRef{communitynode.KeysvcCredential: {Name: cmp.Or(r.KeysvcCredential, DefaultNodeKeysvcCredential)}}
+	} else {
+		if r.EventsTable != DefaultEventsTable {
+			options["eventsTable"] = r.EventsTable
+		}
+		if r.byExecution {
+			options["recordExecution"] = true
+		}
 	}
-	if r.byExecution {
-		options["recordExecution"] = true
-	}
-	p := map[string]any{"store": "postgres", "operation": operation, "options": options}
+	p := map[string]any{"operation": operation, "options": options}
 	for k, v := range params {
 		p[k] = v
 	}
-	return node{Name: name, Type: r.NodeType, Position: pos, Credentials: credentials(r.CredentialName), Parameters: p}
+	return node{Name: name, Type: r.NodeType, Position: pos, Credentials: creds, Parameters: p}
 }
 
 // addNodeGuardHead is addGuardHead with the community node: one node reads
@@ -79,6 +87,9 @@ func addNodeGuardHead(g *graph, r resolved, answer answerer, from string, onNew 
 	// every execution the few milliseconds n8n spends preparing to move
 	// error items (measured: 6 ms of the node's 11 went after it returned).
 	guard.Parameters["options"].(map[string]any)["errorOutput"] = true
+	if r.nodeOnKeysvc() && r.Verify != "" {
+		guard.Parameters["options"].(map[string]any)["provider"] = r.Verify
+	}
 	g.add(guard)
 	g.connect(from, 0, NodeGuard)
 	respond := func(status string) string {
@@ -98,13 +109,22 @@ func addNodeGuardHead(g *graph, r resolved, answer answerer, from string, onNew 
 	row := errorOutput + 1
 	g.add(ifNode(g, NodeRetryLater, g.at(2, row), "={{ $json.details.status }}", opStringEq, "unavailable"))
 	g.connect(NodeGuard, errorOutput, NodeRetryLater)
+	store := "the database"
+	if r.nodeOnKeysvc() {
+		store = "keysvc"
+	}
 	g.connect(NodeRetryLater, 0, g.addNode(answer(NodeRespond503DB, g.at(3, row), 503,
-		`{"status":"unavailable","error":"the idempotency key could not be reserved (the database did not answer); nothing was processed: retry later"}`,
+		`{"status":"unavailable","error":"the idempotency key could not be reserved (`+store+` did not answer); nothing was processed: retry later"}`,
 		[2]string{"Retry-After", "5"})))
 	g.add(ifNode(g, NodeRejected, g.at(3, row+1), "={{ $json.details.status }}", opStringEq, "rejected"))
 	g.connect(NodeRetryLater, 1, NodeRejected)
-	g.connect(NodeRejected, 0, g.addNode(answer(NodeRespond400, g.at(4, row+1), 400,
-		`{"status":"rejected","error":"empty body: there is nothing to derive an idempotency key from"}`)))
+	rejected := answer(NodeRespond400, g.at(4, row+1), 400, `{"status":"rejected","error":"empty body: there is nothing to derive an idempotency key from"}`)
+	if r.nodeOnKeysvc() {
+		// keysvc's own verdict on the delivery: 400 for an empty body, 401
+		// for a signature it did not verify, 413 for a body over its limit.
+		rejected = answer(NodeRespond400, g.at(4, row+1), "={{ $json.details.httpStatus }}", "={{ JSON.stringify({ status: 'rejected', error: $json.error }) }}")
+	}
+	g.connect(NodeRejected, 0, g.addNode(rejected))
 	g.connect(NodeRejected, 1, g.addNode(answer(NodeRespond500NS, g.at(4, row+2), 500,
 		`{"status":"failed","error":"the idempotency guard could not run (its credential, its table or its settings: see the execution in n8n); nothing was processed"}`)))
 }
@@ -114,7 +134,7 @@ func addNodeGuardHead(g *graph, r resolved, answer answerer, from string, onNew 
 // only the holder releases).
 func nodeRelease(r resolved, pos [2]int) node {
 	params := map[string]any{"key": "={{ " + nodeKeyExpr + " }}"}
-	if r.Guard == GuardLease {
+	if r.Guard == GuardLease && !r.nodeOnKeysvc() {
 		params["attempt"] = "={{ " + nodeAttemptExpr + " }}"
 	}
 	return guardNode(r, NodeRelease, pos, "release", params)

@@ -49,9 +49,12 @@ var TypeVersions = map[string]float64{
 	typeErrorTrigger: 1,
 	typeSticky:       1,
 
-	// The Idempotency Guard, under either name n8n loads it by.
-	communitynode.Type:       1,
-	communitynode.CustomType: 1,
+	// The Idempotency Guard of either package, under either name n8n loads
+	// it by.
+	communitynode.KeysvcType:         1,
+	communitynode.KeysvcCustomType:   1,
+	communitynode.PostgresType:       1,
+	communitynode.PostgresCustomType: 1,
 }
 
 type credentialRef struct {

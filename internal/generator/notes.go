@@ -1,12 +1,12 @@
 package generator
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/idemhook/idemhook/internal/communitynode"
 	"github.com/idemhook/idemhook/internal/duration"
 )
 
@@ -106,7 +106,10 @@ func setupNote(r resolved, page string) []string {
 		step++
 	}
 	if r.Hashing == HashingNode {
-		add("Install the community node **" + communitynode.PackageName + "** in n8n (Settings → Community Nodes, or npm into ~/.n8n/nodes): the Idempotency Guard builds and reserves the key. [Install](" + Docs + "n8n-node.md#install)")
+		add("Install the community node package **" + r.nodePackageName() + "** in n8n: the Idempotency Guard builds and reserves the key. [Install](" + Docs + "n8n-node.md#install)")
+	}
+	if r.nodeOnKeysvc() {
+		add("Idemhook Keysvc API credential: **" + cmp.Or(r.KeysvcCredential, DefaultNodeKeysvcCredential) + "**, keysvc's URL and a token with the **guard** scope (it reserves, completes and releases, and reads nothing). [keysvc](" + Docs + "keysvc.md#tokens)")
 	}
 	if usesCodeNode(r) {
 		add("Start n8n with `NODE_FUNCTION_ALLOW_BUILTIN=crypto`: the Code nodes `require('crypto')`.")
@@ -141,6 +144,12 @@ func guardNote(r resolved) []string {
 		lines = append(lines, "The "+r.Verify+" signature is checked on the raw body first: a forged request gets 401 and reserves nothing.")
 	}
 	switch {
+	case r.nodeOnKeysvc():
+		lease := ""
+		if r.Guard == GuardLease {
+			lease = ", or leases it for " + r.Lease.String() + " (In Progress answers 409)"
+		}
+		lines = append(lines, "The **Idempotency Guard** sends the exact bytes to keysvc, which derives the key and reserves it once"+lease+": New runs your step, Duplicate answers 200. Its error output: keysvc's refusal of the delivery (an empty body 400, a signature 401), keysvc down 503, a setup to fix 500.")
 	case r.Hashing == HashingKeysvc:
 		lines = append(lines, "keysvc derives the key from the exact bytes and reserves it: 201 runs your step once; 200 is a duplicate; keysvc unreachable answers 503, so the provider retries.")
 	case r.Guard == GuardTransactional:

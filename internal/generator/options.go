@@ -138,10 +138,15 @@ type Options struct {
 	// HashingNode has the community node save the receipt (the n8n
 	// receiver only); any other mode builds it in a Code node.
 	Hashing Hashing
+	// NodeStore is where the community node reserves with HashingNode, and
+	// so which package it is: NodeStorePostgres (n8n-nodes-idemhook-postgres,
+	// self-hosted n8n, the default) or NodeStoreKeysvc (n8n-nodes-idemhook,
+	// the package n8n can verify, which n8n Cloud installs). By default, the
+	// store of NodeType's package when NodeType is set.
+	NodeStore string
 	// NodeType is the community node's type name with HashingNode: how n8n
-	// loaded the package (communitynode.Type for a package installed in
-	// ~/.n8n/nodes, the default; communitynode.CustomType for a folder in
-	// N8N_CUSTOM_EXTENSIONS).
+	// loaded the package (its Type for a package installed in ~/.n8n/nodes,
+	// the default; its CustomType for a folder in N8N_CUSTOM_EXTENSIONS).
 	NodeType string
 	// Verify names the provider whose signature is checked before the key
 	// is reserved (stripe, github, shopify, slack; standardwebhooks only
@@ -294,7 +299,15 @@ func (o Options) withDefaults() Options {
 	setDefault(&o.CredentialName, DefaultCredentialName)
 	setDefault(&o.Retention, DefaultRetention)
 	setDefault(&o.Hashing, HashingCodeNode)
-	setDefault(&o.NodeType, communitynode.Type)
+	if o.Hashing == HashingNode && o.NodeStore == "" {
+		o.NodeStore = NodeStorePostgres
+		if p, ok := communitynode.OfType(o.NodeType); ok {
+			o.NodeStore = p.Store
+		}
+	}
+	if p, ok := nodePackage(o.NodeStore); ok {
+		setDefault(&o.NodeType, p.Type())
+	}
 	setDefault(&o.VerifyCredential, DefaultVerifyCredential)
 	setDefault(&o.Preset, o.Verify)
 	setDefault(&o.Tolerance, DefaultTolerance)
@@ -371,9 +384,48 @@ type resolved struct {
 	byExecution bool
 }
 
+// The community node's stores (Options.NodeStore).
+const (
+	NodeStorePostgres = "postgres"
+	NodeStoreKeysvc   = "keysvc"
+)
+
+// DefaultNodeKeysvcCredential names the keysvc store's credential (the
+// package's own type, communitynode.KeysvcCredential) when
+// KeysvcCredential is not set.
+const DefaultNodeKeysvcCredential = "idemhook keysvc"
+
+// nodePackage is the package whose node reserves in store.
+func nodePackage(store string) (communitynode.Package, bool) {
+	for _, p := range communitynode.Packages {
+		if p.Store == store {
+			return p, true
+		}
+	}
+	return communitynode.Package{}, false
+}
+
+// nodeOnKeysvc: the community node reserves through keysvc.
+func (r *resolved) nodeOnKeysvc() bool {
+	return r.Hashing == HashingNode && r.NodeStore == NodeStoreKeysvc
+}
+
+// nodePackageName is the community node's package (HashingNode).
+func (r *resolved) nodePackageName() string {
+	p, _ := nodePackage(r.NodeStore)
+	return p.Name
+}
+
 func (o Options) resolve() (resolved, error) {
 	if err := o.checkPatternGroup(); err != nil {
 		return resolved{}, err
+	}
+	if (o.NodeStore != "" || o.NodeType != "") && o.Hashing != HashingNode {
+		option, value := "node store", o.NodeStore
+		if o.NodeStore == "" {
+			option, value = "node type", o.NodeType
+		}
+		return resolved{}, &OptionError{Option: option, Value: value, Reason: "it chooses the community node: use it with --hashing node"}
 	}
 	o = o.withDefaults()
 	r := resolved{Options: o}
@@ -399,8 +451,14 @@ func (o Options) resolve() (resolved, error) {
 	default:
 		return bad("hashing mode", string(o.Hashing), "use code-node, crypto-node, keysvc or node")
 	}
-	if !slices.Contains(communitynode.Types, o.NodeType) {
-		return bad("node type", o.NodeType, "use "+communitynode.Type+" (the package installed in ~/.n8n/nodes, from n8n's UI or npm) or "+communitynode.CustomType+" (a folder in N8N_CUSTOM_EXTENSIONS)")
+	if o.Hashing == HashingNode {
+		pkg, ok := nodePackage(o.NodeStore)
+		if !ok {
+			return bad("node store", o.NodeStore, "use "+NodeStorePostgres+" (n8n-nodes-idemhook-postgres, self-hosted n8n) or "+NodeStoreKeysvc+" (n8n-nodes-idemhook, which n8n Cloud can install)")
+		}
+		if o.NodeType != pkg.Type() && o.NodeType != pkg.CustomType() {
+			return bad("node type", o.NodeType, "the "+o.NodeStore+" store's node is "+pkg.Type()+" (the package "+pkg.Name+" installed in ~/.n8n/nodes, from n8n's UI or npm) or "+pkg.CustomType()+" (a folder in N8N_CUSTOM_EXTENSIONS)")
+		}
 	}
 	if o.Verify != "" {
 		p, ok := provider.Lookup(o.Verify)
@@ -537,6 +595,8 @@ func resolveInbox(r resolved) (resolved, error) {
 	}
 	switch {
 	case o.Hashing == HashingCodeNode:
+	case o.Hashing == HashingNode && o.Receiver == ReceiverN8N && o.NodeStore == NodeStoreKeysvc:
+		return bad("node store", o.NodeStore, "the community node saves the inbox's receipt in PostgreSQL: use --node-store postgres (keysvc has an inbox of its own: --receiver keysvc)")
 	case o.Hashing == HashingNode && o.Receiver == ReceiverN8N:
 	case o.Hashing == HashingNode:
 		return bad("hashing mode", string(o.Hashing), "keysvc saves the receipt with --receiver keysvc: leave --hashing out")

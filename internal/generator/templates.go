@@ -22,6 +22,7 @@ func Templates() []Template {
 		{Name: "keysvc", Options: Options{Hashing: HashingKeysvc}},
 		{Name: "node", Options: Options{Hashing: HashingNode}},
 		{Name: "node-lease", Options: Options{Hashing: HashingNode, ReserveOptions: ReserveOptions{Guard: GuardLease}}},
+		{Name: "node-keysvc", Options: Options{Hashing: HashingNode, NodeStore: NodeStoreKeysvc, Verify: "stripe"}},
 		{Name: "verify-stripe", Options: Options{Verify: "stripe"}},
 		{Name: "inbox", Options: Options{Pattern: PatternInbox}},
 		{Name: "inbox-keysvc", Options: Options{Pattern: PatternInbox, InboxOptions: InboxOptions{Receiver: ReceiverKeysvc}}},

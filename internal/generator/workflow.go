@@ -216,6 +216,11 @@ type answerer func(name string, pos [2]int, status any, body string, headers ...
 // onNew adds what a new event runs, from the decision's first output; it is
 // called where those nodes go in the file's order.
 func addGuardHead(g *graph, r resolved, answer answerer, onNew func(from string)) error {
+	if r.nodeOnKeysvc() {
+		// keysvc verifies the signature itself, before it reserves.
+		addNodeGuardHead(g, r, answer, NodeWebhook, onNew)
+		return nil
+	}
 	from, err := addVerifyNodesAnswering(g, r, answer)
 	if err != nil {
 		return err

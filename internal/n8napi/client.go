@@ -152,6 +152,22 @@ func (c *Client) CreateCredential(ctx context.Context, name, typ string, data ma
 	return out, err
 }
 
+// CredentialTest is the outcome of a credential's test: Status "OK" or
+// "Error", and n8n's message (the credential type's own for an error it
+// names).
+type CredentialTest struct {
+	Status  string `json:"status"`
+	Message string `json:"message"`
+}
+
+// TestCredential runs the test of stored credential id, as the editor's
+// "Test" button does: the request its type declares, judged by its rules.
+func (c *Client) TestCredential(ctx context.Context, id string) (CredentialTest, error) {
+	var out CredentialTest
+	err := c.do(ctx, http.MethodPost, "/credentials/"+url.PathEscape(id)+"/test", nil, &out)
+	return out, err
+}
+
 // DeleteCredential deletes credential id.
 func (c *Client) DeleteCredential(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/credentials/"+url.PathEscape(id), nil, nil)

@@ -715,11 +715,11 @@ var guidedChoices = []choice{
 	{Provider: "standardwebhooks", Guarantee: "keysvc", Options: map[string]string{"keysvc-url": "http://keysvc:8080", "keysvc-credential": "keysvc token"}},
 	{Provider: "slack", Guarantee: "keysvc", Options: map[string]string{"guard": "lease", "lease": "2m"}},
 	{Provider: "github", Guarantee: "node"},
-	{Provider: "stripe", Guarantee: "node", Options: map[string]string{"guard": "lease", "node-type": "CUSTOM.idempotencyGuard"}},
+	{Provider: "stripe", Guarantee: "node", Options: map[string]string{"guard": "lease", "node-type": "CUSTOM.idempotencyGuardPostgres"}},
 	{Provider: "stripe", Guarantee: "inbox", Options: map[string]string{"outbox-url": "https://fulfilment.example/v1/operations", "outbox-batch": "5"}},
 	{Provider: "", Guarantee: "inbox", Options: map[string]string{"db-schema": "payments"}},
 	{Provider: "standardwebhooks", Guarantee: "inbox"},
-	{Provider: "shopify", Guarantee: "inbox-node", Options: map[string]string{"node-type": "CUSTOM.idempotencyGuard"}},
+	{Provider: "shopify", Guarantee: "inbox-node", Options: map[string]string{"node-type": "CUSTOM.idempotencyGuardPostgres"}},
 }
 
 // For each choice, the command the page shows is `idemhook generate` with
@@ -845,7 +845,7 @@ func workflowDrawing(t *testing.T, raw []byte) drawn {
 		}
 		// The Idempotency Guard names its outputs (n8n-nodes-idemhook's
 		// outputsOf; e2e's editor screenshot shows them).
-		if slices.Contains(communitynode.Types, n.Type) {
+		if slices.Contains(communitynode.Types(), n.Type) {
 			switch n.Parameters.Operation {
 			case "reserve", "":
 				labels[n.Name] = []string{"New", "Duplicate"}
@@ -1031,7 +1031,7 @@ func TestPageGuidesTheChoices(t *testing.T) {
 var optionSamples = map[string][]string{
 	"pattern": {"inbox", "reserve"}, "path": {"other/path"}, "name": {"Other name"}, "credential": {"Other Postgres"},
 	"retention": {"45d"}, "verify": {"stripe", "shopify", "none"}, "verify-credential": {"Other secret"}, "tolerance": {"2m"},
-	"hashing": {"crypto-node", "keysvc", "node", "code-node"}, "node-type": {"CUSTOM.idempotencyGuard", "n8n-nodes-idemhook.idempotencyGuard"}, "guard": {"lease", "transactional", "reserve"}, "lease": {"90s", "3m"},
+	"hashing": {"crypto-node", "keysvc", "node", "code-node"}, "node-store": {"keysvc", "postgres"}, "node-type": {"CUSTOM.idempotencyGuardPostgres", "n8n-nodes-idemhook-postgres.idempotencyGuardPostgres"}, "guard": {"lease", "transactional", "reserve"}, "lease": {"90s", "3m"},
 	"events-table": {"other_events"}, "business-table": {"other_business"}, "save-success": {"all", "none"},
 	"save-errors": {"all", "none"}, "save-manual": {"true", "false"}, "execution-timeout": {"7m"},
 	"keysvc-url": {"http://keysvc.other:1"}, "keysvc-credential": {"keysvc token", "other token"}, "receiver": {"keysvc", "n8n"},

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -293,7 +292,11 @@ func hostCommunityNode(ctx context.Context, dir string, opts Options) (string, e
 		return "", err
 	}
 	user := filepath.Join(dir, "n8n-user")
-	if err := communitynode.Install(ctx, in.NodeBin, user, cmp.Or(opts.CommunityNodePackage, in.CommunityNode)); err != nil {
+	tarballs := in.CommunityNodes
+	if opts.CommunityNodePackage != "" {
+		tarballs = []string{opts.CommunityNodePackage}
+	}
+	if err := communitynode.Install(ctx, in.NodeBin, user, tarballs...); err != nil {
 		return "", err
 	}
 	return filepath.Join(user, ".n8n", "nodes"), nil

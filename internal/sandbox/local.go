@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -148,20 +147,8 @@ func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
 			return nil, err
 		}
 		if opts.CommunityNode {
-			pkg := cmp.Or(opts.CommunityNodePackage, in.CommunityNode)
-			if err := communitynode.Install(ctx, in.NodeBin, filepath.Join(base, "n8n"), pkg); err != nil {
+			if err := rt.installCommunityNodes(ctx, in, base, opts); err != nil {
 				return nil, err
-			}
-			if opts.CommunityNodeCustom {
-				folder, err := communitynode.InstallCustom(ctx, in.NodeBin, filepath.Join(base, "custom-extensions"), pkg)
-				if err != nil {
-					return nil, err
-				}
-				rt.extraEnv = maps.Clone(rt.extraEnv)
-				if rt.extraEnv == nil {
-					rt.extraEnv = map[string]string{}
-				}
-				rt.extraEnv["N8N_CUSTOM_EXTENSIONS"] = folder
 			}
 		}
 		rt.n8nEnv = rt.n8nEnvironment(n8nDB, n8nPort, brokerPort)
@@ -667,5 +654,39 @@ func (rt *localRuntime) close() error {
 	for _, d := range []string{"pgdata", "pgsock", "n8n"} {
 		os.RemoveAll(filepath.Join(rt.base, d))
 	}
+	return nil
+}
+
+// installCommunityNodes installs the community node packages into n8n's
+// user folder (opts.CommunityNodePackage, else the packages built from the
+// clone) and, with CommunityNodeCustom, into folders n8n loads from
+// N8N_CUSTOM_EXTENSIONS.
+func (rt *localRuntime) installCommunityNodes(ctx context.Context, in Installs, base string, opts Options) error {
+	tarballs := in.CommunityNodes
+	if opts.CommunityNodePackage != "" {
+		tarballs = []string{opts.CommunityNodePackage}
+	}
+	if err := communitynode.Install(ctx, in.NodeBin, filepath.Join(base, "n8n"), tarballs...); err != nil {
+		return err
+	}
+	if !opts.CommunityNodeCustom {
+		return nil
+	}
+	var folders []string
+	for i, p := range communitynode.Packages {
+		if i >= len(tarballs) {
+			break
+		}
+		folder, err := communitynode.InstallCustom(ctx, p, in.NodeBin, filepath.Join(base, "custom-extensions"), tarballs[i])
+		if err != nil {
+			return err
+		}
+		folders = append(folders, folder)
+	}
+	rt.extraEnv = maps.Clone(rt.extraEnv)
+	if rt.extraEnv == nil {
+		rt.extraEnv = map[string]string{}
+	}
+	rt.extraEnv["N8N_CUSTOM_EXTENSIONS"] = strings.Join(folders, ";")
 	return nil
 }

@@ -47,9 +47,10 @@ type Installs struct {
 	PostgresBin string // folder holding initdb and postgres
 	N8N         string // the n8n executable
 	NodeRED     string // Node-RED's red.js
-	// CommunityNode is the packed n8n-nodes-idemhook package (npm pack's
-	// .tgz), built from this clone's source.
-	CommunityNode string
+	// CommunityNodes are idemhook's community node packages, packed (npm
+	// pack's .tgz) from this clone's source, in communitynode.Packages'
+	// order.
+	CommunityNodes []string
 }
 
 // Needs are what a command runs, which Provision installs: each command
@@ -61,9 +62,9 @@ type Needs struct {
 	// N8N is n8n N8NVersion and the Node NodeMajor it runs on; NodeRED
 	// Node-RED NodeREDVersion, on the same Node.
 	N8N, NodeRED bool
-	// CommunityNode is the idemhook community node package, built and
-	// packed from the clone's source (n8n-nodes-idemhook) with the Node n8n
-	// runs on.
+	// CommunityNode is idemhook's community node packages, built and
+	// packed from the clone's source (n8n-nodes-idemhook and
+	// n8n-nodes-idemhook-postgres) with the Node n8n runs on.
 	CommunityNode bool
 	// Why says what the command runs them for, in the progress lines.
 	Why string
@@ -122,29 +123,37 @@ func provisionFor(ctx context.Context, goos, goarch string, needs Needs, progres
 		}
 	}
 	if needs.CommunityNode {
-		if in.CommunityNode, err = packCommunityNode(ctx, cache, in.NodeBin, progress); err != nil {
+		if in.CommunityNodes, err = packCommunityNodes(ctx, cache, in.NodeBin, progress); err != nil {
 			return Installs{}, err
 		}
 	}
 	return in, nil
 }
 
-// packCommunityNode builds the community node package from the clone this
-// process runs in, once per change of its source, into the cache.
-func packCommunityNode(ctx context.Context, cache, nodeBin string, progress io.Writer) (string, error) {
+// packCommunityNodes builds the community node packages from the clone
+// this process runs in, once per change of their source, into the cache.
+func packCommunityNodes(ctx context.Context, cache, nodeBin string, progress io.Writer) ([]string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	root, err := communitynode.SourceRoot(wd)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	out := filepath.Join(cache, communitynode.PackageName)
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return "", err
+	var tarballs []string
+	for _, p := range communitynode.Packages {
+		out := filepath.Join(cache, p.Name)
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return nil, err
+		}
+		tarball, err := communitynode.Pack(ctx, p, root, out, nodeBin, progress)
+		if err != nil {
+			return nil, err
+		}
+		tarballs = append(tarballs, tarball)
 	}
-	return communitynode.Pack(ctx, root, out, nodeBin, progress)
+	return tarballs, nil
 }
 
 // plan lists the packages needs takes on goos/goarch and where their

@@ -212,15 +212,15 @@ type Options struct {
 	// makes every user but postgres (the stack's own) connect with it: a
 	// server like the ones that refuse plain connections (local runtime).
 	PostgresTLS bool
-	// CommunityNode installs idemhook's community node package
-	// (n8n-nodes-idemhook) into n8n before it starts, as n8n installs a
-	// community package: CommunityNodePackage, a packed .tgz, or else the
-	// package built from this clone's source.
+	// CommunityNode installs idemhook's community node packages
+	// (n8n-nodes-idemhook and n8n-nodes-idemhook-postgres) into n8n before
+	// it starts, as n8n installs a community package: CommunityNodePackage,
+	// a packed .tgz, or else both packages built from this clone's source.
 	CommunityNode        bool
 	CommunityNodePackage string
-	// CommunityNodeCustom also loads the package from a folder in
-	// N8N_CUSTOM_EXTENSIONS, where n8n names the node
-	// communitynode.CustomType (local runtime).
+	// CommunityNodeCustom also loads the packages from folders in
+	// N8N_CUSTOM_EXTENSIONS, where n8n names each node by its CustomType
+	// (local runtime).
 	CommunityNodeCustom bool
 	// Why says what the stack is for, in the progress lines of what it
 	// installs.

@@ -169,7 +169,7 @@ func Find(w n8napi.Workflow) (Guard, error) {
 	if gd.Node {
 		gd.Decision, gd.NewOutput = gd.Reserve, 0
 		for _, name := range g.order {
-			if operation, _ := param(g.nodes[name], "operation"); slices.Contains(communitynode.Types, fmt.Sprint(g.nodes[name]["type"])) && (operation == "release" || operation == "complete") {
+			if operation, _ := param(g.nodes[name], "operation"); slices.Contains(communitynode.Types(), fmt.Sprint(g.nodes[name]["type"])) && (operation == "release" || operation == "complete") {
 				gd.Releases = append(gd.Releases, name)
 			}
 		}
@@ -217,7 +217,7 @@ func Find(w n8napi.Workflow) (Guard, error) {
 // guardReserves tells an enabled Idempotency Guard that reserves or
 // acquires a lease (its default operation is reserve).
 func guardReserves(n map[string]any) bool {
-	if n["disabled"] == true || !slices.Contains(communitynode.Types, fmt.Sprint(n["type"])) {
+	if n["disabled"] == true || !slices.Contains(communitynode.Types(), fmt.Sprint(n["type"])) {
 		return false
 	}
 	operation, _ := param(n, "operation")

@@ -1,23 +1,27 @@
 import type { IAuthenticateGeneric, ICredentialTestRequest, ICredentialType, INodeProperties } from 'n8n-workflow';
 
-/** keysvc, idemhook's key service: its base URL and a token with the admin scope. */
+/**
+ * keysvc, idemhook's key service: its base URL and a token with the guard
+ * scope (reserve, lease, complete and release, nothing else) or the admin
+ * scope.
+ */
 export class IdemhookKeysvcApi implements ICredentialType {
 	name = 'idemhookKeysvcApi';
 
-	displayName = 'idemhook keysvc API';
+	displayName = 'Idemhook Keysvc API';
 
-	icon = 'file:idemhook.svg' as const;
+	icon = { light: 'file:idemhook.svg', dark: 'file:idemhook.dark.svg' } as const;
 
-	documentationUrl = 'https://github.com/idemhook/idemhook/blob/main/docs/keysvc.md';
+	documentationUrl = 'https://github.com/idemhook/idemhook/blob/main/docs/keysvc.md#tokens';
 
 	properties: INodeProperties[] = [
 		{
 			displayName: 'URL',
 			name: 'url',
 			type: 'string',
-			default: 'http://127.0.0.1:8080',
-			placeholder: 'http://keysvc:8080',
-			description: "keysvc's base URL as n8n reaches it",
+			default: '',
+			placeholder: 'https://keysvc.example.com',
+			description: "Keysvc's base URL as n8n reaches it (HTTPS on a public address)",
 			required: true,
 		},
 		{
@@ -26,7 +30,7 @@ export class IdemhookKeysvcApi implements ICredentialType {
 			type: 'string',
 			typeOptions: { password: true },
 			default: '',
-			description: 'A keysvc token with the admin scope (reserve, complete and release)',
+			description: 'A keysvc token with the guard scope (or admin)',
 			required: true,
 		},
 	];
@@ -36,13 +40,22 @@ export class IdemhookKeysvcApi implements ICredentialType {
 		properties: { headers: { Authorization: '=Bearer {{$credentials.token}}' } },
 	};
 
-	// GET /v1/console answers any valid token with its scope; a bad token gets 401.
+	// GET /v1/token?scope=guard answers 200 when the token may do what the
+	// node does, 403 naming the scope it lacks, 401 for a token keysvc does
+	// not know.
 	test: ICredentialTestRequest = {
-		request: { baseURL: '={{$credentials.url}}', url: '/v1/console', method: 'GET' },
+		request: { baseURL: '={{$credentials.url}}', url: '/v1/token', qs: { scope: 'guard' }, method: 'GET' },
 		rules: [
 			{
-				type: 'responseSuccessBody',
-				properties: { key: 'token.scope', value: 'read', message: 'This token can only read: the node needs one with the admin scope' },
+				type: 'responseCode',
+				properties: { value: 401, message: 'Keysvc does not know this token: check it, and the tokens file keysvc reads' },
+			},
+			{
+				type: 'responseCode',
+				properties: {
+					value: 403,
+					message: 'This token lacks the guard scope: the Idempotency Guard needs a keysvc token with the guard scope (or admin)',
+				},
 			},
 		],
 	};

@@ -7,8 +7,8 @@ const assert = require('node:assert');
 const fs = require('fs');
 const path = require('path');
 const { dist, context, webhookItem } = require('./helpers');
-const { keyOf } = require(path.join(dist, 'key.js'));
-const { GuardError } = require(path.join(dist, 'errors.js'));
+const { keyOf } = require(path.join(dist, 'guard', 'key.js'));
+const { GuardError } = require(path.join(dist, 'guard', 'errors.js'));
 
 const vectors = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'conformance', 'key-vectors.json'), 'utf8')).vectors;
 

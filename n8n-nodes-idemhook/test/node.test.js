@@ -1,74 +1,34 @@
-// The node's routing and errors, with a stand-in for n8n's execute context.
+// The keysvc node's routing, requests and errors, with a stand-in for n8n's
+// execute context and a keysvc stand-in on real HTTP.
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert');
 const http = require('http');
 const path = require('path');
-const { dist, context, webhookItem } = require('./helpers');
+const { dist, context, webhookItem, outputNames } = require('./helpers');
 const { IdempotencyGuard } = require(path.join(dist, 'IdempotencyGuard.node.js'));
-const { checkTable, explain } = require(path.join(dist, 'postgres.js'));
 
 const node = new IdempotencyGuard();
 
-// The editor draws the outputs from this expression; n8n evaluates it.
-function outputsFor(operation, errorOutput) {
-	const expr = node.description.outputs;
-	assert.match(expr, /^=\{\{\(.*\)\(\$parameter\)\}\}$/s);
-	const fn = eval(expr.slice(3, -'($parameter)}}'.length));
-	return fn({ operation, options: errorOutput === undefined ? undefined : { errorOutput } }).map((o) => o.displayName);
-}
-
 test('each operation has its outputs', () => {
-	assert.deepStrictEqual(outputsFor('reserve'), ['New', 'Duplicate']);
-	assert.deepStrictEqual(outputsFor(undefined), ['New', 'Duplicate']);
-	assert.deepStrictEqual(outputsFor('acquireLease'), ['New', 'Duplicate', 'In Progress']);
-	assert.deepStrictEqual(outputsFor('complete'), ['Done']);
-	assert.deepStrictEqual(outputsFor('release'), ['Done']);
-	assert.deepStrictEqual(outputsFor('reserve', true), ['New', 'Duplicate', 'Error']);
-	assert.deepStrictEqual(outputsFor('acquireLease', true), ['New', 'Duplicate', 'In Progress', 'Error']);
-	assert.deepStrictEqual(outputsFor('complete', false), ['Done']);
-	assert.deepStrictEqual(outputsFor('receive'), ['Received', 'Rejected']);
-	assert.deepStrictEqual(outputsFor('receive', true), ['Received', 'Rejected', 'Error']);
+	const names = (operation, errorOutput) => outputNames(node.description, { operation, options: errorOutput === undefined ? undefined : { errorOutput } });
+	assert.deepStrictEqual(names('reserve'), ['New', 'Duplicate']);
+	assert.deepStrictEqual(names(undefined), ['New', 'Duplicate']);
+	assert.deepStrictEqual(names('acquireLease'), ['New', 'Duplicate', 'In Progress']);
+	assert.deepStrictEqual(names('complete'), ['Done']);
+	assert.deepStrictEqual(names('release'), ['Done']);
+	assert.deepStrictEqual(names('reserve', true), ['New', 'Duplicate', 'Error']);
+	assert.deepStrictEqual(names('acquireLease', true), ['New', 'Duplicate', 'In Progress', 'Error']);
+	assert.deepStrictEqual(names('complete', false), ['Done']);
 });
 
-test("with the Error Output option, errors leave by the node's own last output, and the execution goes on", async () => {
-	const ctx = context({
-		items: [webhookItem(''), webhookItem('{"id":"ok"}')],
-		params: { store: 'keysvc', operation: 'acquireLease', leaseSeconds: 60, options: { errorOutput: true } },
-		credential: { url: 'http://127.0.0.1:9', token: 't' },
-	});
-	const routes = await node.execute.call(ctx);
-	assert.strictEqual(routes.length, 4);
-	assert.deepStrictEqual(routes.slice(0, 3).map((r) => r.length), [0, 0, 0]);
-	assert.deepStrictEqual(routes[3].map((r) => r.json.details.status), ['rejected', 'unavailable']);
-	assert.deepStrictEqual(routes[3].map((r) => r.pairedItem.item), [0, 1]);
+test('the package has only its own credential, and the node offers only the guard operations', () => {
+	assert.deepStrictEqual(node.description.credentials.map((c) => c.name), ['idemhookKeysvcApi']);
+	const operations = node.description.properties.find((p) => p.name === 'operation').options.map((o) => o.value);
+	assert.deepStrictEqual(operations, ['acquireLease', 'complete', 'release', 'reserve']);
 });
 
-test('table names follow ParseTable', () => {
-	for (const ok of ['processed_events', 'shop.processed_events', '_x1']) assert.strictEqual(checkTable(ok), ok);
-	for (const bad of ['Processed', 'a.b.c', 'select', 'x;drop table y', '1abc', '', 'a'.repeat(64)]) {
-		assert.throws(() => checkTable(bad), /not a table name/, bad);
-	}
-});
-
-test('errors say what to fix', () => {
-	const t = { table: 'processed_events', credentialName: 'Postgres (shop)' };
-	const cases = [
-		[{ code: '42P01', message: 'relation "processed_events" does not exist' }, 'schema', 500, /schema\.sql/],
-		[{ code: '28P01', message: 'password authentication failed for user "x"' }, 'credential', 500, /"Postgres \(shop\)" was refused/],
-		[{ code: 'ECONNREFUSED', message: 'connect ECONNREFUSED 127.0.0.1:5432' }, 'unavailable', 503, /did not answer/],
-		[{ code: '42703', message: 'column "state" does not exist' }, 'schema', 500, /lease schema/],
-		[{ message: 'Connection terminated unexpectedly' }, 'unavailable', 503, /Retry later/],
-	];
-	for (const [err, kind, status, said] of cases) {
-		const e = explain(err, t);
-		assert.strictEqual(e.kind, kind, err.message);
-		assert.strictEqual(e.httpStatus, status, err.message);
-		assert.match(e.message, said);
-	}
-});
-
-// A keysvc stand-in on real HTTP: answers as keysvc does and records what it got.
+// A keysvc stand-in: answers as keysvc does and records what it got.
 async function fakeKeysvc(answer) {
 	const got = [];
 	const server = http.createServer((req, res) => {
@@ -85,9 +45,9 @@ async function fakeKeysvc(answer) {
 	return { url: `http://127.0.0.1:${server.address().port}`, got, close: () => new Promise((r) => server.close(r)) };
 }
 
-test('keysvc store: the exact bytes and headers go to keysvc, its answer routes the item', async () => {
+test("the exact bytes and headers go to keysvc with the credential's token, read once; keysvc's answer routes the item", async () => {
 	const ks = await fakeKeysvc((req) =>
-		req.headers['stripe-signature'] === 'dup' ? [200, { key: 'evt:e1', reserved: false }] : [201, { key: 'evt:e1', reserved: true, source: 'event_id' }],
+		req.headers['stripe-signature'] === 'dup' ? [200, { key: 'teamA:evt:e1', reserved: false }] : [201, { key: 'teamA:evt:e1', reserved: true, source: 'event_id' }],
 	);
 	try {
 		const body = '{"id":"e1","type":"t"}';
@@ -95,26 +55,71 @@ test('keysvc store: the exact bytes and headers go to keysvc, its answer routes 
 			webhookItem(body, { 'content-type': 'application/json', 'stripe-signature': 'new', authorization: 'Bearer sender', host: 'n8n' }),
 			webhookItem(body, { 'content-type': 'application/json', 'stripe-signature': 'dup' }),
 		];
-		const ctx = context({ items, params: { store: 'keysvc', operation: 'reserve', preset: '', scope: '', options: { provider: 'stripe' } }, credential: { url: ks.url, token: 'tok' } });
+		const calls = [];
+		const ctx = context({ items, calls, params: { operation: 'reserve', preset: '', scope: '', options: { provider: 'stripe' } }, credential: { url: ks.url + '/', token: 'tok' } });
 		const [fresh, dup] = await node.execute.call(ctx);
 		assert.strictEqual(fresh.length, 1);
 		assert.strictEqual(dup.length, 1);
-		assert.strictEqual(fresh[0].json.idempotency.key, 'evt:e1');
+		assert.strictEqual(fresh[0].json.idempotency.key, 'teamA:evt:e1', "keysvc's key: a tenant's token gives it its prefix");
+		assert.strictEqual(fresh[0].json.idempotency.eventType, 't');
 		assert.strictEqual(fresh[0].json.body !== undefined, true, 'the Webhook item is passed on');
+		assert.deepStrictEqual(fresh[0].pairedItem, { item: 0 });
 		assert.strictEqual(ks.got[0].url, '/v1/reservations?provider=stripe');
 		assert.strictEqual(ks.got[0].body.toString(), body);
 		assert.strictEqual(ks.got[0].headers.authorization, 'Bearer tok', "keysvc gets the credential's token, not the sender's");
 		assert.strictEqual(ks.got[0].headers['stripe-signature'], 'new');
+		assert.strictEqual(ks.got[0].headers['content-type'], 'application/json', 'the body keeps its content type');
+		assert.strictEqual(ks.got[0].headers.host, `127.0.0.1:${new URL(ks.url).port}`, "the sender's Host is not passed on");
+		assert.ok(calls.every((c) => c.type === 'idemhookKeysvcApi' && c.credentialsDecrypted), "n8n's helper is given the credential read once");
 	} finally {
 		await ks.close();
 	}
+});
+
+test('a lease: ?lease= in seconds, In Progress with keysvc\'s Retry-After; complete and release by key', async () => {
+	const ks = await fakeKeysvc((req) => {
+		if (req.method === 'POST' && req.url.startsWith('/v1/reservations?')) return [409, { error: 'another attempt holds the lease', code: 'in_progress' }, { 'retry-after': '42' }];
+		if (req.method === 'POST') return [200, { key: 'evt:e/1', state: 'done' }];
+		return req.url.endsWith('gone') ? [404, { error: 'no reservation', code: 'not_found' }] : [204, {}];
+	});
+	try {
+		const cred = { url: ks.url, token: 'tok' };
+		const [, , busy] = await node.execute.call(context({ items: [webhookItem('{"id":"e/1"}')], params: { operation: 'acquireLease', leaseSeconds: 90 }, credential: cred }));
+		assert.strictEqual(ks.got[0].url, '/v1/reservations?lease=90s');
+		assert.deepStrictEqual([busy[0].json.idempotency.status, busy[0].json.idempotency.retryAfter], ['in_progress', 42]);
+
+		const [done] = await node.execute.call(context({ items: [{ json: {} }], params: { operation: 'complete', key: 'evt:e/1' }, credential: cred }));
+		assert.strictEqual(ks.got[1].url, '/v1/reservations/evt%3Ae%2F1/done');
+		assert.deepStrictEqual(done[0].json.idempotency, { key: 'evt:e/1', status: 'done', completed: true });
+
+		const [released] = await node.execute.call(context({ items: [{ json: {} }, { json: {} }], params: { operation: 'release', key: 'evt:e/1' }, credential: cred }));
+		assert.deepStrictEqual([ks.got[2].method, ks.got[2].url], ['DELETE', '/v1/reservations/evt%3Ae%2F1']);
+		assert.strictEqual(released[0].json.idempotency.released, true);
+		const [gone] = await node.execute.call(context({ items: [{ json: {} }], params: { operation: 'release', key: 'gone' }, credential: cred }));
+		assert.strictEqual(gone[0].json.idempotency.released, false, 'nothing held the key: an answer, not an error');
+	} finally {
+		await ks.close();
+	}
+});
+
+test("with the Error Output option, errors leave by the node's own last output, and the execution goes on", async () => {
+	const ctx = context({
+		items: [webhookItem(''), webhookItem('{"id":"ok"}')],
+		params: { operation: 'acquireLease', leaseSeconds: 60, options: { errorOutput: true } },
+		credential: { url: 'http://127.0.0.1:9', token: 't' },
+	});
+	const routes = await node.execute.call(ctx);
+	assert.strictEqual(routes.length, 4);
+	assert.deepStrictEqual(routes.slice(0, 3).map((r) => r.length), [0, 0, 0]);
+	assert.deepStrictEqual(routes[3].map((r) => r.json.details.status), ['rejected', 'unavailable']);
+	assert.deepStrictEqual(routes[3].map((r) => r.pairedItem.item), [0, 1]);
 });
 
 test('an error never goes to New: the error output, or the last output under "continue (regular output)"', async () => {
 	const ks = await fakeKeysvc(() => [503, { error: 'the reservation store is unavailable; retry later', code: 'store_unavailable' }, { 'retry-after': '7' }]);
 	try {
 		for (const onError of ['continueErrorOutput', 'continueRegularOutput']) {
-			const ctx = context({ items: [webhookItem('{"id":"e2"}')], params: { store: 'keysvc', operation: 'reserve', options: {} }, credential: { url: ks.url, token: 't' }, onError });
+			const ctx = context({ items: [webhookItem('{"id":"e2"}')], params: { operation: 'reserve', options: {} }, credential: { url: ks.url, token: 't' }, onError });
 			const [fresh, last] = await node.execute.call(ctx);
 			assert.strictEqual(fresh.length, 0, onError);
 			assert.strictEqual(last.length, 1, onError);
@@ -124,15 +129,35 @@ test('an error never goes to New: the error output, or the last output under "co
 			assert.deepStrictEqual(last[0].json.details, { status: 'unavailable', httpStatus: 503, retryAfter: 7 });
 			assert.strictEqual(last[0].error, undefined, 'n8n would replace the json of an item with an error by its message');
 		}
-		// Without "continue", the execution fails: n8n answers 500 and nothing runs after the node.
-		const ctx = context({ items: [webhookItem('{"id":"e2"}')], params: { store: 'keysvc', operation: 'reserve', options: {} }, credential: { url: ks.url, token: 't' } });
-		await assert.rejects(node.execute.call(ctx), /keysvc answered 503/);
+		// Without "continue", the execution fails with n8n's own error type: n8n answers 500 and nothing runs after the node.
+		const ctx = context({ items: [webhookItem('{"id":"e2"}')], params: { operation: 'reserve', options: {} }, credential: { url: ks.url, token: 't' } });
+		await assert.rejects(node.execute.call(ctx), (e) => e.name === 'NodeOperationError' && /keysvc answered 503/.test(e.message));
 	} finally {
 		await ks.close();
 	}
 });
 
-test('a credential is read once a minute, and again at once when the store refuses it', async () => {
+test("keysvc's verdicts: a token refused is the credential's fault, a delivery refused is passed on with keysvc's status", async () => {
+	const ks = await fakeKeysvc((req) =>
+		req.headers.authorization === 'Bearer reader'
+			? [403, { error: 'this token has the read scope; this needs the reserve or guard scope (or admin)', code: 'forbidden' }]
+			: [401, { error: 'no signature matches the body and secret', code: 'invalid_signature' }],
+	);
+	try {
+		const run = (token) =>
+			node.execute.call(context({ items: [webhookItem('{"id":"v"}')], params: { operation: 'reserve', options: { errorOutput: true, provider: 'stripe' } }, credential: { url: ks.url, token } }));
+		const [, , refused] = await run('reader');
+		assert.deepStrictEqual([refused[0].json.details.status, refused[0].json.details.httpStatus], ['credential', 500]);
+		assert.match(refused[0].json.error, /guard scope/);
+		const [, , forged] = await run('guard');
+		assert.deepStrictEqual([forged[0].json.details.status, forged[0].json.details.httpStatus], ['rejected', 401]);
+		assert.match(forged[0].json.error, /invalid_signature/);
+	} finally {
+		await ks.close();
+	}
+});
+
+test('a credential is read once a minute, and again at once when keysvc refuses it', async () => {
 	const ks = await fakeKeysvc((req) =>
 		req.headers.authorization === 'Bearer good' ? [201, { key: 'evt:c', reserved: true }] : [401, { error: 'missing or invalid bearer token', code: 'unauthorized' }],
 	);
@@ -143,7 +168,7 @@ test('a credential is read once a minute, and again at once when the store refus
 			node.execute.call(
 				context({
 					items: [webhookItem('{"id":"c"}')],
-					params: { store: 'keysvc', operation: 'reserve', options: {} },
+					params: { operation: 'reserve', options: {} },
 					credential: () => (reads++, { url: ks.url, token }),
 					credentials: { idemhookKeysvcApi: { id: 'cred-cache-test', name: 'keysvc (test)' } },
 					onError: 'continueErrorOutput',
@@ -166,14 +191,24 @@ test('a credential is read once a minute, and again at once when the store refus
 	}
 });
 
-test('an SSH tunnel is refused with one clear message', async () => {
-	const ctx = context({
-		items: [webhookItem('{"id":"e3"}')],
-		params: { store: 'postgres', operation: 'reserve', options: {} },
-		credential: { host: 'db', port: 5432, database: 'd', user: 'u', password: 'p', sshTunnel: true },
-		onError: 'continueErrorOutput',
-	});
-	const [, last] = await node.execute.call(ctx);
-	assert.match(last[0].json.error, /SSH tunnel/);
-	assert.strictEqual(last[0].json.details.status, 'credential');
+test('a credential without a usable URL says what to fix and reaches no keysvc', async () => {
+	const [, , noURL] = await node.execute.call(context({ items: [webhookItem('{"id":"u"}')], params: { operation: 'reserve', options: { errorOutput: true } }, credential: { url: 'keysvc:8080', token: 't' } }));
+	assert.match(noURL[0].json.error, /no usable URL/);
+});
+
+test("a delivery n8n kept no bytes of is reserved by the node's key; one whose signature keysvc must check is refused", async () => {
+	const ks = await fakeKeysvc((req) => [201, { key: req.headers['idempotency-key'], reserved: true, source: 'explicit' }]);
+	try {
+		const form = { json: { headers: { 'content-type': 'multipart/form-data; boundary=x' }, body: { order: '7' } }, binary: {} };
+		const [fresh] = await node.execute.call(context({ items: [form], params: { operation: 'reserve', options: {} }, credential: { url: ks.url, token: 't' } }));
+		assert.match(ks.got[0].headers['idempotency-key'], /^form:[0-9a-f]{64}$/);
+		assert.strictEqual(ks.got[0].body.length, 0);
+		assert.deepStrictEqual([fresh[0].json.idempotency.key, fresh[0].json.idempotency.source], [ks.got[0].headers['idempotency-key'], 'form']);
+		const parsed = { json: { headers: { 'content-type': 'application/json' }, body: { id: 'p' } } };
+		const [, , refused] = await node.execute.call(context({ items: [parsed], params: { operation: 'reserve', options: { errorOutput: true, provider: 'stripe' } }, credential: { url: ks.url, token: 't' } }));
+		assert.match(refused[0].json.error, /Raw Body option/);
+		assert.strictEqual(ks.got.length, 1);
+	} finally {
+		await ks.close();
+	}
 });

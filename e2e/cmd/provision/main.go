@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	"github.com/idemhook/idemhook/internal/sandbox"
@@ -30,6 +31,6 @@ func main() {
 	if *printNodeBin {
 		fmt.Println(in.NodeBin)
 	}
-	fmt.Fprintf(os.Stderr, "provision: ready in %s\n  node:     %s\n  postgres: %s\n  n8n:      %s\n  node-red: %s\n  package:  %s\n",
-		time.Since(start).Round(time.Second), in.NodeBin, in.PostgresBin, in.N8N, in.NodeRED, in.CommunityNode)
+	fmt.Fprintf(os.Stderr, "provision: ready in %s\n  node:     %s\n  postgres: %s\n  n8n:      %s\n  node-red: %s\n  packages: %s\n",
+		time.Since(start).Round(time.Second), in.NodeBin, in.PostgresBin, in.N8N, in.NodeRED, strings.Join(in.CommunityNodes, " "))
 }

@@ -37,7 +37,7 @@ const GUARANTEES = [
 // Where each option is shown. Options not named here are shown among the
 // advanced ones, so a new flag of the generator is never left out.
 const GROUPS = [
-  { id: 'group-basic', legend: 'The workflow', flags: ['path', 'name', 'credential', 'retention', 'lease', 'keysvc-url', 'keysvc-credential', 'node-type', 'receiver', 'outbox-url', 'outbox-credential', 'account', 'events'] },
+  { id: 'group-basic', legend: 'The workflow', flags: ['path', 'name', 'credential', 'retention', 'lease', 'keysvc-url', 'keysvc-credential', 'node-store', 'node-type', 'receiver', 'outbox-url', 'outbox-credential', 'account', 'events'] },
   { id: 'group-mode', legend: 'Set by the steps above', advanced: true, flags: ['pattern', 'hashing', 'guard', 'verify'] },
   { id: 'group-signature', legend: 'Signature', advanced: true, flags: ['verify-credential', 'tolerance'] },
   { id: 'group-tables', legend: 'Tables', advanced: true, flags: ['events-table', 'business-table', 'db-schema'] },
@@ -62,7 +62,8 @@ const READS = {
   hashing: (m) => m.pattern === 'reserve' || m.receiver !== 'keysvc',
   lease: (m) => m.guard === 'lease',
   'keysvc-url': (m) => m.hashing === 'keysvc',
-  'keysvc-credential': (m) => m.hashing === 'keysvc',
+  'keysvc-credential': (m) => m.hashing === 'keysvc' || nodeOnKeysvc(m),
+  'node-store': (m) => m.hashing === 'node',
   'node-type': (m) => m.hashing === 'node',
   'verify-credential': n8nVerifies,
   tolerance: n8nVerifies,
@@ -73,10 +74,16 @@ const READS = {
   'outbox-batch': (m) => m.outbox,
 };
 
+// nodeOnKeysvc: the community node reserves through keysvc (the package
+// n8n Cloud can install).
+function nodeOnKeysvc(m) {
+  return m.pattern === 'reserve' && m.hashing === 'node' && m['node-store'] === 'keysvc';
+}
+
 // n8nVerifies: the signature is checked by the workflow's Crypto node, not
 // by keysvc, so its credential and tolerance are the workflow's.
 function n8nVerifies(m) {
-  const keysvcVerifies = m.pattern === 'inbox' ? m.receiver === 'keysvc' : m.hashing === 'keysvc';
+  const keysvcVerifies = m.pattern === 'inbox' ? m.receiver === 'keysvc' : m.hashing === 'keysvc' || nodeOnKeysvc(m);
   return m.verify !== '' && !keysvcVerifies;
 }
 
@@ -409,7 +416,7 @@ function rawValues() {
 function modeOf(raw) {
   return {
     pattern: raw.pattern || 'reserve', hashing: raw.hashing || 'code-node', guard: raw.guard || 'reserve',
-    receiver: raw.receiver || 'n8n', outbox: raw['outbox-url'] !== '', verify: '',
+    receiver: raw.receiver || 'n8n', outbox: raw['outbox-url'] !== '', verify: '', 'node-store': raw['node-store'] || 'postgres',
   };
 }
 

@@ -1,5 +1,5 @@
-// Command genstatements writes the community node's generated.ts from
-// package pgsql and signature/provider. Run it with `go generate
+// Command genstatements writes the community node packages' generated files
+// (communitynode.Generated). Run it with `go generate
 // ./internal/communitynode`; a test fails until it is run after a change.
 package main
 
@@ -12,13 +12,22 @@ import (
 )
 
 func main() {
-	b, err := communitynode.StatementsTS()
-	if err == nil {
-		// go generate runs in the package folder, internal/communitynode.
-		err = os.WriteFile(filepath.Join("..", "..", communitynode.GeneratedFile), b, 0o644)
-	}
-	if err != nil {
+	if err := generate(); err != nil {
 		fmt.Fprintln(os.Stderr, "genstatements:", err)
 		os.Exit(1)
 	}
+}
+
+func generate() error {
+	files, err := communitynode.Generated()
+	if err != nil {
+		return err
+	}
+	// go generate runs in the package folder, internal/communitynode.
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join("..", "..", filepath.FromSlash(name)), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -7,9 +7,11 @@ const test = require('node:test');
 const assert = require('node:assert');
 const crypto = require('crypto');
 const path = require('path');
-const { dist, context, webhookItem } = require('./helpers');
+const { context, webhookItem, outputNames } = require('../../n8n-nodes-idemhook/test/helpers');
+
+const dist = path.join(__dirname, '..', 'dist', 'nodes', 'IdempotencyGuardPostgres');
 const { receive, routeOf, schemaPrefixOf } = require(path.join(dist, 'receipt.js'));
-const { IdempotencyGuard } = require(path.join(dist, 'IdempotencyGuard.node.js'));
+const { IdempotencyGuardPostgres } = require(path.join(dist, 'IdempotencyGuardPostgres.node.js'));
 
 const SECRET = 'whsec_receipt_test';
 const now = () => Math.floor(Date.now() / 1000);
@@ -47,7 +49,7 @@ function fakePool(row = { id: '7', state: 'received', new: true, wake: true }) {
 	const queries = [];
 	return {
 		queries,
-		target: { pool: { query: async (sql, params) => (queries.push({ sql, params }), { rows: row ? [row] : [], rowCount: row ? 1 : 0 }) }, table: 'inbox_events', credentialName: 'Postgres (test)' },
+		target: { pool: { query: async (sql, params) => (queries.push({ sql, params }), { rows: row ? [row] : [], rowCount: row ? 1 : 0 }) }, credentialName: 'Postgres (test)' },
 	};
 }
 
@@ -129,25 +131,18 @@ test('the inbox schema is one name by ParseTable rules', () => {
 	for (const bad of ['Shop', 'a.b', 'select', 'x;drop', '1a']) assert.throws(() => schemaPrefixOf(bad), /not a schema name/, bad);
 });
 
-test('through the node: Received and Rejected outputs, Error for a keysvc store; the receipt replaces the delivery', async () => {
-	const node = new IdempotencyGuard();
+test('through the node: Received and Rejected outputs; the receipt replaces the delivery', async () => {
+	const node = new IdempotencyGuardPostgres();
 	const ctx = context({
 		items: [webhookItem(null, {})],
-		params: { store: 'postgres', operation: 'receive', signature: '', options: { errorOutput: true } },
+		params: { operation: 'receive', signature: '', options: { errorOutput: true } },
 		credential: { host: '127.0.0.1', port: 9, database: 'd', user: 'u', password: 'p' },
 	});
 	const routes = await node.execute.call(ctx);
 	assert.strictEqual(routes.length, 3);
 	assert.deepStrictEqual(routes[1].map((r) => [r.json.status, r.json.statusCode, r.json.code]), [['rejected', 400, 'empty_body']]);
 	assert.strictEqual(routes[1][0].binary, undefined);
-
-	const viaKeysvc = context({
-		items: [webhookItem('{"id":"k"}', {})],
-		params: { store: 'keysvc', operation: 'receive', options: { errorOutput: true } },
-		credential: { url: 'http://127.0.0.1:9', token: 't' },
-	});
-	const [, , errors] = await node.execute.call(viaKeysvc);
-	assert.match(errors[0].json.error, /saves in PostgreSQL/);
+	assert.deepStrictEqual(routes[1][0].pairedItem, { item: 0 });
 });
 
 test('a new receipt that found no worker draining leaves by Start Worker, with drain, only when the node has that output', () => {
@@ -165,8 +160,7 @@ test('a new receipt that found no worker draining leaves by Start Worker, with d
 		assert.strictEqual(json.drain, c.drain, JSON.stringify(c));
 	}
 	// The outputs the editor draws (the description's expression) match.
-	const outputs = new Function('$parameter', 'return ' + new IdempotencyGuard().description.outputs.slice(3, -2));
-	const names = (p) => outputs({ operation: 'receive', ...p }).map((o) => o.displayName);
+	const names = (p) => outputNames(new IdempotencyGuardPostgres().description, { operation: 'receive', ...p });
 	assert.deepStrictEqual(names({ options: { errorOutput: true }, receipt: { workerOutput: true } }), ['Received', 'Rejected', 'Start Worker', 'Error']);
 	assert.deepStrictEqual(names({ options: { errorOutput: true } }), ['Received', 'Rejected', 'Error']);
 });

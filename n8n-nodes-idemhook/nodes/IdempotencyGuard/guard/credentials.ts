@@ -54,10 +54,14 @@ export async function cachedCredential<T>(
 	try {
 		data = await ctx.getCredentials(type);
 	} catch (e) {
-		throw new GuardError('credential', unreadable(name, (e as Error).message));
+		throw credentialError(unreadable(name, (e as Error).message));
 	}
 	const value = build(data, name);
 	const digest = createHash('sha256').update(JSON.stringify(data)).digest('hex');
 	if (id !== undefined) cache.set(id, { value, digest, readAt: Date.now() });
 	return { value, cached: false, digest };
+}
+
+function credentialError(message: string): GuardError {
+	return new GuardError('credential', message);
 }

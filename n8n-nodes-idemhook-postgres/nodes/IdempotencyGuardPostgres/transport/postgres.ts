@@ -1,8 +1,11 @@
 import { createHash } from 'crypto';
+import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
 import { Pool, type PoolConfig } from 'pg';
 
-import { GuardError } from './errors';
-import { identifierPattern, reservedWords, statements } from './generated';
+import { cachedCredential } from '../guard/credentials';
+import { GuardError } from '../guard/errors';
+import type { Decision, Delivery, GuardStore, OpenedStore } from '../guard/store';
+import { identifierPattern, reservedWords, statements } from '../statements';
 
 /** The fields of n8n's built-in Postgres credential that the node reads. */
 export interface PostgresCredential {
@@ -15,14 +18,6 @@ export interface PostgresCredential {
 	allowUnauthorizedCerts?: boolean;
 	maxConnections?: number;
 	sshTunnel?: boolean;
-}
-
-/** A reservation's or a lease's result for one key. */
-export interface Decision {
-	status: 'new' | 'duplicate' | 'in_progress';
-	/** The lease's fencing token: the attempt that holds it (acquireLease only). */
-	attempt?: number;
-	leaseUntil?: string;
 }
 
 // One pool per credential, kept for the life of the n8n process: a delivery
@@ -95,71 +90,93 @@ export function checkTable(name: string): string {
 	return name;
 }
 
-/** Where a query goes, and what to say when it fails. */
-export interface Target {
-	pool: Pool;
-	table: string;
-	credentialName: string;
-	/** The execution that holds the key, for `idemhook guard`'s error workflow. */
-	executionId?: string;
-}
+/**
+ * PostgresStore reserves in the events table of the database the node's
+ * Postgres credential names, with package pgsql's statements (statements.ts),
+ * which schema.sql's workflows and keysvc run too.
+ */
+export class PostgresStore implements GuardStore {
+	constructor(
+		readonly pool: Pool,
+		readonly table: string,
+		readonly credentialName: string,
+		/** The execution that holds the key, for `idemhook guard`'s error workflow. */
+		private readonly executionId?: string,
+	) {}
 
-export async function reserve(t: Target, key: string): Promise<Decision> {
-	const [sql, params] =
-		t.executionId === undefined
-			? [statements.reserve(t.table), [key]]
-			: [statements.reserveForExecution(t.table), [key, t.executionId]];
-	const res = await query(t, sql, params, NOT_RESERVED);
-	return { status: res.rowCount === 1 ? 'new' : 'duplicate' };
-}
+	async reserve(d: Delivery, leaseSeconds?: number): Promise<Decision> {
+		const key = d.key.key;
+		if (leaseSeconds === undefined) {
+			const [sql, params] =
+				this.executionId === undefined
+					? [statements.reserve(this.table), [key]]
+					: [statements.reserveForExecution(this.table), [key, this.executionId]];
+			const res = await this.query(sql, params, NOT_RESERVED);
+			return { status: res.rowCount === 1 ? 'new' : 'duplicate', key, source: d.key.source };
+		}
+		const [sql, params] =
+			this.executionId === undefined
+				? [statements.acquireLease(this.table, leaseSeconds), [key]]
+				: [statements.acquireLeaseForExecution(this.table, leaseSeconds), [key, this.executionId]];
+		const res = await this.query(sql, params, NOT_RESERVED);
+		const row = res.rows[0] as { outcome: string; attempt: number | null; lease_until: Date | null };
+		switch (row.outcome) {
+			case 'acquired':
+				return { status: 'new', key, source: d.key.source, attempt: row.attempt ?? undefined, leaseUntil: row.lease_until?.toISOString() };
+			case 'done':
+				return { status: 'duplicate', key, source: d.key.source };
+			default:
+				return { status: 'in_progress', key, source: d.key.source };
+		}
+	}
 
-export async function acquireLease(t: Target, key: string, leaseSeconds: number): Promise<Decision> {
-	const [sql, params] =
-		t.executionId === undefined
-			? [statements.acquireLease(t.table, leaseSeconds), [key]]
-			: [statements.acquireLeaseForExecution(t.table, leaseSeconds), [key, t.executionId]];
-	const res = await query(t, sql, params, NOT_RESERVED);
-	const row = res.rows[0] as { outcome: string; attempt: number | null; lease_until: Date | null };
-	switch (row.outcome) {
-		case 'acquired':
-			return { status: 'new', attempt: row.attempt ?? undefined, leaseUntil: row.lease_until?.toISOString() };
-		case 'done':
-			return { status: 'duplicate' };
-		default:
-			return { status: 'in_progress' };
+	async complete(key: string): Promise<boolean> {
+		return (await this.query(statements.markDone(this.table), [key], 'The key was not marked done.')).rowCount === 1;
+	}
+
+	async release(key: string, attempt?: number): Promise<boolean> {
+		const [sql, params] =
+			attempt === undefined ? [statements.release(this.table), [key]] : [statements.releaseLease(this.table), [key, attempt]];
+		return (await this.query(sql, params, 'The key was not released.')).rowCount === 1;
+	}
+
+	/** query runs one statement; nothingDone says, in the error, what did not happen. */
+	async query(sql: string, params: unknown[], nothingDone: string) {
+		try {
+			return await this.pool.query(sql, params);
+		} catch (e) {
+			throw explain(e, this, nothingDone);
+		}
 	}
 }
 
-/** Marks key done; false when no attempt held it (released, or cleaned up). */
-export async function markDone(t: Target, key: string): Promise<boolean> {
-	return (await query(t, statements.markDone(t.table), [key], 'The key was not marked done.')).rowCount === 1;
-}
-
-/** Gives key up (only while attempt holds it, when given); false when nothing was held. */
-export async function release(t: Target, key: string, attempt?: number): Promise<boolean> {
-	const [sql, params] =
-		attempt === undefined ? [statements.release(t.table), [key]] : [statements.releaseLease(t.table), [key, attempt]];
-	const res = await query(t, sql, params, 'The key was not released.');
-	return res.rowCount === 1;
+/**
+ * openPostgres returns the node's store: its Postgres credential's pool,
+ * read at most CREDENTIAL_TTL_MS ago (or now when fresh), with this
+ * execution's Events Table and Record Execution options.
+ */
+export async function openPostgres(ctx: IExecuteFunctions, fresh: boolean): Promise<OpenedStore<PostgresStore>> {
+	const options = ctx.getNodeParameter('options', 0, {}) as IDataObject;
+	const table = checkTable(String(options.eventsTable ?? 'processed_events'));
+	const executionId = options.recordExecution === true ? ctx.getExecutionId() : undefined;
+	const read = await cachedCredential(
+		ctx,
+		'postgres',
+		fresh,
+		(name, reason) => `The Postgres credential "${name}" could not be read (${reason}): choose one in the node. Nothing was reserved.`,
+		(data, credentialName) => ({ pool: poolFor(data as unknown as PostgresCredential, credentialName), credentialName }),
+	);
+	return { store: new PostgresStore(read.value.pool, table, read.value.credentialName, executionId), cached: read.cached, digest: read.digest };
 }
 
 const NOT_RESERVED = 'Nothing was reserved.';
-
-// query runs one statement; nothingDone says, in the error, what did not happen.
-async function query(t: Target, sql: string, params: unknown[], nothingDone: string) {
-	try {
-		return await t.pool.query(sql, params);
-	} catch (e) {
-		throw explain(e, t, nothingDone);
-	}
-}
 
 // Error codes of PostgreSQL (Appendix A) and of Node's sockets that say what to fix.
 const credentialCodes = new Set(['28P01', '28000', '3D000', '42501', 'ENOTFOUND', 'EAI_AGAIN', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'ERR_TLS_CERT_ALTNAME_INVALID']);
 const unavailableCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', '57P01', '57P02', '57P03', '53300', '08000', '08003', '08006', '08001', '08004']);
 
 /** explain turns a failed query into a GuardError that says what to do. */
-export function explain(e: unknown, t: Pick<Target, 'table' | 'credentialName'>, nothing = NOT_RESERVED): GuardError {
+export function explain(e: unknown, t: { table: string; credentialName: string }, nothing = NOT_RESERVED): GuardError {
 	const err = e as { code?: string; message?: string };
 	const code = err.code ?? '';
 	const message = err.message ?? String(e);

@@ -1,12 +1,13 @@
 import { createHmac, timingSafeEqual } from 'crypto';
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
-import { GuardError } from './errors';
-import { identifierPattern, inboxStatements, providers, reservedWords } from './generated';
-import { deriveFor, EMPTY_BODY, headerValue, isMultipart, receiptValue } from './keyspec';
-import { explain, type Target } from './postgres';
+import { cachedCredential } from './guard/credentials';
+import { GuardError } from './guard/errors';
+import { deriveFor, EMPTY_BODY, headerValue, isMultipart, receiptValue } from './guard/keyspec';
+import { providers } from './guard/providers';
 import { signaturePreparer } from './signaturespec';
-import { cachedCredential } from './credentials';
+import { identifierPattern, inboxStatements, reservedWords } from './statements';
+import { explain, type PostgresStore } from './transport/postgres';
 
 /** What the inbox receipt reads from a delivery, as the node's parameters set it. */
 export interface ReceiptOptions {
@@ -81,7 +82,7 @@ export async function receive(
 	item: INodeExecutionData,
 	index: number,
 	opts: ReceiptOptions,
-	target: Target,
+	store: Pick<PostgresStore, 'pool' | 'credentialName'>,
 	secretOf: SecretSource,
 ): Promise<Saved | Rejection> {
 	const headers = item.json.headers;
@@ -112,7 +113,7 @@ export async function receive(
 	}
 	let res;
 	try {
-		res = await target.pool.query(inboxStatements.receiveAndWake(opts.schemaPrefix, opts.drainLeaseSeconds), [
+		res = await store.pool.query(inboxStatements.receiveAndWake(opts.schemaPrefix, opts.drainLeaseSeconds), [
 			account,
 			k.key,
 			eventType,
@@ -120,7 +121,7 @@ export async function receive(
 			JSON.stringify(kept),
 		]);
 	} catch (e) {
-		throw explain(e, target, 'Nothing was saved.');
+		throw explain(e, { table: 'inbox_events', credentialName: store.credentialName }, 'Nothing was saved.');
 	}
 	// A concurrent duplicate may see no row (see the statement): it is one.
 	const row = res.rows[0] as { id: string; state: string; new: boolean; wake: boolean } | undefined;
