@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,11 +44,14 @@ type config struct {
 	patternSchema string
 	consoleBodies bool
 
-	tokensFile        string
-	tokens            *keysvc.Tokens // from tokensFile
-	insecureNoAuth    bool
-	signatureAuth     bool
-	protectMetrics    bool
+	tokensFile     string
+	tokens         *keysvc.Tokens // from tokensFile
+	insecureNoAuth bool
+	signatureAuth  bool
+	protectMetrics bool
+	// given are the flags set on the command line (a default that depends
+	// on the address yields to them).
+	given             []string
 	rateLimit         keysvc.RateLimit
 	maxConnsPerClient int
 	readHeaderTimeout time.Duration
@@ -69,7 +73,8 @@ func parseConfig(args []string, stdout, stderr io.Writer) (cfg config, code int,
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: keysvc [flags]\n\nServes idemhook key derivation and reservation over HTTP (see /openapi.json).\n\n"+
 			"The --endpoints file is JSON: {\"endpoints\": [{\"name\", \"provider\", \"secret_env\" | \"secret_file\", \"account\",\n"+
-			"\"target\", \"target_token_env\" | \"target_token_file\", \"events\", \"max_attempts\", \"concurrency\"}]}: each\n"+
+			"\"target\", \"target_token_env\" | \"target_token_file\", \"events\", \"max_attempts\", \"concurrency\", \"batch\"}]}:\n"+
+			"each "+
 			"field is described in docs/keysvc.md#the-durable-inbox-in-front-of-n8n, and idemhook generate --pattern inbox\n"+
 			"--receiver keysvc writes an example (keysvc-endpoints.example.json).\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -93,6 +98,7 @@ func parseConfig(args []string, stdout, stderr io.Writer) (cfg config, code int,
 		fmt.Fprintf(stderr, "keysvc: unexpected argument %q\n", fs.Arg(0))
 		return config{}, 2, false
 	}
+	fs.Visit(func(f *flag.Flag) { cfg.given = append(cfg.given, f.Name) })
 	if err = cfg.read(named); err == nil {
 		err = cfg.check()
 	}
@@ -199,7 +205,7 @@ func (cfg *config) registerAccess(fs *flag.FlagSet) *string {
 	fs.StringVar(&cfg.tokensFile, "tokens-file", env("KEYSVC_TOKENS_FILE", ""), "`file` of scoped tokens (reserve, read or admin), one \"name scope sha256 [key-prefix]\" a line; re-read on SIGHUP (KEYSVC_TOKENS_FILE)")
 	fs.BoolVar(&cfg.insecureNoAuth, "insecure-no-auth", false, "serve a non-loopback address without any token (warned at start and hourly)")
 	fs.BoolVar(&cfg.signatureAuth, "signature-auth", false, "accept /v1/keys and /v1/reservations without a token when ?provider= names a provider whose signature verifies")
-	fs.BoolVar(&cfg.protectMetrics, "protect-metrics", false, "put /metrics behind the admin scope")
+	fs.BoolVar(&cfg.protectMetrics, "protect-metrics", false, "put /metrics behind the admin scope (default: on a non-loopback address; --protect-metrics=false opens it)")
 	fs.Float64Var(&cfg.rateLimit.Rate, "rate-limit", -1, "requests per second per client, 0 for none (default: 100 on a non-loopback address, none on loopback)")
 	fs.IntVar(&cfg.rateLimit.Burst, "rate-burst", 0, "burst of the rate limit (default: twice the rate)")
 	fs.BoolVar(&cfg.rateLimit.TrustProxy, "trust-proxy", false, "take the client from X-Forwarded-For (behind a reverse proxy)")
@@ -267,6 +273,11 @@ func (cfg *config) check() error {
 		if public {
 			cfg.rateLimit.Rate = 100
 		}
+	}
+	// /metrics tells who calls keysvc how often: closed on a public
+	// address unless asked open.
+	if public && !slices.Contains(cfg.given, "protect-metrics") {
+		cfg.protectMetrics = true
 	}
 	switch {
 	case (cfg.tlsCert == "") != (cfg.tlsKey == ""):

@@ -269,3 +269,90 @@ func TestInsecureWarningRepeatsHourly(t *testing.T) {
 		<-done
 	})
 }
+
+// On an address others can reach, /metrics (who calls keysvc, how often)
+// needs the admin scope unless --protect-metrics=false opens it; on
+// loopback it is open unless asked closed.
+func TestMetricsClosedOnAPublicAddress(t *testing.T) {
+	t.Setenv("KEYSVC_TOKEN", "metrics-test-token")
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"--addr", "0.0.0.0:8080"}, true},
+		{[]string{"--addr", "0.0.0.0:8080", "--protect-metrics=false"}, false},
+		{[]string{"--addr", "127.0.0.1:8080"}, false},
+		{[]string{"--addr", "127.0.0.1:8080", "--protect-metrics"}, true},
+	} {
+		cfg, _, ok := parseConfig(tc.args, io.Discard, io.Discard)
+		if !ok || cfg.protectMetrics != tc.want {
+			t.Errorf("%v: protect metrics %v (ok %v), want %v", tc.args, cfg.protectMetrics, ok, tc.want)
+		}
+	}
+	base, _ := serveKeysvc(t, freeAddr(t, "0.0.0.0"))
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("/metrics without a token on 0.0.0.0: %d, want 401", resp.StatusCode)
+	}
+}
+
+// A renewed certificate is served after SIGHUP, without a restart (and
+// after its files change, within a minute: internal/keysvc's
+// TestRenewedCertificateIsServed).
+func TestCertificateReloadOnSIGHUP(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	pool := x509.NewCertPool()
+	writeCert := func(cn string) {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+		der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+		keyDER, _ := x509.MarshalECPrivateKey(key)
+		os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+		os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+		c, _ := x509.ParseCertificate(der)
+		pool.AddCert(c)
+	}
+	writeCert("first")
+	addr := freeAddr(t, "127.0.0.1")
+	t.Setenv("DATABASE_URL", "")
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--addr", addr, "--db-file", filepath.Join(dir, "k.db"), "--tls-cert", certFile, "--tls-key", keyFile}, io.Discard, logs)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	served := func() string {
+		// A new connection each time: a handshake reads the certificate.
+		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			resp, err := client.Get("https://" + addr + "/healthz")
+			if err == nil {
+				resp.Body.Close()
+				return resp.TLS.PeerCertificates[0].Subject.CommonName
+			}
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := served(); got != "first" {
+		t.Fatalf("served %q", got)
+	}
+	writeCert("renewed")
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), "TLS certificate reloaded"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload after SIGHUP:\n%s", logs.String())
+		}
+	}
+	if got := served(); got != "renewed" {
+		t.Errorf("after SIGHUP, served %q, want the renewed certificate", got)
+	}
+}

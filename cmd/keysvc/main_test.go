@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/idemhook/idemhook/internal/keysvc/inbox"
 	"github.com/idemhook/idemhook/signature"
 )
 
@@ -120,6 +122,20 @@ func TestParseConfigInbox(t *testing.T) {
 
 // --help prints the usage once, on stdout, and exits 0; a bad flag prints
 // the reason on stderr and exits 2.
+// The help names every field of an endpoint the --endpoints file may
+// hold (inbox.Endpoint's JSON names).
+func TestHelpNamesEveryEndpointField(t *testing.T) {
+	var stdout bytes.Buffer
+	parseConfig([]string{"--help"}, &stdout, io.Discard)
+	fields := reflect.TypeFor[inbox.Endpoint]()
+	for i := range fields.NumField() {
+		name, _, _ := strings.Cut(fields.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" && !strings.Contains(stdout.String(), `"`+name+`"`) {
+			t.Errorf("keysvc --help does not name the endpoint field %q", name)
+		}
+	}
+}
+
 func TestHelpGoesToStdout(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if _, code, ok := parseConfig([]string{"--help"}, &stdout, &stderr); ok || code != 0 {
