@@ -160,7 +160,7 @@ var Flags = []Flag{
 		Usage: "keysvc's base `URL` as n8n reaches it (--hashing keysvc)",
 		set:   nonEmpty(func(o *Options) *string { return &o.KeysvcURL })},
 	{Name: "keysvc-credential", Option: "keysvc credential",
-		Usage: "`NAME` of the n8n credential holding keysvc's token (Bearer Auth with --hashing keysvc; Idemhook Keysvc API with --node-store keysvc)",
+		Usage: "`NAME` of the n8n credential holding keysvc's token (Bearer Auth with --hashing keysvc, default \"" + DefaultKeysvcCredential + "\" unless keysvc is on loopback; Idemhook Keysvc API with --node-store keysvc, default \"" + DefaultNodeKeysvcCredential + "\"); none sends no token",
 		set:   text(func(o *Options) *string { return &o.KeysvcCredential })},
 
 	{Name: "receiver", Option: "receiver", Default: string(ReceiverN8N), Choices: []string{string(ReceiverN8N), string(ReceiverKeysvc)},

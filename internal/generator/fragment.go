@@ -123,7 +123,7 @@ func GuardFragment(o Options, mode ResponseMode, seed string) (Fragment, error) 
 	if err != nil {
 		return Fragment{}, err
 	}
-	g.addNote(firstGuardNode(r), append(guardNote(r), "", "Put in by `idemhook guard`: your nodes after it get the item your Webhook gave; a failed execution's key is given up by the workflow's error workflow. [Guard a workflow you already have]("+Docs+"guard.md)")...)
+	g.addNote(firstGuardNode(r), append(fragmentGuardNote(r, mode), "", "Put in by `idemhook guard`: your nodes after it get the item your Webhook gave; a failed execution's key is given up by the workflow's error workflow. [Guard a workflow you already have]("+Docs+"guard.md)")...)
 	f := Fragment{Columns: columns, Schema: fmt.Sprintf("-- idemhook schema (guard: %s, in your workflow). Safe to run more than once.\n%s%s",
 		r.Guard, pgsql.EventsDDL(r.events, r.Guard == GuardLease), pgsql.ExecutionDDL(r.events))}
 	if f.Workflow, err = g.render(workflowID("guard/"+seed), r.WorkflowName, r.Executions); err != nil {
@@ -190,4 +190,29 @@ func stopMessage(code int, what string) string {
 		return "idemhook: the idempotency key could not be reserved (the database did not answer); nothing was processed"
 	}
 	return "idemhook: " + what
+}
+
+// fragmentGuardNote is guardNote for a guard in a workflow whose Webhook
+// answers as mode: only a Webhook that answers from a Respond node gives
+// the guard's own answers (401, 400, 409, 503); the note says what the
+// other modes give instead.
+func fragmentGuardNote(r resolved, mode ResponseMode) []string {
+	if mode == ResponseNode {
+		return guardNote(r)
+	}
+	held, busy, forged := "reserved once", "", ""
+	if r.Guard == GuardLease {
+		held, busy = "leased for "+r.Lease.String(), "an attempt in progress, "
+	}
+	if r.Verify != "" {
+		forged = "a forged " + r.Verify + " signature, "
+	}
+	lines := []string{"## The guard", "", "The key is built from the exact bytes and " + held + ": a new event runs your nodes, a replay runs nothing."}
+	if mode == OnReceived {
+		return append(lines, "Your Webhook answers at once, before the guard runs: every delivery gets its answer and the provider retries none. "+
+			"A delivery the guard cannot decide ("+busy+forged+"an empty body, the database down) stops its execution, which n8n lists as failed, and none of your nodes run: "+
+			"replay it from n8n's execution list. For answers the provider acts on (retry later, signature refused), set the Webhook to answer from a Respond to Webhook node.")
+	}
+	return append(lines, "Your Webhook answers with its last node's output: a replay gets the guard's answer, with your Webhook's status. "+
+		"Where the provider must retry ("+busy+forged+"an empty body, the database down), a Stop and Error node fails the execution and n8n answers 500.")
 }

@@ -228,7 +228,7 @@ func addWorkerStart(g *graph, r resolved, ids map[string]string, col int, saved 
 	g.connect(NodeWorkerNeeded, 0, NodeDrainItem)
 	g.add(executeWorkflowNode(NodeHandOff, g.at(col+3, 0), ids[FileWorker], "once", false))
 	g.connect(NodeDrainItem, 0, NodeHandOff)
-	g.addNote(NodeWebhook, setupNote(r, "inbox.md")...)
+	g.addNote(NodeWebhook, setupNote(g, r, "inbox.md")...)
 }
 
 const receiverNote = "Verifies the signature on the raw body, saves the event in inbox_events (once per account and event id), and answers 200 only after the commit; " +
@@ -296,7 +296,7 @@ func receiverNodeGraph(g *graph, r resolved, ids map[string]string) {
 	g.add(respondNode(NodeRespond503Save, g.at(2, 2), 503,
 		`{"status":"unavailable","error":"the event could not be saved; retry later"}`, [2]string{"Retry-After", "5"}))
 	g.connect(NodeSaveReceipt, 3, NodeRespond503Save)
-	g.addNote(NodeWebhook, setupNote(r, "inbox.md")...)
+	g.addNote(NodeWebhook, setupNote(g, r, "inbox.md")...)
 	g.addNote(NodeSaveReceipt, inboxNote(r, "Receiver: the receipt (Idempotency Guard, Save Inbox Receipt)", receiverNote)...)
 }
 
@@ -342,7 +342,7 @@ func targetGraph(g *graph, r resolved, ids map[string]string) error {
 		"={{ $('"+NodeInboxEntry+"').first().json.batch || $('"+NodeReportBatch+"').all().every(i => i.json.state !== 'received') ? 200 : 503 }}",
 		"={{ JSON.stringify({ status: 'accepted', results: $('"+NodeReportBatch+"').all().filter(i => i.json.inbox_id !== undefined).map(i => ({ inbox_id: String(i.json.inbox_id), state: i.json.state, status: i.json.state === 'received' ? 503 : 200 })) }) }}"))
 	g.connect(NodeReportBatch, 0, NodeRespondTarget)
-	g.addNote(NodeWebhook, setupNote(r, "inbox.md")...)
+	g.addNote(NodeWebhook, setupNote(g, r, "inbox.md")...)
 	g.addNote(NodeInboxEntry, inboxNote(r, "Target: keysvc's inbox forwards here",
 		"keysvc verified and saved the events; this decides the rows it names (X-Idemhook-Inbox-Id, or a batch's inbox_id), each in a transaction of its own, "+
 			"and answers each. A forward sent twice runs the decision once: the row is claimed once, and the effect key is unique.")...)

@@ -1,7 +1,6 @@
 package generator
 
 import (
-	"cmp"
 	"fmt"
 
 	"github.com/idemhook/idemhook/internal/communitynode"
@@ -48,7 +47,7 @@ func guardNode(r resolved, name string, pos [2]int, operation string, params map
 	options := map[string]any{}
 	creds := credentials(r.CredentialName)
 	if r.nodeOnKeysvc() {
-		creds = map[string]credentialRef{communitynode.KeysvcCredential: {Name: cmp.Or(r.KeysvcCredential, DefaultNodeKeysvcCredential)}}
+		creds = map[string]credentialRef{communitynode.KeysvcCredential: {Name: r.KeysvcCredential}}
 	} else {
 		if r.EventsTable != DefaultEventsTable {
 			options["eventsTable"] = r.EventsTable

@@ -1,7 +1,6 @@
 package generator
 
 import (
-	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,9 +93,11 @@ func noteName(markdown string) string {
 	return "Note: " + title
 }
 
-// setupNote says what a workflow needs before it runs: the schema, the
-// credentials by name, n8n's environment, and where the docs are.
-func setupNote(r resolved, page string) []string {
+// setupNote says what g, a workflow whose nodes are all added, needs
+// before it runs: the schema, the credentials by name, n8n's environment,
+// and where the docs are. What it says of n8n's environment and credentials
+// is read from g's nodes, so that it says what the workflow contains.
+func setupNote(g *graph, r resolved, page string) []string {
 	lines := []string{"## Setup", "",
 		"1. Apply **schema.sql** to the database the credential points at (`idemhook schema … | psql`).",
 		"2. Postgres credential: **" + r.CredentialName + "**. `idemhook deploy` binds it by id; an editor import binds by name."}
@@ -109,12 +110,15 @@ func setupNote(r resolved, page string) []string {
 		add("Install the community node package **" + r.nodePackageName() + "** in n8n: the Idempotency Guard builds and reserves the key. [Install](" + Docs + "n8n-node.md#install)")
 	}
 	if r.nodeOnKeysvc() {
-		add("Idemhook Keysvc API credential: **" + cmp.Or(r.KeysvcCredential, DefaultNodeKeysvcCredential) + "**, keysvc's URL and a token with the **guard** scope (it reserves, completes and releases, and reads nothing). [keysvc](" + Docs + "keysvc.md#tokens)")
+		add("Idemhook Keysvc API credential: **" + r.KeysvcCredential + "**, keysvc's URL and a token with the **guard** scope (it reserves, completes and releases, and reads nothing). [keysvc](" + Docs + "keysvc.md#tokens)")
+		if r.Verify != "" {
+			add("keysvc verifies the " + r.Verify + " signature with the secret it holds (`KEYSVC_SECRET_" + strings.ToUpper(r.Verify) + "`): give it the provider's signing secret.")
+		}
 	}
-	if usesCodeNode(r) {
-		add("Start n8n with `NODE_FUNCTION_ALLOW_BUILTIN=crypto`: the Code nodes `require('crypto')`.")
+	if g.requiresInCode("crypto") {
+		add("Start n8n with `NODE_FUNCTION_ALLOW_BUILTIN=crypto`: a Code node `require('crypto')`s (n8n Cloud allows it).")
 	}
-	if r.Verify != "" && r.Hashing != HashingKeysvc && r.Receiver != ReceiverKeysvc {
+	if g.usesCredential("crypto") {
 		add("The " + r.Verify + " signing secret goes in the Crypto credential **" + r.VerifyCredential + "** (its HMAC secret).")
 	}
 	if r.Hashing == HashingKeysvc && r.Pattern == PatternReserve {
@@ -126,15 +130,29 @@ func setupNote(r resolved, page string) []string {
 
 func bearerNote(credential string) string {
 	if credential == "" {
-		return ""
+		return "; these HTTP Request nodes send **no token**, for a keysvc on loopback that runs without tokens (`--keysvc-credential NAME` names a Bearer Auth credential)"
 	}
-	return "; its token goes in the Bearer Auth credential **" + credential + "**"
+	return "; its token, with the **guard** scope, goes in the Bearer Auth credential **" + credential + "**"
 }
 
-// usesCodeNode: a Code node of the workflow needs require('crypto').
-func usesCodeNode(r resolved) bool {
-	return r.Pattern == PatternInbox && r.Receiver == ReceiverN8N || r.Pattern == PatternReserve && r.Hashing == HashingCodeNode ||
-		r.Verify != "" && r.Hashing != HashingKeysvc && r.Receiver != ReceiverKeysvc
+// requiresInCode reports whether a Code node of g requires module.
+func (g *graph) requiresInCode(module string) bool {
+	for _, n := range g.nodes {
+		if code, _ := n.Parameters["jsCode"].(string); n.Type == typeCode && strings.Contains(code, "require('"+module+"')") {
+			return true
+		}
+	}
+	return false
+}
+
+// usesCredential reports whether a node of g takes a credential of type typ.
+func (g *graph) usesCredential(typ string) bool {
+	for _, n := range g.nodes {
+		if _, ok := n.Credentials[typ]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // guardNote explains the guard's branches over its first node.

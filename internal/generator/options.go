@@ -395,6 +395,41 @@ const (
 // KeysvcCredential is not set.
 const DefaultNodeKeysvcCredential = "idemhook keysvc"
 
+// DefaultKeysvcCredential names the keysvc mode's Bearer Auth credential
+// when KeysvcCredential is not set and keysvc is not on loopback.
+const DefaultKeysvcCredential = "keysvc token"
+
+// keysvcCredentialOf is the credential the workflow calls keysvc with: the
+// one named; "none" for none; by default the node's own credential type,
+// and for the keysvc mode's HTTP Request nodes a Bearer Auth credential
+// unless keysvc is on loopback, where it may run without tokens (keysvc
+// refuses to serve any other address without one).
+func keysvcCredentialOf(o Options) string {
+	switch {
+	case o.KeysvcCredential == "none":
+		return ""
+	case o.KeysvcCredential != "":
+		return o.KeysvcCredential
+	case o.Hashing == HashingNode:
+		return DefaultNodeKeysvcCredential
+	case o.Hashing == HashingKeysvc && !loopbackURL(o.KeysvcURL):
+		return DefaultKeysvcCredential
+	}
+	return ""
+}
+
+// loopbackURL reports whether u's host is this machine's loopback.
+func loopbackURL(u string) bool {
+	p, err := url.Parse(u)
+	if err != nil {
+		return false
+	}
+	// 127.0.0.0/8, ::1 or localhost: written out, where net's parser would
+	// weigh on the planner page's module.
+	host := p.Hostname()
+	return host == "localhost" || host == "::1" || strings.HasPrefix(host, "127.") && strings.Trim(host, "0123456789.") == ""
+}
+
 // nodePackage is the package whose node reserves in store.
 func nodePackage(store string) (communitynode.Package, bool) {
 	for _, p := range communitynode.Packages {
@@ -562,6 +597,10 @@ func resolveReserve(r resolved) (resolved, error) {
 	r.KeysvcURL = strings.TrimSuffix(o.KeysvcURL, "/")
 	if !oneLine(o.KeysvcCredential, false) {
 		return bad("keysvc credential", o.KeysvcCredential, "must be at most 128 characters on one line")
+	}
+	r.KeysvcCredential = keysvcCredentialOf(o)
+	if o.Hashing == HashingNode && o.NodeStore == NodeStoreKeysvc && r.KeysvcCredential == "" {
+		return bad("keysvc credential", o.KeysvcCredential, "the Idempotency Guard calls keysvc with a credential of its own: name one, or leave the default")
 	}
 	switch o.Guard {
 	case GuardReserve, GuardLease:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/idemhook/idemhook/internal/communitynode"
 	"github.com/idemhook/idemhook/internal/pgsql"
 	"github.com/idemhook/idemhook/templates"
 )
@@ -79,7 +80,7 @@ func Workflow(o Options) ([]byte, error) {
 	} else if err := addLocalFlow(g, r); err != nil {
 		return nil, err
 	}
-	g.addNote(NodeWebhook, setupNote(r, "modes.md#"+modeAnchor(r))...)
+	g.addNote(NodeWebhook, setupNote(g, r, "modes.md#"+modeAnchor(r))...)
 	g.addNote(firstGuardNode(r), guardNote(r)...)
 	business := BusinessNodeName(r.BusinessTable)
 	if r.Guard == GuardTransactional {
@@ -439,13 +440,27 @@ func CredentialsExample(o Options) ([]byte, error) {
 		},
 	}
 	creds := []map[string]any{postgres}
-	if r.Verify != "" && r.Hashing != HashingKeysvc && r.Receiver != ReceiverKeysvc {
+	if r.Verify != "" && r.Hashing != HashingKeysvc && r.Receiver != ReceiverKeysvc && !r.nodeOnKeysvc() {
 		// The provider's signing secret, encrypted by n8n on import.
 		creds = append(creds, map[string]any{
 			"id":   workflowID("credential/" + r.VerifyCredential),
 			"name": r.VerifyCredential,
 			"type": "crypto",
 			"data": map[string]any{"hmacSecret": "CHANGE_ME"},
+		})
+	}
+	// keysvc's token (the guard scope), for the node or the HTTP Request
+	// nodes that call keysvc.
+	switch {
+	case r.nodeOnKeysvc():
+		creds = append(creds, map[string]any{
+			"id": workflowID("credential/" + r.KeysvcCredential), "name": r.KeysvcCredential, "type": communitynode.KeysvcCredential,
+			"data": map[string]any{"url": r.KeysvcURL, "token": "CHANGE_ME"},
+		})
+	case r.Pattern == PatternReserve && r.Hashing == HashingKeysvc && r.KeysvcCredential != "":
+		creds = append(creds, map[string]any{
+			"id": workflowID("credential/" + r.KeysvcCredential), "name": r.KeysvcCredential, "type": "httpBearerAuth",
+			"data": map[string]any{"token": "CHANGE_ME"},
 		})
 	}
 	return marshal(creds)

@@ -747,3 +747,72 @@ func TestExecutionSettings(t *testing.T) {
 		}
 	}
 }
+
+// The Setup note says what the workflow holds, read from its nodes: the
+// environment a Code node's require needs only when a Code node requires a
+// module, the Crypto credential only when a node uses one, keysvc's token
+// whenever the workflow calls a keysvc that is not on loopback.
+func TestNotesSayWhatTheWorkflowHolds(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		o            generator.Options
+		want, refuse []string
+	}{
+		{"crypto-node with a signature check: a Code node that requires nothing",
+			generator.Options{Hashing: generator.HashingCryptoNode, Verify: "stripe"},
+			[]string{"Crypto credential"}, []string{"NODE_FUNCTION_ALLOW_BUILTIN"}},
+		{"the default: the Code node requires crypto",
+			generator.Options{}, []string{"NODE_FUNCTION_ALLOW_BUILTIN=crypto"}, []string{"Crypto credential"}},
+		{"keysvc on a public address, no credential named: one by default, with the guard scope",
+			generator.Options{Hashing: generator.HashingKeysvc, ReserveOptions: generator.ReserveOptions{KeysvcURL: "https://keysvc.example.com"}},
+			[]string{"**keysvc token**", "**guard** scope"}, []string{"NODE_FUNCTION_ALLOW_BUILTIN", "no token"}},
+		{"keysvc on loopback, no credential named: says it sends no token",
+			generator.Options{Hashing: generator.HashingKeysvc}, []string{"send **no token**"}, nil},
+		{"the verifiable node with a signature check: keysvc's secret, no Crypto credential",
+			generator.Options{Hashing: generator.HashingNode, NodeStore: generator.NodeStoreKeysvc, Verify: "stripe"},
+			[]string{"n8n-nodes-idemhook**", "**idemhook keysvc**", "KEYSVC_SECRET_STRIPE"}, []string{"Crypto credential", "NODE_FUNCTION_ALLOW_BUILTIN", "n8n-nodes-idemhook-postgres"}},
+	} {
+		files, err := generator.Files(c.o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text strings.Builder
+		for _, n := range gjson.GetBytes(files[generator.FileWorkflow], `nodes.#(type=="n8n-nodes-base.stickyNote")#`).Array() {
+			text.WriteString(n.Get("parameters.content").String() + "\n")
+		}
+		for _, w := range c.want {
+			if !strings.Contains(text.String(), w) {
+				t.Errorf("%s: the notes do not say %q:\n%s", c.name, w, text.String())
+			}
+		}
+		for _, w := range c.refuse {
+			if strings.Contains(text.String(), w) {
+				t.Errorf("%s: the notes say %q:\n%s", c.name, w, text.String())
+			}
+		}
+	}
+	// credentials.example.json has an entry for every credential the
+	// workflow names.
+	for _, o := range []generator.Options{
+		{Hashing: generator.HashingKeysvc, ReserveOptions: generator.ReserveOptions{KeysvcURL: "https://keysvc.example.com"}},
+		{Hashing: generator.HashingNode, NodeStore: generator.NodeStoreKeysvc},
+		{Hashing: generator.HashingCryptoNode, Verify: "stripe"},
+	} {
+		files, err := generator.Files(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		examples := map[string]bool{}
+		for _, c := range gjson.GetBytes(files["credentials.example.json"], "@this").Array() {
+			examples[c.Get("type").String()+"/"+c.Get("name").String()] = true
+		}
+		for _, n := range gjson.GetBytes(files[generator.FileWorkflow], "nodes").Array() {
+			n.Get("credentials").ForEach(func(typ, ref gjson.Result) bool {
+				if !examples[typ.String()+"/"+ref.Get("name").String()] {
+					t.Errorf("%+v: node %s names the %s credential %q, which credentials.example.json lacks", o, n.Get("name"), typ, ref.Get("name"))
+				}
+				return true
+			})
+		}
+	}
+}

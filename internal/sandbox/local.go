@@ -672,21 +672,22 @@ func (rt *localRuntime) installCommunityNodes(ctx context.Context, in Installs, 
 	if !opts.CommunityNodeCustom {
 		return nil
 	}
-	var folders []string
+	// One folder for every package: n8n 2.41 keeps the nodes of only the
+	// last folder N8N_CUSTOM_EXTENSIONS lists (each replaces the one
+	// loader it names CUSTOM), and finds every *.node.js below the one.
+	folder := filepath.Join(base, "custom-extensions")
 	for i, p := range communitynode.Packages {
 		if i >= len(tarballs) {
 			break
 		}
-		folder, err := communitynode.InstallCustom(ctx, p, in.NodeBin, filepath.Join(base, "custom-extensions"), tarballs[i])
-		if err != nil {
+		if _, err := communitynode.InstallCustom(ctx, p, in.NodeBin, folder, tarballs[i]); err != nil {
 			return err
 		}
-		folders = append(folders, folder)
 	}
 	rt.extraEnv = maps.Clone(rt.extraEnv)
 	if rt.extraEnv == nil {
 		rt.extraEnv = map[string]string{}
 	}
-	rt.extraEnv["N8N_CUSTOM_EXTENSIONS"] = strings.Join(folders, ";")
+	rt.extraEnv["N8N_CUSTOM_EXTENSIONS"] = folder
 	return nil
 }
