@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -409,4 +410,62 @@ func TestCommunityNodeInTheEditor(t *testing.T) {
 	needStack(t)
 	d := deploy(t, seedOptions("cne", generator.HashingNode))
 	shot(t, d.workflowID, "n8n-node", generator.NodeGuard, "New", "Duplicate")
+}
+
+// The install commands docs/n8n-node.md gives, run as written from the
+// clone's root (for the self-hosted package, with its folder in the cd),
+// with a home of their own: each package lands in ~/.n8n/nodes, where n8n
+// loads community packages from, with its dependencies and without
+// n8n-workflow.
+func TestDocumentedTarballInstall(t *testing.T) {
+	needStack(t)
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "n8n-node.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const marker = "<!-- TestDocumentedTarballInstall runs this block as written -->\n```sh\n"
+	_, rest, ok := strings.Cut(string(doc), marker)
+	block, _, closed := strings.Cut(rest, "```")
+	if !ok || !closed {
+		t.Fatalf("docs/n8n-node.md has no block after %q", marker)
+	}
+	in, err := sandbox.Provision(context.Background(), sandbox.Needs{N8N: true}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range communitynode.Packages {
+		t.Run(p.Name, func(t *testing.T) {
+			script := strings.Replace(block, "cd "+communitynode.Keysvc.SourceDir()+" ", "cd "+p.SourceDir()+" ", 1)
+			if !strings.Contains(script, "cd "+p.SourceDir()+" ") {
+				t.Fatalf("the block does not cd into %s:\n%s", p.SourceDir(), block)
+			}
+			home := t.TempDir()
+			cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+			cmd.Dir = ".."
+			cmd.Env = append(os.Environ(), "HOME="+home, "PATH="+in.NodeBin+string(os.PathListSeparator)+os.Getenv("PATH"))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("the documented commands failed: %v\n%s", err, out)
+			}
+			installed := filepath.Join(home, ".n8n", "nodes", "node_modules", p.Name)
+			var pkg struct {
+				Name string
+				N8N  struct{ Nodes []string } `json:"n8n"`
+			}
+			raw, err := os.ReadFile(filepath.Join(installed, "package.json"))
+			if err != nil || json.Unmarshal(raw, &pkg) != nil || pkg.Name != p.Name || len(pkg.N8N.Nodes) != 1 {
+				t.Fatalf("%s is not installed in ~/.n8n/nodes: %v %s", p.Name, err, raw)
+			}
+			if _, err := os.Stat(filepath.Join(installed, pkg.N8N.Nodes[0])); err != nil {
+				t.Errorf("the installed package lacks its node: %v", err)
+			}
+			if _, err := os.Stat(filepath.Join(home, ".n8n", "nodes", "node_modules", "n8n-workflow")); err == nil {
+				t.Error("n8n-workflow was installed beside the package; n8n provides it")
+			}
+			if p == communitynode.Postgres {
+				if _, err := os.Stat(filepath.Join(home, ".n8n", "nodes", "node_modules", "pg")); err != nil {
+					t.Errorf("pg, the self-hosted package's dependency, is not installed: %v", err)
+				}
+			}
+		})
+	}
 }

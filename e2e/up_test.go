@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idemhook/idemhook/internal/generator"
 )
 
 // lab is a running `idemhook up` and what it printed.
@@ -213,17 +215,46 @@ func TestUpLabInboxThroughKeysvc(t *testing.T) {
 // is a duplicate, and the printed check command passes.
 func TestUpLabCommunityNode(t *testing.T) {
 	needStack(t)
-	l := startLab(t, "--hashing", "node")
-	hook := l.printed["webhook"]
-	wantAnswer(t, hook, `{"id":"evt_lab_node_1","type":"t"}`, "processed")
-	wantAnswer(t, hook, `{"id":"evt_lab_node_1","type":"t"}`, "duplicate")
-	check := regexp.MustCompile(`(?m)^idemhook check (.*) \[the same options\](.*)$`).FindStringSubmatch(l.stdout)
-	if check == nil {
-		t.Fatalf("no check command printed:\n%s", l.stdout)
+	for _, store := range []string{generator.NodeStorePostgres, generator.NodeStoreKeysvc} {
+		t.Run(store, func(t *testing.T) {
+			// On keysvc, the lab's keysvc verifies the signature with the
+			// secret it prints: an unsigned delivery is refused.
+			options := []string{"--hashing", "node", "--node-store", store}
+			if store == generator.NodeStoreKeysvc {
+				options = append(options, "--verify", "stripe")
+			}
+			l := startLab(t, options...)
+			hook := l.printed["webhook"]
+			body := `{"id":"evt_lab_node_1","type":"t"}`
+			if store == generator.NodeStoreKeysvc {
+				if r := post(t, hook, "application/json", []byte(body), nil); r.status != 401 {
+					t.Errorf("an unsigned delivery to the node on keysvc: %d %s, want 401", r.status, r.body)
+				}
+				wantSignedAnswer(t, l, hook, body, "processed")
+				wantSignedAnswer(t, l, hook, body, "duplicate")
+			} else {
+				wantAnswer(t, hook, body, "processed")
+				wantAnswer(t, hook, body, "duplicate")
+			}
+			check := regexp.MustCompile(`(?m)^idemhook check (.*) \[the same options\](.*)$`).FindStringSubmatch(l.stdout)
+			if check == nil {
+				t.Fatalf("no check command printed:\n%s", l.stdout)
+			}
+			args := append(append([]string{"check"}, strings.Fields(check[1])...), options...)
+			if r := runIdemhook(t, args...); r.code != 0 {
+				t.Errorf("the printed check command, %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+			}
+			l.stop(t)
+		})
 	}
-	args := append(append([]string{"check"}, strings.Fields(check[1])...), "--hashing", "node")
-	if r := runIdemhook(t, args...); r.code != 0 {
-		t.Errorf("the printed check command, %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+}
+
+// wantSignedAnswer posts body to url signed with the lab's printed Stripe
+// secret and wants a 200 with status.
+func wantSignedAnswer(t *testing.T, l *lab, url, body, status string) {
+	t.Helper()
+	r := post(t, url, "application/json", []byte(body), stripeSigned(l.printed["secret"], []byte(body)))
+	if r.status != 200 || !strings.Contains(r.body, `"status":"`+status+`"`) {
+		t.Errorf("%s signed: %d %s, want 200 %s", body, r.status, r.body, status)
 	}
-	l.stop(t)
 }

@@ -227,3 +227,30 @@ func TestDocsNameOnlyFlagsTheCLIHas(t *testing.T) {
 	}
 
 }
+
+// The README's Layout names folders and files that exist, where they are.
+func TestReadmeLayoutNamesWhatExists(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "## Layout\n\n```\n")
+	block, _, closed := strings.Cut(rest, "```")
+	if !ok || !closed {
+		t.Fatal("the README has no Layout block")
+	}
+	named := 0
+	for _, line := range strings.Split(block, "\n") {
+		if line == "" || line[0] == ' ' {
+			continue // a description's second line
+		}
+		path := strings.Fields(line)[0]
+		named++
+		if _, err := os.Stat(filepath.Join("..", "..", filepath.FromSlash(path))); err != nil {
+			t.Errorf("the README's Layout names %s, which does not exist: %v", path, err)
+		}
+	}
+	if named < 20 {
+		t.Errorf("the Layout names %d paths; the block was not read", named)
+	}
+}

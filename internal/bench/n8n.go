@@ -9,13 +9,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/idemhook/idemhook/internal/communitynode"
 	"github.com/idemhook/idemhook/internal/generator"
 	"github.com/idemhook/idemhook/internal/keysvc"
 	"github.com/idemhook/idemhook/internal/n8napi"
@@ -26,9 +26,19 @@ import (
 
 const benchCredential = "Postgres (idemhook bench)"
 
-// CommunityNodeSeries is the name of the community node's series: the
-// Idempotency Guard (n8n-nodes-idemhook) on PostgreSQL.
-const CommunityNodeSeries = "community node"
+// The community node's series: the Idempotency Guard of
+// n8n-nodes-idemhook-postgres on PostgreSQL, and of n8n-nodes-idemhook on
+// keysvc (keysvc as cmd/keysvc runs it, on loopback).
+const (
+	CommunityNodeSeries       = "community node"
+	CommunityNodeKeysvcSeries = "community node on keysvc"
+)
+
+// The credentials of the series that call keysvc.
+const (
+	benchKeysvcBearer = "keysvc token (idemhook bench)"
+	benchKeysvcNode   = "idemhook keysvc (idemhook bench)"
+)
 
 // pause separates two deliveries to n8n.
 const pause = 250 * time.Millisecond
@@ -75,22 +85,33 @@ func n8nModes(ctx context.Context, st *sandbox.Stack, opts Options, withNode boo
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
+	// keysvc for the keysvc mode and the node on keysvc, on the same
+	// database, in this process: the service cmd/keysvc runs, with a token.
+	token := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	ks, err := keysvc.StartService(ctx, keysvc.ServiceConfig{
+		DatabaseURL: st.BusinessDSN, PG: keysvc.PGOptions{Table: "bench_keysvc_events", CreateSchema: true},
+		Handler: keysvc.Config{Token: token}, Addr: "127.0.0.1:0", ReadHeaderTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer ks.Close(context.WithoutCancel(ctx))
+
 	cred := filepath.Join(dir, "credential.json")
-	if err := os.WriteFile(cred, st.PostgresCredential("idemhookBenchCred", benchCredential), 0o600); err != nil {
+	creds, err := json.Marshal([]map[string]any{
+		{"id": "idemhookBenchCred", "name": benchCredential, "type": "postgres", "data": st.PostgresCredentialData()},
+		{"id": "idemhookBenchKsvc", "name": benchKeysvcBearer, "type": "httpBearerAuth", "data": map[string]any{"token": token}},
+		{"id": "idemhookBenchNode", "name": benchKeysvcNode, "type": communitynode.KeysvcCredential, "data": map[string]any{"url": ks.URL, "token": token}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(cred, creds, 0o600); err != nil {
 		return nil, err
 	}
 	if err := st.ImportCredentials(ctx, cred); err != nil {
 		return nil, err
 	}
-
-	// keysvc for the keysvc mode, on the same database, in this process.
-	ks, err := keysvc.OpenPG(ctx, st.BusinessDSN, keysvc.PGOptions{Table: "bench_keysvc_events", CreateSchema: true})
-	if err != nil {
-		return nil, err
-	}
-	defer ks.Close()
-	ksrv := httptest.NewServer(keysvc.New(keysvc.Config{Store: ks}))
-	defer ksrv.Close()
 
 	type mode struct {
 		name     string
@@ -116,11 +137,14 @@ func n8nModes(ctx context.Context, st *sandbox.Stack, opts Options, withNode boo
 		{name: "crypto-node", opts: gen("bench-cryptonode", generator.Options{Hashing: generator.HashingCryptoNode}), baseline: unguarded},
 		{name: "transactional (crypto-node)", opts: gen("bench-txcrypto", generator.Options{Hashing: generator.HashingCryptoNode, ReserveOptions: generator.ReserveOptions{Guard: generator.GuardTransactional}}), baseline: unguarded},
 		{name: "lease", opts: gen("bench-lease", generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease}}), baseline: unguarded},
-		{name: "keysvc", opts: gen("bench-keysvc", generator.Options{Hashing: generator.HashingKeysvc, ReserveOptions: generator.ReserveOptions{KeysvcURL: ksrv.URL}}), baseline: unguarded},
+		{name: "keysvc", opts: gen("bench-keysvc", generator.Options{Hashing: generator.HashingKeysvc, ReserveOptions: generator.ReserveOptions{KeysvcURL: ks.URL, KeysvcCredential: benchKeysvcBearer}}), baseline: unguarded},
 	}
 	if withNode {
-		// n8n-nodes-idemhook, installed from its packed tarball.
-		modes = append(modes, mode{name: CommunityNodeSeries, opts: gen("bench-node", generator.Options{Hashing: generator.HashingNode}), baseline: unguarded})
+		// Both packages, installed from their packed tarballs.
+		modes = append(modes,
+			mode{name: CommunityNodeSeries, opts: gen("bench-node", generator.Options{Hashing: generator.HashingNode}), baseline: unguarded},
+			mode{name: CommunityNodeKeysvcSeries, opts: gen("bench-node-keysvc", generator.Options{Hashing: generator.HashingNode, NodeStore: generator.NodeStoreKeysvc,
+				ReserveOptions: generator.ReserveOptions{KeysvcCredential: benchKeysvcNode}}), baseline: unguarded})
 	}
 	urls := make([]string, len(modes))
 	files := make([][]byte, len(modes))

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/idemhook/idemhook/internal/communitynode"
 	"github.com/idemhook/idemhook/internal/deploy"
 	"github.com/idemhook/idemhook/internal/generator"
 	"github.com/idemhook/idemhook/internal/keysvc"
@@ -231,7 +232,8 @@ func (l *Lab) Exec(ctx context.Context, sql string) error {
 
 // CreateCredential creates a credential of type typ named name, filled for
 // the lab: the business database for postgres, the signing secret for
-// crypto, keysvc's token for httpBearerAuth.
+// crypto, keysvc's token for httpBearerAuth, keysvc's URL and token for the
+// Idempotency Guard's own credential.
 func (l *Lab) CreateCredential(ctx context.Context, typ, name string) (n8napi.Credential, error) {
 	data, err := l.credentialData(typ)
 	if err != nil {
@@ -253,6 +255,8 @@ func (l *Lab) credentialData(typ string) (map[string]any, error) {
 		return map[string]any{"hmacSecret": l.SigningSecret}, nil
 	case "httpBearerAuth":
 		return map[string]any{"token": l.KeysvcToken}, nil
+	case communitynode.KeysvcCredential:
+		return map[string]any{"url": l.KeysvcURL, "token": l.KeysvcToken}, nil
 	}
 	return nil, fmt.Errorf("the lab cannot fill a credential of type %q", typ)
 }
@@ -264,10 +268,16 @@ func (l *Lab) StartKeysvc(ctx context.Context) error { return l.startKeysvc(ctx,
 // startKeysvc is StartKeysvc with keysvc's inbox serving endpoints (none:
 // no inbox), its tables in schema.
 func (l *Lab) startKeysvc(ctx context.Context, endpoints []inbox.Endpoint, schema string) error {
+	// Every provider's signature is checked with the lab's one signing
+	// secret (--hashing keysvc and the node on keysvc with --verify).
+	secrets := map[signature.Provider][]string{}
+	for _, p := range signature.Providers {
+		secrets[p] = []string{l.SigningSecret}
+	}
 	svc, err := keysvc.StartService(ctx, keysvc.ServiceConfig{
 		DatabaseURL: l.st.BusinessDSN, PG: keysvc.PGOptions{CreateSchema: true},
 		Endpoints: endpoints, Inbox: inbox.Options{Schema: schema, CreateSchema: true},
-		Handler: keysvc.Config{Token: l.KeysvcToken}, Addr: "127.0.0.1:0", ReadHeaderTimeout: 10 * time.Second,
+		Handler: keysvc.Config{Token: l.KeysvcToken, Secrets: secrets}, Addr: "127.0.0.1:0", ReadHeaderTimeout: 10 * time.Second,
 	})
 	if err != nil {
 		return fmt.Errorf("keysvc: %w", err)
