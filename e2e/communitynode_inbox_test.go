@@ -144,4 +144,8 @@ func TestCommunityNodeInbox(t *testing.T) {
 		execSQL(t, fmt.Sprintf("ALTER TABLE %s.inbox_events_gone RENAME TO inbox_events", missing.DBSchema))
 		wantReceipt(t, "the provider's retry once the table is back", x.deliver(t, body), "received")
 	})
+
+	// The worker and the recoverer are the Code node receiver's; the
+	// receipt and the wake-up (Start Worker) are the node's own.
+	t.Run("n8n killed mid-batch", func(t *testing.T) { testInboxKilledMidBatch(t, d) })
 }

@@ -31,6 +31,13 @@ const (
 // NODE_EXTRA_CA_CERTS) with the tokens above, reserving in table.
 func nodeKeysvc(t *testing.T, name, table string) *keysvcProc {
 	t.Helper()
+	args := append([]string{"--table", table, "--create-schema", "--tokens-file", nodeTokensFile(t)}, e2eTLS.keysvcArgs()...)
+	return launchKeysvc(t, name, args, nil)
+}
+
+// nodeTokensFile writes the tokens above to a tokens file.
+func nodeTokensFile(t *testing.T) string {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "tokens")
 	var lines strings.Builder
 	for _, tok := range []struct{ name, scope, token, prefix string }{
@@ -43,8 +50,7 @@ func nodeKeysvc(t *testing.T, name, table string) *keysvcProc {
 	if err := os.WriteFile(file, []byte(lines.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"--table", table, "--create-schema", "--tokens-file", file}, e2eTLS.keysvcArgs()...)
-	return launchKeysvc(t, name, args, nil)
+	return file
 }
 
 // nodeOnKeysvcOptions are the workflow `generate --hashing node --node-store

@@ -101,45 +101,65 @@ func answeredByWorkflow(r response) bool {
 }
 
 // crashTargets deploys the reserve, lease and transactional guards and the
-// inbox pattern under prefix, each with its own tables and crashEvents
-// events.
+// inbox pattern under prefix, the inbox twice (its receipt saved by the Code
+// node and by the community node, whose receipt, Start Worker output and
+// wake-up are its own), each with its own tables and crashEvents events.
 func crashTargets(t *testing.T, prefix string) []*crashTarget {
 	t.Helper()
 	var targets []*crashTarget
 	for _, guard := range []generator.Guard{generator.GuardReserve, generator.GuardLease, generator.GuardTransactional} {
-		opts := seedOptions(prefix+string(guard[0]), generator.HashingCodeNode)
-		opts.Guard = guard
-		// Longer than an attempt under this load, short enough for the
-		// provider's retries to take a dead attempt's lease over.
-		opts.Lease = 15 * time.Second
-		d := deploy(t, opts)
-		evt := "evt_" + prefix + string(guard[0]) + "_"
-		targets = append(targets, &crashTarget{
-			name:      string(guard),
-			mayLose:   guard == generator.GuardReserve,
-			mayRepeat: guard != generator.GuardTransactional,
-			paths:     []string{opts.WebhookPath},
-			attempt: func(i int) response {
-				r, err := sendWithTimeout(d.url, "application/json", fmt.Appendf(nil, `{"id":"%s%d","type":"t"}`, evt, i), nil, 20*time.Second)
-				if err != nil {
-					return response{body: err.Error()}
-				}
-				return r
-			},
-			settle: func(*testing.T) {},
-			effects: func(t *testing.T) map[int]int {
-				return countPerEvent(t, "SELECT substr(event_key, $2) FROM "+opts.BusinessTable+" WHERE event_key LIKE $1", "evt:"+evt+"%", len("evt:"+evt)+1)
-			},
-		})
+		targets = append(targets, guardCrashTarget(t, prefix+string(guard[0]), generator.HashingCodeNode, guard))
 	}
-
 	api := newOpsAPI(t, true)
-	in := deployInbox(t, inboxOptions(prefix+"i", api.url), api)
+	return append(targets, inboxCrashTarget(t, prefix+"i", "inbox", generator.HashingCodeNode, api),
+		inboxCrashTarget(t, prefix+"n", "inbox (node)", generator.HashingNode, api))
+}
+
+// guardCrashTarget deploys guard, its key built by hashing, under prefix.
+func guardCrashTarget(t *testing.T, prefix string, hashing generator.Hashing, guard generator.Guard) *crashTarget {
+	t.Helper()
+	opts := seedOptions(prefix, hashing)
+	opts.Guard = guard
+	// Longer than an attempt under this load, short enough for the
+	// provider's retries to take a dead attempt's lease over.
+	opts.Lease = 15 * time.Second
+	d := deploy(t, opts)
+	evt := "evt_" + prefix + "_"
+	name := string(guard)
+	if hashing == generator.HashingNode {
+		name += " (node)"
+	}
+	return &crashTarget{
+		name:      name,
+		mayLose:   guard == generator.GuardReserve,
+		mayRepeat: guard != generator.GuardTransactional,
+		paths:     []string{opts.WebhookPath},
+		attempt: func(i int) response {
+			r, err := sendWithTimeout(d.url, "application/json", fmt.Appendf(nil, `{"id":"%s%d","type":"t"}`, evt, i), nil, 20*time.Second)
+			if err != nil {
+				return response{body: err.Error()}
+			}
+			return r
+		},
+		settle: func(*testing.T) {},
+		effects: func(t *testing.T) map[int]int {
+			return countPerEvent(t, "SELECT substr(event_key, $2) FROM "+opts.BusinessTable+" WHERE event_key LIKE $1", "evt:"+evt+"%", len("evt:"+evt)+1)
+		},
+	}
+}
+
+// inboxCrashTarget deploys the inbox pattern under prefix, its receipt
+// saved by hashing's receiver, calling api as its outbox.
+func inboxCrashTarget(t *testing.T, prefix, name string, hashing generator.Hashing, api *opsAPI) *crashTarget {
+	t.Helper()
+	opts := inboxOptions(prefix, api.url)
+	opts.Hashing = hashing
+	in := deployInbox(t, opts, api)
 	order := prefix + "-"
 	execSQL(t, "INSERT INTO "+in.db.Orders().String()+" (id, amount, currency) SELECT $1 || i, 100, 'eur' FROM generate_series(0, $2 - 1) i", order, crashEvents)
-	evt := "evt_" + prefix + "i_"
-	targets = append(targets, &crashTarget{
-		name:  "inbox",
+	evt := "evt_" + prefix + "_"
+	return &crashTarget{
+		name:  name,
 		paths: []string{in.opts.WebhookPath},
 		attempt: func(i int) response {
 			body := paymentSucceeded(fmt.Sprintf("%s%d", evt, i), fmt.Sprintf("pi_%s%d", prefix, i), fmt.Sprintf("%s%d", order, i), 100)
@@ -165,8 +185,7 @@ func crashTargets(t *testing.T, prefix string) []*crashTarget {
 		effects: func(t *testing.T) map[int]int {
 			return countPerEvent(t, "SELECT substr(effect_key, $2) FROM "+in.db.Effects().String()+" WHERE effect_key LIKE $1", "confirm_order:"+order+"%", len("confirm_order:"+order)+1)
 		},
-	})
-	return targets
+	}
 }
 
 // countPerEvent runs query (one row per effect, the event's number as
@@ -291,10 +310,10 @@ func loadWithFault(t *testing.T, targets []*crashTarget, fault string, do func()
 				lostToN8n++
 			}
 		}
-		t.Logf("%-13s %s: sent %d, acknowledged %d, never acknowledged %d; events %d, effects %d, duplicates %d, lost %d",
+		t.Logf("%-16s %s: sent %d, acknowledged %d, never acknowledged %d; events %d, effects %d, duplicates %d, lost %d",
 			tg.name, fault, tg.sent.Load(), tg.acked.Load(), tg.unacked.Load(), crashEvents, effects, duplicates, lost)
 		if n := tg.n8nAcked.Load(); n > 0 {
-			t.Logf("%-13s %s: n8n acknowledged %d deliveries without the workflow's answer (first: %.120q); %d events had no other acknowledgement and no effect",
+			t.Logf("%-16s %s: n8n acknowledged %d deliveries without the workflow's answer (first: %.120q); %d events had no other acknowledgement and no effect",
 				tg.name, fault, n, *tg.n8nBody.Load(), lostToN8n)
 		}
 		if tg.unacked.Load() != 0 {

@@ -593,7 +593,13 @@ END $$`)
 // the recoverer re-offers the rest once the dead worker's claims expire,
 // and every event of the batch is applied once, with one outbox call each.
 func TestInboxKilledMidBatch(t *testing.T) {
-	d := sharedInbox(t)
+	testInboxKilledMidBatch(t, sharedInbox(t))
+}
+
+// testInboxKilledMidBatch is TestInboxKilledMidBatch on d, whose receiver
+// may be the Code node's or the community node's (whose Start Worker
+// output starts the worker).
+func testInboxKilledMidBatch(t *testing.T, d inboxDeployment) {
 	ctx := context.Background()
 	const n = 8
 	d.newOrder(t, "mb-hold", 100)

@@ -127,8 +127,13 @@ func TestQueueMode(t *testing.T) {
 		}
 	})
 
+	t.Run("node, workers killed holding keys", func(t *testing.T) { testQueueNodeWorkersKilled(t, q) })
+
 	t.Run("worker killed mid-load", func(t *testing.T) {
-		targets := crashTargets(t, "xw")
+		// The community node's guards too: the workers run them.
+		targets := append(crashTargets(t, "xw"),
+			guardCrashTarget(t, "xwmr", generator.HashingNode, generator.GuardReserve),
+			guardCrashTarget(t, "xwml", generator.HashingNode, generator.GuardLease))
 		loadWithFault(t, targets, "queue worker 1 killed (SIGKILL) and restarted", func() error {
 			if err := q.KillWorker(ctx, 1); err != nil {
 				return err

@@ -214,6 +214,13 @@ func TestVerify(t *testing.T) {
 		defer ks.Close()
 		target := verifyTarget(t)
 		target.KeysvcURL = ks.URL
+		// The workflow of a keysvc off loopback calls it with a Bearer
+		// Auth credential; verify's own keysvc has no token.
+		bearer, err := api.CreateCredential(ctx, "keysvc token (e2e vf10)", "httpBearerAuth", map[string]any{"token": "verify-keysvc-has-no-token"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		target.Credentials["httpBearerAuth"] = bearer
 		o := seedOptions("vf10", generator.HashingKeysvc)
 		o.KeysvcURL = "http://keysvc.example:8080" // as the user wrote it; verify points it at its own
 		r := runVerifyOn(t, target, generatedWorkflow(t, o))
@@ -255,6 +262,43 @@ func TestVerify(t *testing.T) {
 		// seed 2 + no id 1 + concurrent 1 + distinct 5 + the failure check's 0
 		if receipts != 9 {
 			t.Errorf("vf12.inbox_events holds %d receipts, want 9 (one per distinct event)", receipts)
+		}
+	})
+
+	t.Run("the community node's inbox receiver passes; with the account read from a header each delivery changes, it fails", func(t *testing.T) {
+		o := generator.Options{Pattern: generator.PatternInbox, Hashing: generator.HashingNode, WebhookPath: "vf13-inbox", WorkflowName: "e2e vf13",
+			VerifyCredential: inboxSecretCredential, InboxOptions: generator.InboxOptions{DBSchema: "vf13", OutboxURL: "http://127.0.0.1:9/outbox"}}
+		files, err := generator.Files(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		execSQL(t, string(files["schema.sql"]))
+		var w n8napi.Workflow
+		if err := json.Unmarshal(files[generator.FileReceiver], &w); err != nil {
+			t.Fatal(err)
+		}
+		r := runVerify(t, w)
+		if !r.OK() || r.Guard.Reserve != generator.NodeSaveReceipt {
+			t.Errorf("verify failed the community node's inbox receiver (reservation found: %q)", r.Guard.Reserve)
+		}
+		for _, c := range r.Checks {
+			standIn := strings.HasPrefix(c.Name, "business step fails") && c.Status == verify.Skip
+			if c.Status != verify.Pass && !standIn {
+				t.Errorf("%s: %s", c.Name, c.Status)
+			}
+		}
+		// A broken copy: the receipt's account read from the signature
+		// header, which every delivery changes, so a replay is saved anew.
+		params := wfNode(t, w, generator.NodeSaveReceipt)["parameters"].(map[string]any)
+		receipt, _ := params["receipt"].(map[string]any)
+		if receipt == nil {
+			receipt = map[string]any{}
+			params["receipt"] = receipt
+		}
+		receipt["accountHeader"] = "stripe-signature"
+		w.Name += " (account from the signature header)"
+		if r := runVerify(t, w); r.OK() {
+			t.Error("verify passed the receiver that saves a replay anew")
 		}
 	})
 

@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -354,5 +355,39 @@ func TestCertificateReloadOnSIGHUP(t *testing.T) {
 	}
 	if got := served(); got != "renewed" {
 		t.Errorf("after SIGHUP, served %q, want the renewed certificate", got)
+	}
+}
+
+// docs/keysvc.md's curl reservation, its replay and its release, run as
+// written against keysvc with a guard token: the answers its comments show.
+func TestDocumentedCurlReservation(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed (.ci/run installs it)")
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "keysvc.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "A reservation with curl")
+	_, rest, ok2 := strings.Cut(rest, "```sh\n")
+	block, _, ok3 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/keysvc.md has no curl reservation block")
+	}
+	const token = "documented-guard-token"
+	sum := sha256.Sum256([]byte(token))
+	file := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(file, []byte("docs guard "+hex.EncodeToString(sum[:])+"\n"), 0o600)
+	base, _ := serveKeysvc(t, freeAddr(t, "127.0.0.1"), "--tokens-file", file)
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
+	cmd.Env = append(os.Environ(), "KEYSVC_URL="+base, "TOKEN="+token)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the documented commands failed: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], `"key":"evt:evt_curl_1","reserved":true`) ||
+		!strings.Contains(lines[1], `"reserved":false`) || !strings.Contains(lines[1], `"state":"done"`) || lines[2] != "204" {
+		t.Errorf("the documented commands printed:\n%s", out)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -158,10 +159,10 @@ func Deploy(ctx context.Context, c *n8napi.Client, ws []Workflow, opts Options) 
 				return out, taken
 			}
 			if errors.As(err, &apiErr) && apiErr.Status == http.StatusBadRequest {
-				for _, t := range communitynode.Types() {
-					if strings.Contains(apiErr.Message, "Unrecognized node type: "+t) {
-						return out, &NodeTypeMissingError{Type: t}
-					}
+				// One type may begin another's name (CUSTOM.idempotencyGuard,
+				// CUSTOM.idempotencyGuardPostgres): compare the whole word.
+				if typ, ok := missingGuardType(apiErr.Message); ok {
+					return out, &NodeTypeMissingError{Type: typ}
 				}
 			}
 			return out, fmt.Errorf("publish %s (%s): %w", w.File, d.ID, err)
@@ -341,4 +342,20 @@ func waitLive(ctx context.Context, url string, timeout time.Duration) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// unrecognizedNodeType finds the type name in n8n's refusal to publish a
+// workflow naming a node it did not load.
+var unrecognizedNodeType = regexp.MustCompile(`Unrecognized node type: ([A-Za-z0-9_.@/-]+)`)
+
+// missingGuardType returns the Idempotency Guard type n8n's message says
+// it does not know, if that is what it says.
+func missingGuardType(message string) (string, bool) {
+	m := unrecognizedNodeType.FindStringSubmatch(message)
+	if m == nil {
+		return "", false
+	}
+	typ := strings.TrimRight(m[1], ".")
+	_, ok := communitynode.OfType(typ)
+	return typ, ok
 }

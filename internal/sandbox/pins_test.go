@@ -14,7 +14,7 @@ func TestComposeMirrorsPins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"postgres": PostgresMajor, "redis": RedisMajor, "n8nio/n8n": N8NVersion}
+	want := map[string]string{"postgres": PostgresMajor, "redis": RedisMajor, "n8nio/n8n": N8NVersion, "haproxy": HAProxyVersion}
 	seen := map[string]bool{}
 	for _, m := range regexp.MustCompile(`(?m)^\s*image:\s*(\S+):(\S+)\s*$`).FindAllStringSubmatch(string(raw), -1) {
 		pin, pinned := want[m[1]]

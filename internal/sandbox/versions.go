@@ -32,6 +32,10 @@ const (
 	// RedisMajor is the Redis of queue mode (image redis:7; the local
 	// runtime runs Debian's redis-server 7).
 	RedisMajor = "7"
+	// HAProxyVersion is the load balancer in front of two keysvc (image
+	// haproxy:2.6 in the compose file's replicas profile; the e2e tests run
+	// Debian's haproxy 2.6).
+	HAProxyVersion = "2.6"
 )
 
 // PostgresNPMVersions maps each PostgreSQL major the stack can run to the
