@@ -660,7 +660,7 @@ func inboxCleanupGraph(g *graph, r resolved, _ map[string]string) error {
 		"rule": map[string]any{"interval": []any{map[string]any{"field": "days", "daysInterval": 1, "triggerAtHour": 3}}},
 	}})
 	g.add(node{Name: NodeCleanupOnDemand, Type: typeExecTrig, Position: g.at(0, 1), Parameters: map[string]any{"inputSource": "passthrough"}})
-	del := postgresNode(NodeDeleteDone, g.at(1, 0), r.inbox.Cleanup(r.Retention), "", r.CredentialName)
+	del := postgresNode(NodeDeleteDone, g.at(1, 0), r.inbox.Cleanup(r.Retention, pgsql.CleanupBatchSize), "", r.CredentialName)
 	del.ExecuteOnce = true
 	g.add(del)
 	g.connect(NodeCleanupSchedule, 0, NodeDeleteDone)

@@ -393,7 +393,7 @@ func CleanupWorkflow(o Options) ([]byte, error) {
 	g.add(node{Name: NodeCleanupOnDemand, Type: typeExecTrig, Position: g.at(0, 1), Parameters: map[string]any{
 		"inputSource": "passthrough",
 	}})
-	g.add(postgresNode(NodeCleanupDelete, g.at(1, 0), pgsql.Cleanup(r.events, r.Retention), "", r.CredentialName))
+	g.add(postgresNode(NodeCleanupDelete, g.at(1, 0), pgsql.Cleanup(r.events, r.Retention, pgsql.CleanupBatchSize), "", r.CredentialName))
 	g.connect(NodeCleanupSchedule, 0, NodeCleanupDelete)
 	g.connect(NodeCleanupOnDemand, 0, NodeCleanupDelete)
 	g.addNote(NodeCleanupSchedule, cleanupNote(r, "keys")...)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/pgsql"
 	"github.com/idemhook/idemhook/templates"
 	"github.com/tidwall/gjson"
 )
@@ -319,7 +320,10 @@ func TestCleanupWorkflow(t *testing.T) {
 	}
 	w := parse(t, raw)
 	checkCommon(t, w, generator.DefaultCredentialName)
-	if got := w.node("Delete Old Keys").Get("parameters.query").String(); got != "DELETE FROM hooks.events WHERE first_seen < now() - interval '45 days'" {
+	// Batches of pgsql.CleanupBatchSize, each committed (pgsql's tests run
+	// the statement).
+	if got := w.node("Delete Old Keys").Get("parameters.query").String(); got != pgsql.Cleanup(pgsql.MustParseTable("hooks.events"), 45*24*time.Hour, pgsql.CleanupBatchSize) ||
+		!strings.Contains(got, "first_seen < now() - interval '45 days'") || !strings.Contains(got, "COMMIT") {
 		t.Errorf("cleanup query %q", got)
 	}
 	rule := w.node("Every Day").Get("parameters.rule.interval.0")

@@ -200,30 +200,78 @@ func (s *BoltStore) Lookup(_ context.Context, key string) (r Reservation, err er
 	return r, err
 }
 
-func (s *BoltStore) Cleanup(_ context.Context, cutoff time.Time) (int64, error) {
-	var n int64
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(boltBucket)
-		var old [][]byte
-		err := b.ForEach(func(k, v []byte) error {
-			var rec boltRecord
-			if err := json.Unmarshal(v, &rec); err == nil && rec.FirstSeen.Before(cutoff) {
-				old = append(old, append([]byte(nil), k...))
-			}
-			return nil
-		})
+// Cleanup walks the keys in order, batch at a time: a read transaction
+// finds the expired ones among the next keys (readers never wait for the
+// writer), and a write transaction of its own deletes them, so that
+// reservations, which need the one writer, wait for at most one batch. The
+// file does not shrink: bbolt keeps the freed pages for the keys that come
+// next (docs/speed.md measures it).
+func (s *BoltStore) Cleanup(ctx context.Context, cutoff time.Time, batch int) (Cleaned, error) {
+	var c Cleaned
+	var after []byte // the last key looked at
+	for {
+		if err := ctx.Err(); err != nil {
+			return c, err
+		}
+		expired, last, err := s.expiredAfter(after, cutoff, batch)
 		if err != nil {
-			return err
+			return c, err
 		}
-		for _, k := range old {
-			if err := b.Delete(k); err != nil {
-				return err
+		if len(expired) > 0 {
+			if err := s.db.Update(func(tx *bolt.Tx) error {
+				b := tx.Bucket(boltBucket)
+				for _, k := range expired {
+					// Deleted only if still expired: released and
+					// reserved again meanwhile, it is a new reservation.
+					var rec boltRecord
+					if v := b.Get(k); v != nil && json.Unmarshal(v, &rec) == nil && rec.FirstSeen.Before(cutoff) {
+						if err := b.Delete(k); err != nil {
+							return err
+						}
+						c.Deleted++
+					}
+				}
+				return nil
+			}); err != nil {
+				return c, fmt.Errorf("cleanup: %w", err)
+			}
+			c.Transactions++
+		}
+		if last == nil {
+			return c, nil
+		}
+		after = last
+	}
+}
+
+// expiredAfter reads, in one read transaction, up to batch keys first seen
+// before cutoff among the keys after after (from the first when nil), and
+// the last key it looked at: nil once it reached the end.
+func (s *BoltStore) expiredAfter(after []byte, cutoff time.Time, batch int) (expired [][]byte, last []byte, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		cur := tx.Bucket(boltBucket).Cursor()
+		k, v := cur.First()
+		if after != nil {
+			if k, v = cur.Seek(after); k != nil && string(k) == string(after) {
+				k, v = cur.Next()
 			}
 		}
-		n = int64(len(old))
+		// Look at up to ten batches of keys, so that a pass over a store
+		// with few expired keys is not one read transaction per key.
+		for looked := 0; k != nil && len(expired) < batch && looked < 10*batch; k, v = cur.Next() {
+			looked++
+			var rec boltRecord
+			if json.Unmarshal(v, &rec) == nil && rec.FirstSeen.Before(cutoff) {
+				expired = append(expired, append([]byte(nil), k...))
+			}
+			last = append(last[:0], k...)
+		}
+		if k == nil {
+			last = nil
+		}
 		return nil
 	})
-	return n, err
+	return expired, last, err
 }
 
 func (s *BoltStore) Ping(context.Context) error {

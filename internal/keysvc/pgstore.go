@@ -325,12 +325,24 @@ func (s *PGStore) Lookup(ctx context.Context, key string) (Reservation, error) {
 	return r, nil
 }
 
-func (s *PGStore) Cleanup(ctx context.Context, cutoff time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, pgsql.CleanupBefore(s.table), cutoff)
-	if err != nil {
-		return 0, fmt.Errorf("cleanup: %w", err)
+// Cleanup runs pgsql.CleanupBatch, each in a transaction of its own, until
+// one deletes fewer than batch.
+func (s *PGStore) Cleanup(ctx context.Context, cutoff time.Time, batch int) (Cleaned, error) {
+	var c Cleaned
+	stmt := pgsql.CleanupBatch(s.table, batch)
+	for {
+		tag, err := s.pool.Exec(ctx, stmt, cutoff)
+		if err != nil {
+			return c, fmt.Errorf("cleanup: %w", err)
+		}
+		if n := tag.RowsAffected(); n > 0 {
+			c.Deleted += n
+			c.Transactions++
+		}
+		if tag.RowsAffected() < int64(batch) {
+			return c, nil
+		}
 	}
-	return tag.RowsAffected(), nil
 }
 
 func (s *PGStore) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemhook/idemhook/internal/keysvc/console"
 	"github.com/idemhook/idemhook/internal/keysvc/inbox"
+	"github.com/idemhook/idemhook/internal/pgsql"
 )
 
 // ServiceConfig is what StartService assembles into a running keysvc.
@@ -255,11 +256,11 @@ func cleanupLoop(ctx context.Context, store Store, retention time.Duration, logg
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
-		n, err := store.Cleanup(ctx, time.Now().Add(-retention))
+		c, err := store.Cleanup(ctx, time.Now().Add(-retention), pgsql.CleanupBatchSize)
 		if err != nil && !errors.Is(err, context.Canceled) {
-			logger.Warn("cleanup failed", "error", err)
-		} else if n > 0 {
-			logger.Info("cleanup", "deleted", n)
+			logger.Warn("cleanup failed", "error", err, "deleted", c.Deleted)
+		} else if c.Deleted > 0 {
+			logger.Info("cleanup", "deleted", c.Deleted, "transactions", c.Transactions)
 		}
 		select {
 		case <-ctx.Done():

@@ -68,12 +68,20 @@ type Store interface {
 	Release(ctx context.Context, key string) error
 	// Lookup returns key's reservation, or ErrNotFound.
 	Lookup(ctx context.Context, key string) (Reservation, error)
-	// Cleanup deletes reservations first seen before cutoff and returns how
-	// many it deleted.
-	Cleanup(ctx context.Context, cutoff time.Time) (int64, error)
+	// Cleanup deletes reservations first seen before cutoff, at most batch
+	// in each transaction, so that reservations go on between them; it
+	// says how many it deleted, and in how many transactions.
+	Cleanup(ctx context.Context, cutoff time.Time, batch int) (Cleaned, error)
 	// Ping reports whether the store can answer.
 	Ping(ctx context.Context) error
 	Close() error
+}
+
+// Cleaned is what a Cleanup did: the reservations it deleted, and the
+// transactions that deleted them.
+type Cleaned struct {
+	Deleted      int64
+	Transactions int
 }
 
 // Stores coalesce concurrent reservations and lease acquisitions into one

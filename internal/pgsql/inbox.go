@@ -41,12 +41,13 @@ func (in Inbox) Subscriptions() Table { return in.table("subscriptions") }
 // Deliveries records keysvc's delivery attempts (keysvc's schema only).
 func (in Inbox) Deliveries() Table { return in.table("inbox_deliveries") }
 
-// ApplyEvent, ApplyBatch, OutboxResult and OutboxWait are the pattern's
-// functions and procedure (see inbox.sql for what they decide).
+// ApplyEvent, ApplyBatch, OutboxResult, OutboxWait and CleanupProc are the
+// pattern's functions and procedures (see inbox.sql for what they decide).
 func (in Inbox) ApplyEvent() Table   { return in.table("idemhook_apply_event") }
 func (in Inbox) ApplyBatch() Table   { return in.table("idemhook_apply_batch") }
 func (in Inbox) OutboxResult() Table { return in.table("idemhook_outbox_result") }
 func (in Inbox) OutboxWait() Table   { return in.table("idemhook_outbox_wait") }
+func (in Inbox) CleanupProc() Table  { return in.table("idemhook_cleanup") }
 
 // Drainer is the one-row table that says whether a worker drains the
 // received rows now, and DrainNext the function that decides whether it
@@ -111,7 +112,7 @@ func (in Inbox) render(name string, extra map[string]any) string {
 	data := map[string]any{
 		"Schema": in.Schema, "Inbox": in.Inbox(), "Effects": in.Effects(),
 		"Outbox": in.Outbox(), "ApplyEvent": in.ApplyEvent(), "ApplyBatch": in.ApplyBatch(), "OutboxResult": in.OutboxResult(), "OutboxWait": in.OutboxWait(),
-		"Deliveries": in.Deliveries(), "Drainer": in.Drainer(), "DrainNext": in.DrainNext(),
+		"CleanupProc": in.CleanupProc(), "Deliveries": in.Deliveries(), "Drainer": in.Drainer(), "DrainNext": in.DrainNext(),
 	}
 	maps.Copy(data, extra)
 	if err := inboxTemplate.ExecuteTemplate(&b, name, data); err != nil {
@@ -457,17 +458,13 @@ WHERE operation_key = $1 AND state = 'failed'
 RETURNING id, operation_key, state`, in.Outbox())
 }
 
-// CleanupInbox deletes finished inbox rows and sent tasks older than
-// retention. Failed, deferred, ambiguous and unfinished work is never deleted:
-// it waits for a human.
-func (in Inbox) Cleanup(retention time.Duration) string {
-	return fmt.Sprintf(`WITH tasks AS (
-  DELETE FROM %[2]s WHERE state = 'sent' AND sent_at < now() - interval '%[3]s' RETURNING 1
-), events AS (
-  DELETE FROM %[1]s WHERE state IN ('processed', 'ignored', 'rejected', 'forwarded') AND finished_at < now() - interval '%[3]s'
-    AND NOT EXISTS (SELECT 1 FROM %[2]s o WHERE o.inbox_id = %[1]s.id AND o.state <> 'sent')
-  RETURNING 1
-)
-SELECT (SELECT count(*) FROM events) AS events_deleted, (SELECT count(*) FROM tasks) AS tasks_deleted`,
-		in.Inbox(), in.Outbox(), intervalText(retention))
+// Cleanup deletes finished inbox rows and sent tasks older than retention,
+// with the procedure CleanupProc: batch at a time, each batch committed
+// before the next, so that no transaction of it holds more than batch rows
+// (the receivers and workers go on between them). Failed, deferred,
+// ambiguous and unfinished work is never deleted: it waits for a human. The
+// call answers how many tasks and events it deleted. It must run outside a
+// transaction block (n8n's Postgres node runs one statement so).
+func (in Inbox) Cleanup(retention time.Duration, batch int) string {
+	return fmt.Sprintf(`CALL %s(interval '%s', %d)`, in.CleanupProc(), intervalText(retention), batch)
 }

@@ -717,6 +717,44 @@ BEGIN
 END
 $fn$;
 
+-- idemhook_cleanup deletes sent tasks, then finished events with no task
+-- still to send, first finished longer ago than p_retention, p_batch rows in
+-- each transaction (it commits between batches): a day of old work is many
+-- short transactions, never one long one holding its locks and its WAL.
+-- Deleted by id, chosen in id order without locks; a row that changed
+-- meanwhile is matched again on delete and kept.
+CREATE OR REPLACE PROCEDURE idemhook_cleanup(p_retention interval, p_batch integer,
+  INOUT tasks_deleted bigint DEFAULT 0, INOUT events_deleted bigint DEFAULT 0)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_n bigint;
+BEGIN
+  tasks_deleted := 0;
+  events_deleted := 0;
+  LOOP
+    DELETE FROM outbox_tasks WHERE id = ANY (ARRAY(
+      SELECT id FROM outbox_tasks WHERE state = 'sent' AND sent_at < now() - p_retention ORDER BY id LIMIT p_batch))
+      AND state = 'sent' AND sent_at < now() - p_retention;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    tasks_deleted := tasks_deleted + v_n;
+    COMMIT;
+    EXIT WHEN v_n < p_batch;
+  END LOOP;
+  LOOP
+    DELETE FROM inbox_events e WHERE e.id = ANY (ARRAY(
+      SELECT i.id FROM inbox_events i
+      WHERE i.state IN ('processed', 'ignored', 'rejected', 'forwarded') AND i.finished_at < now() - p_retention
+        AND NOT EXISTS (SELECT 1 FROM outbox_tasks o WHERE o.inbox_id = i.id AND o.state <> 'sent')
+      ORDER BY i.id LIMIT p_batch))
+      AND e.state IN ('processed', 'ignored', 'rejected', 'forwarded') AND e.finished_at < now() - p_retention;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    events_deleted := events_deleted + v_n;
+    COMMIT;
+    EXIT WHEN v_n < p_batch;
+  END LOOP;
+END
+$fn$;
+
 -- idemhook_outbox_result records the answer to one outbox call (a send, or the
 -- lookup that reconciles an uncertain one) and decides the task's next state:
 --   send:   2xx -> sent; 408, 409, 429, 5xx -> pending with backoff (failed
