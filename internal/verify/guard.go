@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemhook/idemhook/internal/communitynode"
 	"github.com/idemhook/idemhook/internal/n8napi"
+	"github.com/idemhook/idemhook/internal/pgsql"
 )
 
 const (
@@ -46,6 +47,10 @@ type Guard struct {
 	// Node: Reserve is idemhook's community node, the Idempotency Guard,
 	// which decides too (Decision is Reserve; New is its first output).
 	Node bool
+	// Receipt: Reserve is the node's Save Inbox Receipt, the inbox
+	// receiver's: a new event is a receipt saved now (json.new), on
+	// Received or on Start Worker (NewOutput, which hands it off).
+	Receipt bool
 	// Decision is the If or Switch node after Reserve that sends a new
 	// event one way and a duplicate another; "" for Transactional.
 	Decision string
@@ -168,6 +173,9 @@ func Find(w n8napi.Workflow) (Guard, error) {
 	g := gd.g
 	if gd.Node {
 		gd.Decision, gd.NewOutput = gd.Reserve, 0
+		if gd.Receipt {
+			gd.NewOutput = 2 // Start Worker
+		}
 		for _, name := range g.order {
 			if operation, _ := param(g.nodes[name], "operation"); slices.Contains(communitynode.Types(), fmt.Sprint(g.nodes[name]["type"])) && (operation == "release" || operation == "complete") {
 				gd.Releases = append(gd.Releases, name)
@@ -222,6 +230,13 @@ func guardReserves(n map[string]any) bool {
 	}
 	operation, _ := param(n, "operation")
 	return operation == "" || operation == "reserve" || operation == "acquireLease"
+}
+
+// guardReceives tells an enabled Idempotency Guard that saves the inbox
+// pattern's receipt.
+func guardReceives(n map[string]any) bool {
+	operation, _ := param(n, "operation")
+	return n["disabled"] != true && slices.Contains(communitynode.Types(), fmt.Sprint(n["type"])) && operation == "receive"
 }
 
 // guardOption is an option of the Idempotency Guard's Options collection.
@@ -380,9 +395,17 @@ func findReservation(w n8napi.Workflow) (Guard, error) {
 			gd.EventsTable = cmp.Or(guardOption(n, "eventsTable"), "processed_events")
 			operation, _ := param(n, "operation")
 			gd.Lease = operation == "acquireLease"
-			if store, _ := param(n, "store"); store == "keysvc" {
+			if p, _ := communitynode.OfType(fmt.Sprint(n["type"])); p == communitynode.Keysvc {
 				return Guard{}, &UnsupportedError{fmt.Sprintf("node %q reserves on keysvc's store; verify checks the Idempotency Guard on PostgreSQL", name)}
 			}
+			break
+		}
+		if guardReceives(n) {
+			gd.Reserve, gd.Node, gd.Receipt = name, true, true
+			params, _ := n["parameters"].(map[string]any)
+			receipt, _ := params["receipt"].(map[string]any)
+			schema, _ := receipt["schema"].(string)
+			gd.EventsTable = pgsql.Inbox{Schema: schema}.Inbox().String()
 			break
 		}
 		q, _ := param(n, "query")

@@ -192,6 +192,30 @@ func TestFindTheInboxReceiver(t *testing.T) {
 	}
 }
 
+// The community node's receiver: Save Inbox Receipt is both the receipt
+// and the decision, a new receipt is json.new, and Start Worker hands it
+// off.
+func TestFindTheCommunityNodeReceiver(t *testing.T) {
+	files, err := generator.Files(generator.Options{Pattern: generator.PatternInbox, Hashing: generator.HashingNode, InboxOptions: generator.InboxOptions{DBSchema: "shop"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w n8napi.Workflow
+	if err := json.Unmarshal(files[generator.FileReceiver], &w); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Find(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Reserve != generator.NodeSaveReceipt || !g.Receipt || g.Decides() != generator.NodeSaveReceipt || g.EventsTable != "shop.inbox_events" || g.PlainEvents {
+		t.Errorf("found reserve %q (receipt %v, plain events %v), decides %q, events %q", g.Reserve, g.Receipt, g.PlainEvents, g.Decides(), g.EventsTable)
+	}
+	if call := g.HandOff(); call == "" {
+		t.Error("the node's receiver hands no new event off")
+	}
+}
+
 func TestTally(t *testing.T) {
 	got := tally([]answer{{status: 200}, {status: 500}, {status: 200}, {body: "connection reset"}})
 	if want := "answers: 2 × 200, 1 × 500, 1 × no answer"; got != want {

@@ -439,6 +439,15 @@ func (r *runner) ranBusiness(run n8napi.Run) bool {
 	if r.guard.Transactional {
 		return run.First[r.guard.Reserve]["new"] == true
 	}
+	if r.guard.Receipt {
+		// Saved now, whichever output it left by.
+		for _, items := range run.JSON[r.guard.Reserve] {
+			if slices.ContainsFunc(items, func(item map[string]any) bool { return item["new"] == true }) {
+				return true
+			}
+		}
+		return false
+	}
 	return slices.ContainsFunc(r.guard.Business(), run.Ran)
 }
 
