@@ -325,22 +325,28 @@ func (s *PGStore) Lookup(ctx context.Context, key string) (Reservation, error) {
 	return r, nil
 }
 
-// Cleanup runs pgsql.CleanupBatch, each in a transaction of its own, until
-// one deletes fewer than batch.
+// Cleanup runs pgsql.CleanupBatch, each in a transaction of its own and
+// pgsql.CleanupPause after the one before, until one deletes fewer than
+// batch.
 func (s *PGStore) Cleanup(ctx context.Context, cutoff time.Time, batch int) (Cleaned, error) {
 	var c Cleaned
 	stmt := pgsql.CleanupBatch(s.table, batch)
 	for {
+		start := time.Now()
 		tag, err := s.pool.Exec(ctx, stmt, cutoff)
 		if err != nil {
 			return c, fmt.Errorf("cleanup: %w", err)
 		}
+		c.took(time.Since(start))
 		if n := tag.RowsAffected(); n > 0 {
 			c.Deleted += n
 			c.Transactions++
 		}
 		if tag.RowsAffected() < int64(batch) {
 			return c, nil
+		}
+		if err := rest(ctx, pgsql.CleanupPause); err != nil {
+			return c, err
 		}
 	}
 }

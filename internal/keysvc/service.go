@@ -251,6 +251,13 @@ func (s *Service) stop(ctx context.Context, serving bool) error {
 	return errors.Join(errs...)
 }
 
+// Cleanup deletes the reservations first seen before cutoff now, as the
+// retention does every hour: in transactions of pgsql.CleanupBatchSize
+// keys, with reservations going on between them.
+func (s *Service) Cleanup(ctx context.Context, cutoff time.Time) (Cleaned, error) {
+	return s.store.Cleanup(ctx, cutoff, pgsql.CleanupBatchSize)
+}
+
 // cleanupLoop deletes reservations older than retention, hourly.
 func cleanupLoop(ctx context.Context, store Store, retention time.Duration, logger *slog.Logger) {
 	t := time.NewTicker(time.Hour)

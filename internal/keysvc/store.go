@@ -77,12 +77,17 @@ type Store interface {
 	Close() error
 }
 
-// Cleaned is what a Cleanup did: the reservations it deleted, and the
-// transactions that deleted them.
+// Cleaned is what a Cleanup did: the reservations it deleted, the
+// transactions that deleted them, and the longest of those transactions
+// (what a reservation waiting behind one could wait).
 type Cleaned struct {
 	Deleted      int64
 	Transactions int
+	Longest      time.Duration
 }
+
+// took records one cleanup transaction that lasted d.
+func (c *Cleaned) took(d time.Duration) { c.Longest = max(c.Longest, d) }
 
 // Stores coalesce concurrent reservations and lease acquisitions into one
 // statement (or write transaction) and one commit per batch of at most

@@ -112,7 +112,7 @@ func (in Inbox) render(name string, extra map[string]any) string {
 	data := map[string]any{
 		"Schema": in.Schema, "Inbox": in.Inbox(), "Effects": in.Effects(),
 		"Outbox": in.Outbox(), "ApplyEvent": in.ApplyEvent(), "ApplyBatch": in.ApplyBatch(), "OutboxResult": in.OutboxResult(), "OutboxWait": in.OutboxWait(),
-		"CleanupProc": in.CleanupProc(), "Deliveries": in.Deliveries(), "Drainer": in.Drainer(), "DrainNext": in.DrainNext(),
+		"CleanupProc": in.CleanupProc(), "CleanupPause": pauseSeconds(), "Deliveries": in.Deliveries(), "Drainer": in.Drainer(), "DrainNext": in.DrainNext(),
 	}
 	maps.Copy(data, extra)
 	if err := inboxTemplate.ExecuteTemplate(&b, name, data); err != nil {

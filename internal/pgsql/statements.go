@@ -2,6 +2,7 @@ package pgsql
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -187,13 +188,21 @@ func ReleaseLease(events Table) string {
 	return fmt.Sprintf("DELETE FROM %s WHERE key = $1 AND state = 'processing' AND attempts = $2", events)
 }
 
-// CleanupBatchSize is how many expired keys one cleanup statement deletes.
-// Each batch is one short transaction: a day's expired keys of an account
-// taking 100 events a second (8.6 million) in one DELETE held its
-// transaction for seconds, with its locks, its WAL burst and its vacuum debt
-// (600,000 took 0.8 s here); 5,000 takes a few tens of milliseconds, and
-// reservations go on between batches (idemhook bench --scale measures both).
-const CleanupBatchSize = 5000
+// CleanupBatchSize is how many expired keys one cleanup statement deletes,
+// and CleanupPause the rest between two of them. Each batch is one short
+// transaction: a day's expired keys of an account taking 100 events a
+// second (8.6 million) in one DELETE held its transaction for seconds, with
+// its locks, its WAL burst and its vacuum debt (3 million took 2.5 s here).
+// Small batches and the pause spread the cleanup's WAL out: a reservation
+// committing beside it flushes the WAL written before its own commit, so
+// at full speed, or in batches of 5,000, every reservation waited behind
+// it (p99 twice to eighty times its p99 without a cleanup). Batches of 250
+// 10 ms apart still delete 20,000 keys a second (idemhook bench --scale
+// measures both, docs/speed.md).
+const (
+	CleanupBatchSize = 250
+	CleanupPause     = 10 * time.Millisecond
+)
 
 // CleanupBatch deletes at most batch keys first seen before $1, the oldest
 // first, in one statement: a caller runs it, in a transaction of its own
@@ -212,9 +221,9 @@ func CleanupBatch(events Table, batch int) string {
 
 // Cleanup is the cleanup workflow's statement: CleanupBatch with the cutoff
 // now() - retention, repeated in a DO block that commits after each batch
-// until one deletes fewer than batch, so that no transaction of it holds
-// more than batch keys. It must run outside a transaction block (n8n's
-// Postgres node runs one statement so).
+// and rests CleanupPause until one deletes fewer than batch, so that no
+// transaction of it holds more than batch keys. It must run outside a
+// transaction block (n8n's Postgres node runs one statement so).
 func Cleanup(events Table, retention time.Duration, batch int) string {
 	del := strings.Replace(CleanupBatch(events, batch), "$1", "now() - interval '"+intervalText(retention)+"'", 1)
 	return fmt.Sprintf(`DO $cleanup$
@@ -226,10 +235,14 @@ BEGIN
     GET DIAGNOSTICS deleted = ROW_COUNT;
     COMMIT;
     EXIT WHEN deleted < %d;
+    PERFORM pg_sleep(%s);
   END LOOP;
 END
-$cleanup$`, del, batch)
+$cleanup$`, del, batch, pauseSeconds())
 }
+
+// pauseSeconds is CleanupPause as pg_sleep's argument.
+func pauseSeconds() string { return strconv.FormatFloat(CleanupPause.Seconds(), 'f', -1, 64) }
 
 // intervalText renders a duration as PostgreSQL interval text, in days when
 // it is a whole number of days.

@@ -744,8 +744,10 @@ $fn$;
 
 -- idemhook_cleanup deletes sent tasks, then finished events with no task
 -- still to send, first finished longer ago than p_retention, p_batch rows in
--- each transaction (it commits between batches): a day of old work is many
--- short transactions, never one long one holding its locks and its WAL.
+-- each transaction (it commits between batches, and rests CleanupPause
+-- seconds): a day of old work is many short transactions, never one long one
+-- holding its locks and its WAL, and never a burst of WAL that the work
+-- committing beside it waits behind.
 -- Deleted by id, chosen in id order without locks; a row that changed
 -- meanwhile is matched again on delete and kept.
 CREATE OR REPLACE PROCEDURE idemhook_cleanup(p_retention interval, p_batch integer,
@@ -764,6 +766,7 @@ BEGIN
     tasks_deleted := tasks_deleted + v_n;
     COMMIT;
     EXIT WHEN v_n < p_batch;
+    PERFORM pg_sleep(0.01);
   END LOOP;
   LOOP
     DELETE FROM inbox_events e WHERE e.id = ANY (ARRAY(
@@ -776,6 +779,7 @@ BEGIN
     events_deleted := events_deleted + v_n;
     COMMIT;
     EXIT WHEN v_n < p_batch;
+    PERFORM pg_sleep(0.01);
   END LOOP;
 END
 $fn$;
