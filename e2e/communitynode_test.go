@@ -15,9 +15,11 @@ import (
 	"testing"
 
 	"github.com/idemhook/idemhook/conformance"
+	"github.com/idemhook/idemhook/internal/bench"
 	"github.com/idemhook/idemhook/internal/communitynode"
 	"github.com/idemhook/idemhook/internal/generator"
 	"github.com/idemhook/idemhook/internal/n8napi"
+	"github.com/idemhook/idemhook/internal/pgsql"
 	"github.com/idemhook/idemhook/internal/sandbox"
 )
 
@@ -154,34 +156,9 @@ func guardError(run n8napi.Run) string {
 }
 
 // removeDuplicatesWorkflow is a user's workflow deduplicated with n8n's own
-// Remove Duplicates v2 (items seen in previous executions, keyed by the
-// body's id), with the same business INSERT: what users reach for today.
+// Remove Duplicates node, the one the bench measures.
 func removeDuplicatesWorkflow(id, path, businessTable string, historySize int) []byte {
-	w := map[string]any{
-		"id": id, "name": "e2e " + path, "active": false, "settings": map[string]any{"executionOrder": "v1"},
-		"nodes": []map[string]any{
-			{"id": generator.UUIDFrom("e2e/" + path + "/webhook"), "name": "Webhook", "type": "n8n-nodes-base.webhook", "typeVersion": 2.1, "position": []int{0, 300},
-				"webhookId":  generator.UUIDFrom("e2e/" + path + "/webhookId"),
-				"parameters": map[string]any{"httpMethod": "POST", "path": path, "responseMode": "responseNode", "options": map[string]any{}}},
-			{"id": generator.UUIDFrom("e2e/" + path + "/dedupe"), "name": "Remove Duplicates", "type": "n8n-nodes-base.removeDuplicates", "typeVersion": 2, "position": []int{220, 300},
-				"parameters": map[string]any{"operation": "removeItemsSeenInPreviousExecutions", "dedupeValue": "={{ $json.body.id }}",
-					"options": map[string]any{"historySize": historySize}}},
-			{"id": generator.UUIDFrom("e2e/" + path + "/business"), "name": "Business Step", "type": "n8n-nodes-base.postgres", "typeVersion": 2.7, "position": []int{440, 300},
-				"credentials": map[string]any{"postgres": map[string]any{"id": nil, "name": credentialName}},
-				"parameters": map[string]any{"operation": "executeQuery",
-					"query":   "INSERT INTO " + businessTable + " (event_key, event_type) VALUES ($1, NULLIF($2, ''))",
-					"options": map[string]any{"queryReplacement": "={{ [ 'evt:' + $json.body.id, $json.body.type ] }}"}}},
-			{"id": generator.UUIDFrom("e2e/" + path + "/respond"), "name": "Respond", "type": "n8n-nodes-base.respondToWebhook", "typeVersion": 1.5, "position": []int{660, 300},
-				"parameters": map[string]any{"respondWith": "json", "responseBody": `{"status":"processed"}`, "options": map[string]any{}}},
-		},
-		"connections": map[string]any{
-			"Webhook":           map[string]any{"main": [][]map[string]any{{{"node": "Remove Duplicates", "type": "main", "index": 0}}}},
-			"Remove Duplicates": map[string]any{"main": [][]map[string]any{{{"node": "Business Step", "type": "main", "index": 0}}}},
-			"Business Step":     map[string]any{"main": [][]map[string]any{{{"node": "Respond", "type": "main", "index": 0}}}},
-		},
-	}
-	b, _ := json.Marshal(w)
-	return b
+	return bench.RemoveDuplicatesWorkflow(id, path, pgsql.MustParseTable(businessTable), credentialName, historySize)
 }
 
 // Side by side, one event delivered 20 times at once: through n8n's Remove

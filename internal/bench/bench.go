@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"slices"
 	"time"
 
@@ -82,6 +81,10 @@ type Report struct {
 	Results    []Result
 	// NodeTimes are the inbox part's times per node, as n8n recorded them.
 	NodeTimes []NodeTime
+	// Scale and Retention are Scale's: reservations as the table grows,
+	// and the pruning of expired keys beside reservations.
+	Scale     []ScalePoint
+	Retention []RetentionRun
 }
 
 func (o Options) withDefaults() Options {
@@ -113,16 +116,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	defer st.Close()
-	rep := &Report{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), PostgreSQL: sandbox.PostgresMajor}
-	if !opts.SkipN8N {
-		rep.N8N = sandbox.N8NVersion
-	}
-	var verified string
-	if err := st.Business.QueryRow(ctx, "SELECT current_setting('fsync') || '/' || current_setting('synchronous_commit')").Scan(&verified); err != nil {
+	rep, err := newReport(ctx, st, !opts.SkipN8N)
+	if err != nil {
 		return nil, err
-	}
-	if verified != "on/on" {
-		return nil, fmt.Errorf("the benchmark needs a durable PostgreSQL, this one runs fsync/synchronous_commit = %s", verified)
 	}
 	step := func(format string, args ...any) { fmt.Fprintf(opts.Progress, "bench: "+format+"\n", args...) }
 

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/xml"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -166,5 +167,59 @@ func TestInboxRun(t *testing.T) {
 	}
 	if _, ok := nodes[inboxNode+"/"+generator.NodeBuildReceipt]; ok {
 		t.Errorf("the community node's receiver ran a Code node: %+v", rep.NodeTimes)
+	}
+}
+
+// The scale part renders each size, each goal beside its figure (met or
+// missed, from the figures), the embedded store's file, and its charts.
+func TestScaleReportRenders(t *testing.T) {
+	points := []ScalePoint{
+		{Series: scaleKeysvcPG, Keys: 0, Throughput: 7000, P50: time.Millisecond},
+		{Series: scaleKeysvcPG, Keys: 10000000, Throughput: 6000, P50: 1300 * time.Microsecond, BytesPerKey: 250},
+		{Series: scaleUnguarded, Keys: 0, P50: 49 * time.Millisecond, VsUnguarded: 1},
+		{Series: scaleNode, Keys: 0, P50: 50 * time.Millisecond, VsUnguarded: 1.02},
+		{Series: scaleUnguarded, Keys: 10000000, P50: 60 * time.Millisecond, VsUnguarded: 1},
+		{Series: scaleNode, Keys: 10000000, P50: 55 * time.Millisecond, VsUnguarded: 1.05},
+		{Series: fmt.Sprintf(scaleDedupe, 100000), Keys: 100000, P50: 200 * time.Millisecond, VsUnguarded: 4},
+	}
+	setScaleRatios(points)
+	if points[1].VsFirst != 1.3 || points[5].VsFirst != 1.1 {
+		t.Fatalf("ratios to the first size: %v %v, want 1.3 and 1.1", points[1].VsFirst, points[5].VsFirst)
+	}
+	runs := []RetentionRun{
+		{Cleanup: retentionKeysvcPG, Expired: 3000000, Live: 1000000, Deleted: 3000000, Transactions: 12000, Longest: 20 * time.Millisecond,
+			Rate: 200, P99Before: 2 * time.Millisecond, P99During: 2500 * time.Microsecond},
+		{Cleanup: retentionOneDelete, Expired: 3000000, Deleted: 3000000, Transactions: 1, Longest: 2500 * time.Millisecond, P99Before: 2 * time.Millisecond, P99During: 10 * time.Millisecond},
+		{Cleanup: retentionKeysvcBolt, Expired: 3000000, Deleted: 3000000, Longest: 2 * time.Second, P99Before: 2 * time.Millisecond, P99During: 4 * time.Millisecond,
+			FileBefore: 900 << 20, FileAfter: 900 << 20, FileRefilled: 920 << 20},
+	}
+	r := &Report{Date: time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC), CPUs: 2, PostgreSQL: "16", Scale: points, Retention: runs}
+	md := r.Markdown()
+	for _, want := range []string{
+		"| keysvc on PostgreSQL | 10,000,000 | 6000 /s | 1.30 ms |", "**1.30**",
+		"keysvc on PostgreSQL: p50 with 10,000,000 keys ÷ p50 at the first size = 1.30 (goal ≤ 1.2): **missed**",
+		"community node in n8n (PostgreSQL store): p50 with 10,000,000 keys ÷ p50 at the first size = 1.10 (goal ≤ 1.2): met",
+		"| Remove Duplicates, history 100000 | 100,000 |", "**4.00**",
+		"3,000,000 expired keys pruned beside 1,000,000 live ones",
+		retentionKeysvcPG + ": longest transaction 20.00 ms (goal ≤ 1s): met; reservation p99 during ÷ before = 1.25 (goal ≤ 1.5): met",
+		retentionKeysvcBolt + ": longest transaction 2000.00 ms (goal ≤ 1s): **missed**; reservation p99 during ÷ before = 2.00 (goal ≤ 1.5): **missed**",
+		"900 MiB before the pruning, 900 MiB after it", "920 MiB after as many new keys",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the scale tables lack %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, retentionOneDelete+": longest") || strings.Contains(md, scaleUnguarded+": p50") {
+		t.Errorf("the one DELETE is the comparison, not a goal:\n%s", md)
+	}
+	svg := string(r.SVG())
+	var doc struct{ XMLName xml.Name }
+	if err := xml.Unmarshal([]byte(svg), &doc); err != nil {
+		t.Fatalf("the SVG does not parse: %v", err)
+	}
+	for _, want := range []string{"as the table grows", "Remove Duplicates by history", "before the pruning and during it", "10,000,000 keys"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the charts lack %q", want)
+		}
 	}
 }

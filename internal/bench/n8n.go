@@ -46,32 +46,51 @@ const pause = 250 * time.Millisecond
 // workflowWithout is the user's own workflow without a guard: the same
 // business INSERT as the generated example step, or none at all (bare).
 func workflowWithout(id, path string, business *pgsql.Table) []byte {
-	nodes := []map[string]any{{
-		"parameters": map[string]any{"httpMethod": "POST", "path": path, "responseMode": "responseNode", "options": map[string]any{}},
-		"id":         uuidOf(path + "/webhook"), "name": "Webhook",
-		"type": "n8n-nodes-base.webhook", "typeVersion": generator.TypeVersions["n8n-nodes-base.webhook"], "position": []int{0, 300},
-		"webhookId": uuidOf(path + "/webhookId"),
-	}}
-	connections := map[string]any{}
-	last := "Webhook"
-	if business != nil {
-		nodes = append(nodes, map[string]any{
-			"parameters": map[string]any{"operation": "executeQuery",
-				"query":   fmt.Sprintf("INSERT INTO %s (event_key, event_type) VALUES ($1, NULLIF($2, ''))", business),
-				"options": map[string]any{"queryReplacement": "={{ [ 'evt:' + $json.body.id, $json.body.type ] }}"}},
-			"id": uuidOf(path + "/business"), "name": "Business Step", "type": "n8n-nodes-base.postgres",
-			"typeVersion": generator.TypeVersions["n8n-nodes-base.postgres"], "position": []int{220, 300},
-			"credentials": map[string]any{"postgres": map[string]any{"id": nil, "name": benchCredential}},
-		})
-		connections["Webhook"] = map[string]any{"main": [][]map[string]any{{{"node": "Business Step", "type": "main", "index": 0}}}}
-		last = "Business Step"
+	return userWorkflow(id, path, business, benchCredential, 0)
+}
+
+// RemoveDuplicatesWorkflow is the user's workflow deduplicated the way n8n
+// offers: its Remove Duplicates node (v2, "Remove Items Processed in
+// Previous Executions", keyed on the body's id, with a history of history
+// keys) before the business INSERT into business, through the Postgres
+// credential named credential.
+func RemoveDuplicatesWorkflow(id, path string, business pgsql.Table, credential string, history int) []byte {
+	return userWorkflow(id, path, &business, credential, history)
+}
+
+// userWorkflow is Webhook → [Remove Duplicates →] [business INSERT →]
+// Respond: Remove Duplicates when history > 0, the INSERT when business is
+// set.
+func userWorkflow(id, path string, business *pgsql.Table, credential string, history int) []byte {
+	node := func(name, typ string, typeVersion float64, parameters map[string]any) map[string]any {
+		return map[string]any{"id": uuidOf(path + "/" + name), "name": name, "type": typ, "typeVersion": typeVersion, "parameters": parameters}
 	}
-	nodes = append(nodes, map[string]any{
-		"parameters": map[string]any{"respondWith": "json", "responseBody": `{"status":"processed"}`, "options": map[string]any{}},
-		"id":         uuidOf(path + "/respond"), "name": "Respond", "type": "n8n-nodes-base.respondToWebhook",
-		"typeVersion": generator.TypeVersions["n8n-nodes-base.respondToWebhook"], "position": []int{440, 300},
-	})
-	connections[last] = map[string]any{"main": [][]map[string]any{{{"node": "Respond", "type": "main", "index": 0}}}}
+	webhook := node("Webhook", "n8n-nodes-base.webhook", generator.TypeVersions["n8n-nodes-base.webhook"],
+		map[string]any{"httpMethod": "POST", "path": path, "responseMode": "responseNode", "options": map[string]any{}})
+	webhook["webhookId"] = uuidOf(path + "/webhookId")
+	nodes := []map[string]any{webhook}
+	if history > 0 {
+		nodes = append(nodes, node("Remove Duplicates", "n8n-nodes-base.removeDuplicates", 2, map[string]any{
+			"operation": "removeItemsSeenInPreviousExecutions", "dedupeValue": "={{ $json.body.id }}",
+			"options": map[string]any{"historySize": history}}))
+	}
+	if business != nil {
+		step := node("Business Step", "n8n-nodes-base.postgres", generator.TypeVersions["n8n-nodes-base.postgres"], map[string]any{
+			"operation": "executeQuery",
+			"query":     fmt.Sprintf("INSERT INTO %s (event_key, event_type) VALUES ($1, NULLIF($2, ''))", business),
+			"options":   map[string]any{"queryReplacement": "={{ [ 'evt:' + $json.body.id, $json.body.type ] }}"}})
+		step["credentials"] = map[string]any{"postgres": map[string]any{"id": nil, "name": credential}}
+		nodes = append(nodes, step)
+	}
+	nodes = append(nodes, node("Respond", "n8n-nodes-base.respondToWebhook", generator.TypeVersions["n8n-nodes-base.respondToWebhook"],
+		map[string]any{"respondWith": "json", "responseBody": `{"status":"processed"}`, "options": map[string]any{}}))
+	connections := map[string]any{}
+	for i, n := range nodes {
+		n["position"] = []int{220 * i, 300}
+		if i > 0 {
+			connections[nodes[i-1]["name"].(string)] = map[string]any{"main": [][]map[string]any{{{"node": n["name"], "type": "main", "index": 0}}}}
+		}
+	}
 	b, _ := json.Marshal(map[string]any{"id": id, "name": "bench " + path, "nodes": nodes, "connections": connections,
 		"active": false, "settings": map[string]any{"executionOrder": "v1"}, "pinData": map[string]any{}})
 	return b
@@ -96,40 +115,20 @@ func n8nModes(ctx context.Context, st *sandbox.Stack, opts Options, withNode boo
 		return nil, err
 	}
 	defer ks.Close(context.WithoutCancel(ctx))
-
-	cred := filepath.Join(dir, "credential.json")
-	creds, err := json.Marshal([]map[string]any{
-		{"id": "idemhookBenchCred", "name": benchCredential, "type": "postgres", "data": st.PostgresCredentialData()},
-		{"id": "idemhookBenchKsvc", "name": benchKeysvcBearer, "type": "httpBearerAuth", "data": map[string]any{"token": token}},
-		{"id": "idemhookBenchNode", "name": benchKeysvcNode, "type": communitynode.KeysvcCredential, "data": map[string]any{"url": ks.URL, "token": token}},
-	})
-	if err != nil {
+	if err := importCredentials(ctx, st, dir,
+		map[string]any{"id": "idemhookBenchKsvc", "name": benchKeysvcBearer, "type": "httpBearerAuth", "data": map[string]any{"token": token}},
+		map[string]any{"id": "idemhookBenchNode", "name": benchKeysvcNode, "type": communitynode.KeysvcCredential, "data": map[string]any{"url": ks.URL, "token": token}},
+	); err != nil {
 		return nil, err
-	}
-	if err := os.WriteFile(cred, creds, 0o600); err != nil {
-		return nil, err
-	}
-	if err := st.ImportCredentials(ctx, cred); err != nil {
-		return nil, err
-	}
-
-	type mode struct {
-		name     string
-		file     []byte // a hand-made workflow, or
-		opts     *generator.Options
-		baseline string
 	}
 	business := pgsql.MustParseTable("bench_business")
 	if _, err := st.Business.Exec(ctx, pgsql.BusinessDDL(business)); err != nil {
 		return nil, err
 	}
-	const unguarded = "your workflow, no guard (Webhook → business INSERT → Respond)"
 	gen := func(path string, o generator.Options) *generator.Options {
-		o.WebhookPath, o.WorkflowName, o.CredentialName = path, "bench "+path, benchCredential
-		o.EventsTable, o.BusinessTable = "bench_events_"+strings.TrimPrefix(path, "bench-"), "bench_business"
-		return &o
+		return benchOptions(path, "bench_events_"+strings.TrimPrefix(path, "bench-"), o)
 	}
-	modes := []mode{
+	modes := []workflow{
 		{name: "bare Webhook → Respond", file: workflowWithout("idemhookBenchBare", "bench-bare", nil), baseline: unguarded},
 		{name: unguarded, file: workflowWithout("idemhookBenchUngd", "bench-unguarded", &business)},
 		{name: "default (code-node, reserve)", opts: gen("bench-default", generator.Options{}), baseline: unguarded},
@@ -142,72 +141,19 @@ func n8nModes(ctx context.Context, st *sandbox.Stack, opts Options, withNode boo
 	if withNode {
 		// Both packages, installed from their packed tarballs.
 		modes = append(modes,
-			mode{name: CommunityNodeSeries, opts: gen("bench-node", generator.Options{Hashing: generator.HashingNode}), baseline: unguarded},
-			mode{name: CommunityNodeKeysvcSeries, opts: gen("bench-node-keysvc", generator.Options{Hashing: generator.HashingNode, NodeStore: generator.NodeStoreKeysvc,
+			workflow{name: CommunityNodeSeries, opts: gen("bench-node", generator.Options{Hashing: generator.HashingNode}), baseline: unguarded},
+			workflow{name: CommunityNodeKeysvcSeries, opts: gen("bench-node-keysvc", generator.Options{Hashing: generator.HashingNode, NodeStore: generator.NodeStoreKeysvc,
 				ReserveOptions: generator.ReserveOptions{KeysvcCredential: benchKeysvcNode}}), baseline: unguarded})
 	}
-	urls := make([]string, len(modes))
-	files := make([][]byte, len(modes))
-	for i, m := range modes {
-		step("n8n: deploying %s", m.name)
-		path, file := "", filepath.Join(dir, fmt.Sprintf("workflow-%d.json", i))
-		if m.opts != nil {
-			files, err := generator.Files(*m.opts)
-			if err != nil {
-				return nil, err
-			}
-			if _, err := st.Business.Exec(ctx, string(files["schema.sql"])); err != nil {
-				return nil, err
-			}
-			m.file, path = files[generator.FileWorkflow], m.opts.WebhookPath
-		} else {
-			var w struct {
-				Nodes []struct{ Parameters struct{ Path string } }
-			}
-			json.Unmarshal(m.file, &w)
-			path = w.Nodes[0].Parameters.Path
-		}
-		files[i] = m.file
-		if err := os.WriteFile(file, m.file, 0o644); err != nil {
-			return nil, err
-		}
-		if err := st.Deploy(ctx, file); err != nil {
-			return nil, fmt.Errorf("deploy %s: %w", m.name, err)
-		}
-		urls[i] = st.WebhookURL + "/webhook/" + path
+	if err := deployWorkflows(ctx, st, dir, modes, step); err != nil {
+		return nil, err
 	}
-	deliver := func(i, n int) (time.Duration, error) {
-		body := fmt.Appendf(nil, `{"id":"evt_bench_%d_%d","type":"invoice.paid"}`, i, n)
-		start := time.Now()
-		resp, err := http.Post(urls[i], "application/json", bytes.NewReader(body))
-		if err != nil {
-			return 0, err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return 0, fmt.Errorf("%s answered %d", modes[i].name, resp.StatusCode)
-		}
-		return time.Since(start), nil
-	}
-	// The modes take turns, delivery by delivery, so that whatever else the
-	// machine does affects them alike; the first rounds warm n8n up. n8n
-	// saves an execution after it answered: the pause lets it finish, so
-	// that no delivery pays for the one before (without it the bare
-	// workflow, measured after the heaviest one, came out slowest).
 	step("n8n: %d rounds of one delivery to each of the %d workflows", opts.Deliveries, len(modes))
-	lat := make([][]time.Duration, len(modes))
-	for n := -3; n < opts.Deliveries; n++ {
-		for i := range modes {
-			d, err := deliver(i, n)
-			if err != nil {
-				return nil, err
-			}
-			if n >= 0 {
-				lat[i] = append(lat[i], d)
-			}
-			time.Sleep(pause)
-		}
+	lat, err := timeDeliveries(modes, 3, opts.Deliveries, func(i, n int) []byte {
+		return fmt.Appendf(nil, `{"id":"evt_bench_%d_%d","type":"invoice.paid"}`, i, n)
+	})
+	if err != nil {
+		return nil, err
 	}
 	step("n8n: reading the time of each node from n8n's execution data")
 	key, err := n8napi.SetupOwner(ctx, st.N8NURL, "bench@idemhook.local", "Bench-password-1")
@@ -222,13 +168,127 @@ func n8nModes(ctx context.Context, st *sandbox.Stack, opts Options, withNode boo
 	for i, m := range modes {
 		r := throughputResult("n8n", m.name, 1, len(lat[i]), sum(lat[i]), lat[i])
 		r.Baseline = m.baseline
-		if r.Note, err = nodeTimes(ctx, n8n, gjson.GetBytes(files[i], "id").String()); err != nil {
+		if r.Note, err = nodeTimes(ctx, n8n, m.id()); err != nil {
 			return nil, err
 		}
 		out = append(out, r)
 	}
 	setRatios(out)
 	return out, nil
+}
+
+// unguarded is the series every guard in n8n is divided by.
+const unguarded = "your workflow, no guard (Webhook → business INSERT → Respond)"
+
+// benchOptions are the generator's options of a bench workflow at path,
+// its keys in events, its business rows in bench_business.
+func benchOptions(path, events string, o generator.Options) *generator.Options {
+	o.WebhookPath, o.WorkflowName, o.CredentialName = path, "bench "+path, benchCredential
+	o.EventsTable, o.BusinessTable = events, "bench_business"
+	return &o
+}
+
+// workflow is an n8n workflow the bench deploys and delivers to: a
+// hand-made one (file), or one the generator makes (opts).
+type workflow struct {
+	name     string
+	file     []byte
+	opts     *generator.Options
+	baseline string
+	// url is where deliveries go, once deployed.
+	url string
+}
+
+// id is the workflow's id in n8n.
+func (w workflow) id() string { return gjson.GetBytes(w.file, "id").String() }
+
+// importCredentials imports the bench's PostgreSQL credential and creds
+// into n8n, through a file in dir.
+func importCredentials(ctx context.Context, st *sandbox.Stack, dir string, creds ...map[string]any) error {
+	all := append([]map[string]any{{"id": "idemhookBenchCred", "name": benchCredential, "type": "postgres", "data": st.PostgresCredentialData()}}, creds...)
+	b, err := json.Marshal(all)
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(dir, "credentials.json")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(file)
+	return st.ImportCredentials(ctx, file)
+}
+
+// deployWorkflows generates (creating their tables) and deploys each
+// workflow, and sets its file and url.
+func deployWorkflows(ctx context.Context, st *sandbox.Stack, dir string, ws []workflow, step func(string, ...any)) error {
+	for i := range ws {
+		w := &ws[i]
+		step("n8n: deploying %s", w.name)
+		if w.opts != nil {
+			files, err := generator.Files(*w.opts)
+			if err != nil {
+				return err
+			}
+			if _, err := st.Business.Exec(ctx, string(files["schema.sql"])); err != nil {
+				return err
+			}
+			w.file = files[generator.FileWorkflow]
+		}
+		var parsed struct {
+			ID    string
+			Nodes []struct{ Parameters struct{ Path string } }
+		}
+		if err := json.Unmarshal(w.file, &parsed); err != nil || len(parsed.Nodes) == 0 {
+			return fmt.Errorf("deploy %s: not a workflow (%v)", w.name, err)
+		}
+		file := filepath.Join(dir, parsed.ID+".json")
+		if err := os.WriteFile(file, w.file, 0o644); err != nil {
+			return err
+		}
+		if err := st.Deploy(ctx, file); err != nil {
+			return fmt.Errorf("deploy %s: %w", w.name, err)
+		}
+		// The Webhook is the first node of every bench workflow.
+		w.url = st.WebhookURL + "/webhook/" + parsed.Nodes[0].Parameters.Path
+	}
+	return nil
+}
+
+// timeDeliveries times rounds of one delivery (body(i, n): the n-th to
+// workflow i) to each workflow in turn, and returns each workflow's
+// latencies. The workflows take turns, delivery by delivery, so that
+// whatever else the machine does affects them alike; warmup rounds first
+// warm n8n up, untimed. n8n saves an execution after it answered: the pause lets it
+// finish, so that no delivery pays for the one before (without it the bare
+// workflow, measured after the heaviest one, came out slowest).
+func timeDeliveries(ws []workflow, warmup, rounds int, body func(i, n int) []byte) ([][]time.Duration, error) {
+	deliver := func(i, n int) (time.Duration, error) {
+		start := time.Now()
+		resp, err := http.Post(ws[i].url, "application/json", bytes.NewReader(body(i, n)))
+		if err != nil {
+			return 0, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return 0, fmt.Errorf("%s answered %d", ws[i].name, resp.StatusCode)
+		}
+		return time.Since(start), nil
+	}
+	lat := make([][]time.Duration, len(ws))
+	for n := -warmup; n < rounds; n++ {
+		for i := range ws {
+			d, err := deliver(i, n)
+			if err != nil {
+				return nil, err
+			}
+			if n >= 0 {
+				lat[i] = append(lat[i], d)
+			}
+			time.Sleep(pause)
+		}
+	}
+	return lat, nil
 }
 
 // nodeTimes is the median time n8n recorded for each node of the workflow's

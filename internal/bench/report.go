@@ -54,6 +54,7 @@ func (r *Report) Markdown() string {
 		}
 	}
 	b.WriteString(inboxMarkdown(r.Results))
+	b.WriteString(scaleMarkdown(r.Scale, r.Retention))
 	b.WriteString(nodeTimesMarkdown(r.NodeTimes))
 	return b.String()
 }
@@ -85,32 +86,21 @@ func (r *Report) SVG() []byte {
 	var body strings.Builder
 
 	// Throughput bars: reservations by clients, the inbox pattern by senders.
-	bars := func(part, title, who string) {
-		res := r.part(part)
-		if len(res) == 0 {
-			return
+	throughput := func(part, title, who string) barChart {
+		c := barChart{title: title, unit: "/s"}
+		for _, x := range r.part(part) {
+			c.bars = append(c.bars, bar{label: fmt.Sprintf("%s, %d %s", x.Name, x.Concurrency, who), value: x.Throughput, class: seriesClass(x.Name)})
 		}
-		fmt.Fprintf(&body, `<text x="10" y="%d" class="title">%s</text>`+"\n", y, html.EscapeString(title))
-		y += 16
-		// The label column fits the longest label (about 6.5 px a character at 12 px).
-		left := left
-		peak := 0.0
-		for _, x := range res {
-			peak = math.Max(peak, x.Throughput)
-			left = max(left, 16+len([]rune(fmt.Sprintf("%s, %d %s", x.Name, x.Concurrency, who)))*13/2)
-		}
-		for _, x := range res {
-			w := int(float64(width-left-80) * x.Throughput / peak)
-			fmt.Fprintf(&body, `<text x="%d" y="%d" class="label" text-anchor="end">%s, %d %s</text>`, left-8, y+12, html.EscapeString(x.Name), x.Concurrency, who)
-			fmt.Fprintf(&body, `<rect x="%d" y="%d" width="%d" height="14" class="%s"/>`, left, y+1, max(w, 1), seriesClass(x.Name))
-			fmt.Fprintf(&body, `<text x="%d" y="%d" class="value">%.0f/s</text>`+"\n", left+w+6, y+12, x.Throughput)
-			y += 20
-		}
-		y += 24
+		return c
 	}
-	bars("reservations", "Reservations per second (higher is better), durable PostgreSQL", "clients")
-	bars(partInbox, "The inbox pattern in n8n: events per second to the effect (higher is better), durable PostgreSQL", "senders")
-	bars(partBurst, "A burst of events sent at once: events per second to the last effect (higher is better)", "senders")
+	charts := []barChart{
+		throughput("reservations", "Reservations per second (higher is better), durable PostgreSQL", "clients"),
+		throughput(partInbox, "The inbox pattern in n8n: events per second to the effect (higher is better), durable PostgreSQL", "senders"),
+		throughput(partBurst, "A burst of events sent at once: events per second to the last effect (higher is better)", "senders"),
+	}
+	for _, c := range append(charts, scaleBars(r.Scale, r.Retention)...) {
+		y = c.draw(&body, y, left, width)
+	}
 
 	// Chart 2: n8n latency distributions.
 	n := r.part("n8n")
@@ -146,8 +136,53 @@ func (r *Report) SVG() []byte {
 	return []byte(b.String())
 }
 
+// bar is one bar of a chart, of class "keysvc" (ours) or "baseline".
+type bar struct {
+	label string
+	value float64
+	class string
+}
+
+// barChart is a chart of horizontal bars, each value written beside its
+// bar in unit ("/s" or "ms").
+type barChart struct {
+	title, unit string
+	bars        []bar
+}
+
+// draw writes the chart into body from y, its labels right-aligned at left
+// (or further right, to fit the longest), and returns the y below it.
+func (c barChart) draw(body *strings.Builder, y, left, width int) int {
+	if len(c.bars) == 0 {
+		return y
+	}
+	fmt.Fprintf(body, `<text x="10" y="%d" class="title">%s</text>`+"\n", y, html.EscapeString(c.title))
+	y += 16
+	// The label column fits the longest label (about 6.5 px a character at 12 px).
+	peak := 0.0
+	for _, b := range c.bars {
+		peak = math.Max(peak, b.value)
+		left = max(left, 16+len([]rune(b.label))*13/2)
+	}
+	for _, b := range c.bars {
+		w := 0
+		if peak > 0 {
+			w = int(float64(width-left-80) * b.value / peak)
+		}
+		value := fmt.Sprintf("%.0f/s", b.value)
+		if c.unit == "ms" {
+			value = fmt.Sprintf("%.2f ms", b.value)
+		}
+		fmt.Fprintf(body, `<text x="%d" y="%d" class="label" text-anchor="end">%s</text>`, left-8, y+12, html.EscapeString(b.label))
+		fmt.Fprintf(body, `<rect x="%d" y="%d" width="%d" height="14" class="%s"/>`, left, y+1, max(w, 1), b.class)
+		fmt.Fprintf(body, `<text x="%d" y="%d" class="value">%s</text>`+"\n", left+w+6, y+12, value)
+		y += 20
+	}
+	return y + 24
+}
+
 func seriesClass(name string) string {
-	if strings.HasPrefix(name, "keysvc") || strings.HasPrefix(name, "inbox") {
+	if strings.HasPrefix(name, "keysvc") || strings.HasPrefix(name, "inbox") || strings.HasPrefix(name, "community node") {
 		return "keysvc"
 	}
 	return "baseline"
