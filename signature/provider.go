@@ -1,6 +1,8 @@
 package signature
 
 import (
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 
 	"github.com/idemhook/idemhook/signature/provider"
@@ -40,6 +42,76 @@ func Names() string { return provider.List() }
 // Headers lists the request headers p's scheme reads, in canonical form.
 func (p Provider) Headers() []string { return provider.Headers(string(p)) }
 
+// scheme is one provider's row: how a delivery is verified from its
+// headers, what its secrets must look like beyond being set (nil: any
+// non-empty secret, an HMAC key used as given), and how its sender signs a
+// body at a timestamp (ts, in Unix seconds).
+type scheme struct {
+	verify       func(h Header, body []byte, secrets []string, opts Options) error
+	checkSecrets func(secrets []string) error
+	sign         func(u Unsigned, ts string) (map[string]string, error)
+}
+
+// schemes is every provider's row: adding a provider is a row here and one
+// in package provider's table.
+var schemes = map[Provider]scheme{
+	ProviderStripe: {
+		verify: func(h Header, body []byte, secrets []string, opts Options) error {
+			return Stripe(body, h.Get("Stripe-Signature"), secrets, opts)
+		},
+		sign: func(u Unsigned, ts string) (map[string]string, error) {
+			return map[string]string{"Stripe-Signature": "t=" + ts + ",v1=" + hex.EncodeToString(mac([]byte(u.Secret), []byte(ts+"."), u.Body))}, nil
+		},
+	},
+	ProviderStandardWebhooks: {
+		// Svix's svix-* header names are accepted too.
+		verify: func(h Header, body []byte, secrets []string, opts Options) error {
+			if h.Get("Webhook-Id") == "" && h.Get("Svix-Id") != "" {
+				return StandardWebhooks(body, h.Get("Svix-Id"), h.Get("Svix-Timestamp"), h.Get("Svix-Signature"), secrets, opts)
+			}
+			return StandardWebhooks(body, h.Get("Webhook-Id"), h.Get("Webhook-Timestamp"), h.Get("Webhook-Signature"), secrets, opts)
+		},
+		checkSecrets: func(secrets []string) error {
+			_, err := standardWebhooksKeys(secrets)
+			return err
+		},
+		sign: signStandardWebhooks,
+	},
+	ProviderGitHub: {
+		verify: func(h Header, body []byte, secrets []string, _ Options) error {
+			return GitHub(body, h.Get("X-Hub-Signature-256"), secrets)
+		},
+		sign: func(u Unsigned, _ string) (map[string]string, error) {
+			return map[string]string{"X-Hub-Signature-256": "sha256=" + hex.EncodeToString(mac([]byte(u.Secret), u.Body))}, nil
+		},
+	},
+	ProviderShopify: {
+		verify: func(h Header, body []byte, secrets []string, _ Options) error {
+			return Shopify(body, h.Get("X-Shopify-Hmac-Sha256"), secrets)
+		},
+		sign: func(u Unsigned, _ string) (map[string]string, error) {
+			return map[string]string{"X-Shopify-Hmac-Sha256": base64.StdEncoding.EncodeToString(mac([]byte(u.Secret), u.Body))}, nil
+		},
+	},
+	ProviderSlack: {
+		verify: func(h Header, body []byte, secrets []string, opts Options) error {
+			return Slack(body, h.Get("X-Slack-Request-Timestamp"), h.Get("X-Slack-Signature"), secrets, opts)
+		},
+		sign: func(u Unsigned, ts string) (map[string]string, error) {
+			return map[string]string{"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": "v0=" + hex.EncodeToString(mac([]byte(u.Secret), []byte("v0:"+ts+":"), u.Body))}, nil
+		},
+	},
+}
+
+// schemeOf is p's row, or an error naming p when it has none.
+func schemeOf(p Provider) (scheme, error) {
+	s, ok := schemes[p]
+	if !ok {
+		return scheme{}, fmt.Errorf("unknown provider %q", string(p))
+	}
+	return s, nil
+}
+
 // CheckSecrets reports whether secrets have the form p's scheme needs, so
 // that a service can refuse a bad configuration at start rather than fail
 // every delivery. It fails with ErrNoSecret when no secret is set, and with
@@ -48,17 +120,14 @@ func (p Provider) Headers() []string { return provider.Headers(string(p)) }
 // whpk_ public key (the base64 of 32 bytes). The other schemes key an HMAC
 // with the secret as given, so any non-empty secret fits them.
 func (p Provider) CheckSecrets(secrets []string) error {
-	if err := checkSecrets(secrets); err != nil {
+	s, err := schemeOf(p)
+	if err != nil {
 		return err
 	}
-	switch p {
-	case ProviderStandardWebhooks:
-		_, err := standardWebhooksKeys(secrets)
+	if err := checkSecrets(secrets); err != nil || s.checkSecrets == nil {
 		return err
-	case ProviderStripe, ProviderGitHub, ProviderShopify, ProviderSlack:
-		return nil
 	}
-	return fmt.Errorf("unknown provider %q", string(p))
+	return s.checkSecrets(secrets)
 }
 
 // Header is what Verify reads of a request's headers; http.Header has it.
@@ -69,20 +138,9 @@ type Header interface {
 // Verify checks a request's signature with p's scheme. Standard Webhooks
 // also accepts Svix's svix-* header names.
 func (p Provider) Verify(h Header, body []byte, secrets []string, opts Options) error {
-	switch p {
-	case ProviderStripe:
-		return Stripe(body, h.Get("Stripe-Signature"), secrets, opts)
-	case ProviderStandardWebhooks:
-		if h.Get("Webhook-Id") == "" && h.Get("Svix-Id") != "" {
-			return StandardWebhooks(body, h.Get("Svix-Id"), h.Get("Svix-Timestamp"), h.Get("Svix-Signature"), secrets, opts)
-		}
-		return StandardWebhooks(body, h.Get("Webhook-Id"), h.Get("Webhook-Timestamp"), h.Get("Webhook-Signature"), secrets, opts)
-	case ProviderGitHub:
-		return GitHub(body, h.Get("X-Hub-Signature-256"), secrets)
-	case ProviderShopify:
-		return Shopify(body, h.Get("X-Shopify-Hmac-Sha256"), secrets)
-	case ProviderSlack:
-		return Slack(body, h.Get("X-Slack-Request-Timestamp"), h.Get("X-Slack-Signature"), secrets, opts)
+	s, err := schemeOf(p)
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("unknown provider %q", string(p))
+	return s.verify(h, body, secrets, opts)
 }

@@ -3,7 +3,6 @@ package signature
 import (
 	"crypto/ed25519"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -43,21 +42,11 @@ func (p Provider) Sign(u Unsigned) (map[string]string, error) {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	ts := strconv.FormatInt(at.Unix(), 10)
-	secret := []byte(u.Secret)
-	switch p {
-	case ProviderStripe:
-		return map[string]string{"Stripe-Signature": "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, []byte(ts+"."), u.Body))}, nil
-	case ProviderGitHub:
-		return map[string]string{"X-Hub-Signature-256": "sha256=" + hex.EncodeToString(mac(secret, u.Body))}, nil
-	case ProviderShopify:
-		return map[string]string{"X-Shopify-Hmac-Sha256": base64.StdEncoding.EncodeToString(mac(secret, u.Body))}, nil
-	case ProviderSlack:
-		return map[string]string{"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": "v0=" + hex.EncodeToString(mac(secret, []byte("v0:"+ts+":"), u.Body))}, nil
-	case ProviderStandardWebhooks:
-		return signStandardWebhooks(u, ts)
+	s, err := schemeOf(p)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("unknown provider %q", string(p))
+	return s.sign(u, strconv.FormatInt(at.Unix(), 10))
 }
 
 // signStandardWebhooks signs "id.timestamp.body": v1 with the whsec_

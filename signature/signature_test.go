@@ -266,6 +266,20 @@ func TestProviderVerifyReadsTheRightHeaders(t *testing.T) {
 	if _, err := signature.ParseProvider("paypal"); err == nil {
 		t.Error("ParseProvider accepted paypal")
 	}
+	// A provider without a row in the scheme table is refused by each
+	// method, by name.
+	paypal := signature.Provider("paypal")
+	for what, err := range map[string]error{
+		"Verify":       paypal.Verify(h, []byte("x"), []string{"s"}, signature.Options{}),
+		"CheckSecrets": paypal.CheckSecrets([]string{"s"}),
+	} {
+		if err == nil || !strings.Contains(err.Error(), `unknown provider "paypal"`) {
+			t.Errorf("%s of paypal: %v", what, err)
+		}
+	}
+	if _, err := paypal.Sign(signature.Unsigned{Body: []byte("x"), Secret: "s"}); err == nil {
+		t.Error("Sign of paypal")
+	}
 }
 
 // FuzzParsers: no header, however malformed, panics or verifies without the
