@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -82,124 +83,156 @@ const (
 // confirms the order before it answers, run in the same lab. Each lab is
 // started as `idemhook up` starts it.
 func Inbox(ctx context.Context, opts InboxOptions) (*Report, error) {
-	if len(opts.Senders) == 0 {
-		opts.Senders = []int{1, 2, 4, 8}
+	m := &inboxRun{opts: opts.withDefaults(), run: time.Now().Unix(),
+		rep: &Report{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), PostgreSQL: sandbox.PostgresMajor, N8N: sandbox.N8NVersion}}
+	for _, s := range m.opts.Senders {
+		m.plans = append(m.plans, inboxPlan{partInbox, s, m.opts.Events})
 	}
-	if opts.Events == 0 {
-		opts.Events = 150
+	if m.opts.Burst > 0 {
+		m.plans = append(m.plans, inboxPlan{partBurst, BurstSenders, m.opts.Burst})
 	}
-	if opts.Burst == 0 {
-		opts.Burst = 1000
-	}
-	if opts.NodeSamples == 0 {
-		opts.NodeSamples = 50
-	}
-	if len(opts.Receipts) == 0 {
-		opts.Receipts = []generator.Hashing{generator.HashingCodeNode, generator.HashingNode}
-	}
-	if opts.Progress == nil {
-		opts.Progress = io.Discard
-	}
-	step := func(format string, args ...any) { fmt.Fprintf(opts.Progress, "bench: "+format+"\n", args...) }
-	rep := &Report{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), PostgreSQL: sandbox.PostgresMajor, N8N: sandbox.N8NVersion}
-	run := time.Now().Unix()
-	type plan struct {
-		part    string
-		senders int
-		events  int
-	}
-	var plans []plan
-	for _, s := range opts.Senders {
-		plans = append(plans, plan{partInbox, s, opts.Events})
-	}
-	if opts.Burst > 0 {
-		plans = append(plans, plan{partBurst, BurstSenders, opts.Burst})
-	}
-
 	var keysvcBaseline string
-	for _, rc := range []struct {
-		series, baseline, command string
-		hashing                   generator.Hashing
-	}{
+	for _, rc := range []inboxReceiver{
 		{inboxN8N, inboxBaseline, "idemhook up --pattern inbox", generator.HashingCodeNode},
 		{inboxNode, inboxNodeBaseline, "idemhook up --pattern inbox --hashing node", generator.HashingNode},
 	} {
-		if !slices.Contains(opts.Receipts, rc.hashing) {
+		if !slices.Contains(m.opts.Receipts, rc.hashing) {
 			continue
 		}
 		if keysvcBaseline == "" {
 			keysvcBaseline = rc.baseline
 		}
-		step("inbox: the lab with n8n receiving (%s)", rc.command)
-		err := inLab(ctx, generator.Options{Pattern: generator.PatternInbox, Hashing: rc.hashing}, opts.Progress, func(l *lab.Lab) error {
-			baseline, err := deployInboxBaseline(ctx, l)
-			if err != nil {
-				return err
-			}
-			var receiver deploy.Deployed
-			for _, d := range l.Deployed {
-				if d.URL != "" {
-					receiver = d
-				}
-			}
-			for _, p := range plans {
-				step("inbox: %d events from %d senders, without inbox", p.events, p.senders)
-				base, err := sendEvents(ctx, l, baseline.URL, "", fmt.Sprintf("b%d-%s-%s-%d", run, rc.hashing, p.part, p.senders), p.senders, p.events)
-				if err != nil {
-					return err
-				}
-				step("inbox: %d events from %d senders, to the inbox pattern's receiver (%s)", p.events, p.senders, rc.series)
-				in, err := sendEvents(ctx, l, receiver.URL, l.SigningSecret, fmt.Sprintf("i%d-%s-%s-%d", run, rc.hashing, p.part, p.senders), p.senders, p.events)
-				if err != nil {
-					return err
-				}
-				base.Part, base.Name = p.part, rc.baseline
-				in.Part, in.Name, in.Baseline = p.part, rc.series, rc.baseline
-				rep.Results = append(rep.Results, base, in)
-			}
-			if opts.NodeSamples < 0 {
-				return nil
-			}
-			// Last: a workflow that keeps its executions' data is slower.
-			for _, w := range []struct {
-				series string
-				d      deploy.Deployed
-				secret string
-			}{{rc.baseline, baseline, ""}, {rc.series, receiver, l.SigningSecret}} {
-				step("inbox: %d events from 1 sender, %s, n8n's time per node", opts.NodeSamples, w.series)
-				times, err := inboxNodeTimes(ctx, l, w.series, w.d.ID, w.d.URL, w.secret, fmt.Sprintf("n%d-%s", run, w.d.ID), opts.NodeSamples)
-				if err != nil {
-					return err
-				}
-				rep.NodeTimes = append(rep.NodeTimes, times...)
-			}
-			return nil
-		})
-		if err != nil {
+		if err := m.n8nReceiver(ctx, rc); err != nil {
 			return nil, err
 		}
 	}
+	if err := m.keysvcReceiver(ctx, keysvcBaseline); err != nil {
+		return nil, err
+	}
+	setRatios(m.rep.Results)
+	return m.rep, nil
+}
 
-	step("inbox: the lab with keysvc's inbox in front (idemhook up --pattern inbox --receiver keysvc)")
-	err := inLab(ctx, generator.Options{Pattern: generator.PatternInbox, InboxOptions: generator.InboxOptions{Receiver: generator.ReceiverKeysvc}}, opts.Progress, func(k *lab.Lab) error {
-		for _, p := range plans {
-			step("inbox: %d events from %d senders, to keysvc's inbox", p.events, p.senders)
-			r, err := sendEvents(ctx, k, k.InboxURL, k.SigningSecret, fmt.Sprintf("k%d-%s-%d", run, p.part, p.senders), p.senders, p.events)
+func (o InboxOptions) withDefaults() InboxOptions {
+	if len(o.Senders) == 0 {
+		o.Senders = []int{1, 2, 4, 8}
+	}
+	if o.Events == 0 {
+		o.Events = 150
+	}
+	if o.Burst == 0 {
+		o.Burst = 1000
+	}
+	if o.NodeSamples == 0 {
+		o.NodeSamples = 50
+	}
+	if len(o.Receipts) == 0 {
+		o.Receipts = []generator.Hashing{generator.HashingCodeNode, generator.HashingNode}
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	return o
+}
+
+// inboxRun is one Inbox measurement: its plans (a run per number of
+// senders, then the burst), and the report it fills.
+type inboxRun struct {
+	opts  InboxOptions
+	run   int64 // names this run's events and orders
+	plans []inboxPlan
+	rep   *Report
+}
+
+type inboxPlan struct {
+	part    string
+	senders int
+	events  int
+}
+
+// inboxReceiver is an n8n receiver measured in a lab of its own: the series,
+// its baseline, the command that starts its lab, and what builds its
+// receipt.
+type inboxReceiver struct {
+	series, baseline, command string
+	hashing                   generator.Hashing
+}
+
+func (m *inboxRun) step(format string, args ...any) {
+	fmt.Fprintf(m.opts.Progress, "bench: "+format+"\n", args...)
+}
+
+// n8nReceiver measures, in a lab started for rc, each plan against the
+// workflow without an inbox, then n8n's time per node of both.
+func (m *inboxRun) n8nReceiver(ctx context.Context, rc inboxReceiver) error {
+	m.step("inbox: the lab with n8n receiving (%s)", rc.command)
+	return inLab(ctx, generator.Options{Pattern: generator.PatternInbox, Hashing: rc.hashing}, m.opts.Progress, func(l *lab.Lab) error {
+		baseline, err := deployInboxBaseline(ctx, l)
+		if err != nil {
+			return err
+		}
+		var receiver deploy.Deployed
+		for _, d := range l.Deployed {
+			if d.URL != "" {
+				receiver = d
+			}
+		}
+		for _, p := range m.plans {
+			m.step("inbox: %d events from %d senders, without inbox", p.events, p.senders)
+			base, err := sendEvents(ctx, l, baseline.URL, "", fmt.Sprintf("b%d-%s-%s-%d", m.run, rc.hashing, p.part, p.senders), p.senders, p.events)
 			if err != nil {
 				return err
 			}
-			r.Part = p.part
-			// Against the workflow without inbox of the first lab measured.
-			r.Name, r.Baseline = inboxKeysvc, keysvcBaseline
-			rep.Results = append(rep.Results, r)
+			m.step("inbox: %d events from %d senders, to the inbox pattern's receiver (%s)", p.events, p.senders, rc.series)
+			in, err := sendEvents(ctx, l, receiver.URL, l.SigningSecret, fmt.Sprintf("i%d-%s-%s-%d", m.run, rc.hashing, p.part, p.senders), p.senders, p.events)
+			if err != nil {
+				return err
+			}
+			base.Part, base.Name = p.part, rc.baseline
+			in.Part, in.Name, in.Baseline = p.part, rc.series, rc.baseline
+			m.rep.Results = append(m.rep.Results, base, in)
+		}
+		if m.opts.NodeSamples < 0 {
+			return nil
+		}
+		return m.nodeTimes(ctx, l, rc, baseline, receiver)
+	})
+}
+
+// nodeTimes reads n8n's time per node of the workflow without inbox and of
+// the receiver, last: a workflow that keeps its executions' data is slower.
+func (m *inboxRun) nodeTimes(ctx context.Context, l *lab.Lab, rc inboxReceiver, baseline, receiver deploy.Deployed) error {
+	for _, w := range []struct {
+		series string
+		d      deploy.Deployed
+		secret string
+	}{{rc.baseline, baseline, ""}, {rc.series, receiver, l.SigningSecret}} {
+		m.step("inbox: %d events from 1 sender, %s, n8n's time per node", m.opts.NodeSamples, w.series)
+		times, err := inboxNodeTimes(ctx, l, w.series, w.d.ID, w.d.URL, w.secret, fmt.Sprintf("n%d-%s", m.run, w.d.ID), m.opts.NodeSamples)
+		if err != nil {
+			return err
+		}
+		m.rep.NodeTimes = append(m.rep.NodeTimes, times...)
+	}
+	return nil
+}
+
+// keysvcReceiver measures each plan in the lab with keysvc's inbox in
+// front, against the workflow without inbox of the first lab measured.
+func (m *inboxRun) keysvcReceiver(ctx context.Context, baseline string) error {
+	m.step("inbox: the lab with keysvc's inbox in front (idemhook up --pattern inbox --receiver keysvc)")
+	return inLab(ctx, generator.Options{Pattern: generator.PatternInbox, InboxOptions: generator.InboxOptions{Receiver: generator.ReceiverKeysvc}}, m.opts.Progress, func(k *lab.Lab) error {
+		for _, p := range m.plans {
+			m.step("inbox: %d events from %d senders, to keysvc's inbox", p.events, p.senders)
+			r, err := sendEvents(ctx, k, k.InboxURL, k.SigningSecret, fmt.Sprintf("k%d-%s-%d", m.run, p.part, p.senders), p.senders, p.events)
+			if err != nil {
+				return err
+			}
+			r.Part, r.Name, r.Baseline = p.part, inboxKeysvc, baseline
+			m.rep.Results = append(m.rep.Results, r)
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	setRatios(rep.Results)
-	return rep, nil
 }
 
 // inLab runs measure in a lab started for o, and stops the lab after.
@@ -272,66 +305,13 @@ func sendEvents(ctx context.Context, l *lab.Lab, url, secret, prefix string, sen
 	if err != nil {
 		return r, err
 	}
-	jobs := make(chan int, n)
-	for i := range n {
-		jobs <- i + 1
-	}
-	close(jobs)
-	var mu sync.Mutex
-	var lat []time.Duration
-	var failure error
-	var wg sync.WaitGroup
-	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: senders}}
 	start := time.Now()
-	for range senders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				body := fmt.Appendf(nil, `{"id":"evt_%s_%d","object":"event","type":"payment_intent.succeeded","created":%d,"data":{"object":{"id":"pi_%s_%d","object":"payment_intent","amount":100,"amount_received":100,"currency":"eur","status":"succeeded","metadata":{"order_id":"%s-%d"}}}}`,
-					prefix, i, time.Now().Unix(), prefix, i, prefix, i)
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				if secret != "" {
-					req.Header.Set("Stripe-Signature", stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: body, Secret: secret, Timestamp: time.Now()}).Header)
-				}
-				t0 := time.Now()
-				resp, err := client.Do(req)
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						err = fmt.Errorf("%s answered %d", url, resp.StatusCode)
-					}
-				}
-				d := time.Since(t0)
-				mu.Lock()
-				if err != nil && failure == nil {
-					failure = err
-				}
-				lat = append(lat, d)
-				mu.Unlock()
-				if err != nil {
-					return
-				}
-			}
-		}()
+	lat, err := deliverPayments(ctx, url, secret, prefix, senders, n)
+	if err != nil {
+		return r, err
 	}
-	wg.Wait()
-	if failure != nil {
-		return r, failure
-	}
-	for deadline := time.Now().Add(inboxEffectsDeadline); ; time.Sleep(20 * time.Millisecond) {
-		var confirmed int
-		if err := db.QueryRow(ctx, "SELECT count(*) FROM orders WHERE id LIKE $1 || '-%' AND state = 'confirmed'", prefix).Scan(&confirmed); err != nil {
-			return r, err
-		}
-		if confirmed == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			return r, fmt.Errorf("%d of %d orders confirmed %s after the last delivery", confirmed, n, inboxEffectsDeadline)
-		}
+	if err := awaitConfirmed(ctx, db, prefix, n); err != nil {
+		return r, err
 	}
 	applied := time.Since(start)
 	after, err := l.ExecutionsStarted(ctx)
@@ -345,6 +325,80 @@ func sendEvents(ctx context.Context, l *lab.Lab, url, secret, prefix string, sen
 	r.Latencies = lat
 	r.Executions = float64(after-before) / float64(n)
 	return r, nil
+}
+
+// deliverPayments sends n payment_intent.succeeded events, the i-th
+// confirming order prefix-i, from senders concurrent senders (signed with
+// secret when set), and returns the time each waited for its answer. The
+// first answer other than 200 stops its sender and is the error.
+func deliverPayments(ctx context.Context, url, secret, prefix string, senders, n int) ([]time.Duration, error) {
+	jobs := make(chan int, n)
+	for i := range n {
+		jobs <- i + 1
+	}
+	close(jobs)
+	var mu sync.Mutex
+	var lat []time.Duration
+	var failure error
+	var wg sync.WaitGroup
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: senders}}
+	for range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				d, err := deliverPayment(ctx, client, url, secret, prefix, i)
+				mu.Lock()
+				failure = cmp.Or(failure, err)
+				lat = append(lat, d)
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return lat, failure
+}
+
+// deliverPayment sends the i-th event of deliverPayments and returns how
+// long its answer took.
+func deliverPayment(ctx context.Context, client *http.Client, url, secret, prefix string, i int) (time.Duration, error) {
+	body := fmt.Appendf(nil, `{"id":"evt_%s_%d","object":"event","type":"payment_intent.succeeded","created":%d,"data":{"object":{"id":"pi_%s_%d","object":"payment_intent","amount":100,"amount_received":100,"currency":"eur","status":"succeeded","metadata":{"order_id":"%s-%d"}}}}`,
+		prefix, i, time.Now().Unix(), prefix, i, prefix, i)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if secret != "" {
+		req.Header.Set("Stripe-Signature", stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: body, Secret: secret, Timestamp: time.Now()}).Header)
+	}
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("%s answered %d", url, resp.StatusCode)
+		}
+	}
+	return time.Since(start), err
+}
+
+// awaitConfirmed waits until the n orders of prefix are confirmed, for at
+// most inboxEffectsDeadline.
+func awaitConfirmed(ctx context.Context, db *pgxpool.Pool, prefix string, n int) error {
+	for deadline := time.Now().Add(inboxEffectsDeadline); ; time.Sleep(20 * time.Millisecond) {
+		var confirmed int
+		if err := db.QueryRow(ctx, "SELECT count(*) FROM orders WHERE id LIKE $1 || '-%' AND state = 'confirmed'", prefix).Scan(&confirmed); err != nil {
+			return err
+		}
+		if confirmed == n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d orders confirmed %s after the last delivery", confirmed, n, inboxEffectsDeadline)
+		}
+	}
 }
 
 // inboxMarkdown renders the inbox's parts: the runs by senders, and the

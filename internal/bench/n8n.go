@@ -77,7 +77,7 @@ func userWorkflow(id, path string, business *pgsql.Table, credential string, his
 	if business != nil {
 		step := node("Business Step", "n8n-nodes-base.postgres", generator.TypeVersions["n8n-nodes-base.postgres"], map[string]any{
 			"operation": "executeQuery",
-			"query":     fmt.Sprintf("INSERT INTO %s (event_key, event_type) VALUES ($1, NULLIF($2, ''))", business),
+			"query":     pgsql.BusinessInsert(*business),
 			"options":   map[string]any{"queryReplacement": "={{ [ 'evt:' + $json.body.id, $json.body.type ] }}"}})
 		step["credentials"] = map[string]any{"postgres": map[string]any{"id": nil, "name": credential}}
 		nodes = append(nodes, step)
@@ -107,9 +107,9 @@ func n8nModes(ctx context.Context, st *sandbox.Stack, opts Options, withNode boo
 	// keysvc for the keysvc mode and the node on keysvc, on the same
 	// database, in this process: the service cmd/keysvc runs, with a token.
 	token := fmt.Sprintf("bench-%d", time.Now().UnixNano())
-	ks, err := keysvc.StartService(ctx, keysvc.ServiceConfig{
+	ks, err := startService(ctx, keysvc.ServiceConfig{
 		DatabaseURL: st.BusinessDSN, PG: keysvc.PGOptions{Table: "bench_keysvc_events", CreateSchema: true},
-		Handler: keysvc.Config{Token: token}, Addr: "127.0.0.1:0", ReadHeaderTimeout: 10 * time.Second,
+		Handler: keysvc.Config{Token: token}, Logger: requestLogger(),
 	})
 	if err != nil {
 		return nil, err
@@ -125,26 +125,7 @@ func n8nModes(ctx context.Context, st *sandbox.Stack, opts Options, withNode boo
 	if _, err := st.Business.Exec(ctx, pgsql.BusinessDDL(business)); err != nil {
 		return nil, err
 	}
-	gen := func(path string, o generator.Options) *generator.Options {
-		return benchOptions(path, "bench_events_"+strings.TrimPrefix(path, "bench-"), o)
-	}
-	modes := []workflow{
-		{name: "bare Webhook → Respond", file: workflowWithout("idemhookBenchBare", "bench-bare", nil), baseline: unguarded},
-		{name: unguarded, file: workflowWithout("idemhookBenchUngd", "bench-unguarded", &business)},
-		{name: "default (code-node, reserve)", opts: gen("bench-default", generator.Options{}), baseline: unguarded},
-		{name: "transactional (code-node)", opts: gen("bench-transactional", generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardTransactional}}), baseline: unguarded},
-		{name: "crypto-node", opts: gen("bench-cryptonode", generator.Options{Hashing: generator.HashingCryptoNode}), baseline: unguarded},
-		{name: "transactional (crypto-node)", opts: gen("bench-txcrypto", generator.Options{Hashing: generator.HashingCryptoNode, ReserveOptions: generator.ReserveOptions{Guard: generator.GuardTransactional}}), baseline: unguarded},
-		{name: "lease", opts: gen("bench-lease", generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease}}), baseline: unguarded},
-		{name: "keysvc", opts: gen("bench-keysvc", generator.Options{Hashing: generator.HashingKeysvc, ReserveOptions: generator.ReserveOptions{KeysvcURL: ks.URL, KeysvcCredential: benchKeysvcBearer}}), baseline: unguarded},
-	}
-	if withNode {
-		// Both packages, installed from their packed tarballs.
-		modes = append(modes,
-			workflow{name: CommunityNodeSeries, opts: gen("bench-node", generator.Options{Hashing: generator.HashingNode}), baseline: unguarded},
-			workflow{name: CommunityNodeKeysvcSeries, opts: gen("bench-node-keysvc", generator.Options{Hashing: generator.HashingNode, NodeStore: generator.NodeStoreKeysvc,
-				ReserveOptions: generator.ReserveOptions{KeysvcCredential: benchKeysvcNode}}), baseline: unguarded})
-	}
+	modes := guardModes(ks.URL, business, withNode)
 	if err := deployWorkflows(ctx, st, dir, modes, step); err != nil {
 		return nil, err
 	}
@@ -156,6 +137,46 @@ func n8nModes(ctx context.Context, st *sandbox.Stack, opts Options, withNode boo
 		return nil, err
 	}
 	step("n8n: reading the time of each node from n8n's execution data")
+	out, err := withNodeTimes(ctx, st, modes, lat)
+	if err != nil {
+		return nil, err
+	}
+	setRatios(out)
+	return out, nil
+}
+
+// guardModes are the workflows n8nModes compares: the bare one, the user's
+// workflow without a guard (the baseline), and the same workflow with each
+// guard (with the community node's two, withNode), their keysvc at
+// keysvcURL.
+func guardModes(keysvcURL string, business pgsql.Table, withNode bool) []workflow {
+	gen := func(path string, o generator.Options) *generator.Options {
+		return benchOptions(path, "bench_events_"+strings.TrimPrefix(path, "bench-"), o)
+	}
+	lease, tx := generator.ReserveOptions{Guard: generator.GuardLease}, generator.ReserveOptions{Guard: generator.GuardTransactional}
+	modes := []workflow{
+		{name: "bare Webhook → Respond", file: workflowWithout("idemhookBenchBare", "bench-bare", nil), baseline: unguarded},
+		{name: unguarded, file: workflowWithout("idemhookBenchUngd", "bench-unguarded", &business)},
+		{name: "default (code-node, reserve)", opts: gen("bench-default", generator.Options{}), baseline: unguarded},
+		{name: "transactional (code-node)", opts: gen("bench-transactional", generator.Options{ReserveOptions: tx}), baseline: unguarded},
+		{name: "crypto-node", opts: gen("bench-cryptonode", generator.Options{Hashing: generator.HashingCryptoNode}), baseline: unguarded},
+		{name: "transactional (crypto-node)", opts: gen("bench-txcrypto", generator.Options{Hashing: generator.HashingCryptoNode, ReserveOptions: tx}), baseline: unguarded},
+		{name: "lease", opts: gen("bench-lease", generator.Options{ReserveOptions: lease}), baseline: unguarded},
+		{name: "keysvc", opts: gen("bench-keysvc", generator.Options{Hashing: generator.HashingKeysvc, ReserveOptions: generator.ReserveOptions{KeysvcURL: keysvcURL, KeysvcCredential: benchKeysvcBearer}}), baseline: unguarded},
+	}
+	if withNode {
+		// Both packages, installed from their packed tarballs.
+		modes = append(modes,
+			workflow{name: CommunityNodeSeries, opts: gen("bench-node", generator.Options{Hashing: generator.HashingNode}), baseline: unguarded},
+			workflow{name: CommunityNodeKeysvcSeries, opts: gen("bench-node-keysvc", generator.Options{Hashing: generator.HashingNode, NodeStore: generator.NodeStoreKeysvc,
+				ReserveOptions: generator.ReserveOptions{KeysvcCredential: benchKeysvcNode}}), baseline: unguarded})
+	}
+	return modes
+}
+
+// withNodeTimes makes each workflow's result from its latencies, with the
+// median time of each of its nodes that n8n recorded.
+func withNodeTimes(ctx context.Context, st *sandbox.Stack, modes []workflow, lat [][]time.Duration) ([]Result, error) {
 	key, err := n8napi.SetupOwner(ctx, st.N8NURL, "bench@idemhook.local", "Bench-password-1")
 	if err != nil {
 		return nil, err
@@ -164,16 +185,14 @@ func n8nModes(ctx context.Context, st *sandbox.Stack, opts Options, withNode boo
 	if err != nil {
 		return nil, err
 	}
-	var out []Result
+	out := make([]Result, len(modes))
 	for i, m := range modes {
-		r := throughputResult("n8n", m.name, 1, len(lat[i]), sum(lat[i]), lat[i])
-		r.Baseline = m.baseline
-		if r.Note, err = nodeTimes(ctx, n8n, m.id()); err != nil {
+		out[i] = throughputResult("n8n", m.name, 1, len(lat[i]), sum(lat[i]), lat[i])
+		out[i].Baseline = m.baseline
+		if out[i].Note, err = nodeTimes(ctx, n8n, m.id()); err != nil {
 			return nil, err
 		}
-		out = append(out, r)
 	}
-	setRatios(out)
 	return out, nil
 }
 

@@ -73,31 +73,41 @@ func reservations(ctx context.Context, st *sandbox.Stack, opts Options, c int, s
 	pool.Close()
 	out = append(out, throughputResult("reservations", "pgx loop (same statement)", c, n, opts.Duration, lat))
 
-	baseline := out[0].Name
 	for _, store := range []string{"postgres", "embedded"} {
-		step("keysvc on %s, %d clients, %s", store, c, opts.Duration)
 		t, err := table("keysvc")
 		if err != nil {
 			return nil, err
 		}
-		url, rss, stop, err := startKeysvc(ctx, opts, st.BusinessDSN, t, store)
+		step("keysvc on %s, %d clients, %s", store, c, opts.Duration)
+		r, err := keysvcSeries(ctx, st, opts, t, store, c, &seq)
 		if err != nil {
 			return nil, err
 		}
-		lat, n, err := loadHTTP(url, c, opts.Duration, func(buf []byte) []byte {
-			return fmt.Appendf(buf, `{"id":"bench-%d","type":"invoice.paid"}`, seq.Add(1))
-		}, http.StatusCreated)
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		r := throughputResult("reservations", "keysvc on "+store, c, n, opts.Duration, lat)
-		r.Baseline, r.MaxRSS = baseline, rss()
-		stop()
+		r.Baseline = out[0].Name
 		out = append(out, r)
 	}
 	setRatios(out)
 	return out, nil
+}
+
+// keysvcSeries measures keysvc's POST /v1/reservations on store, one new
+// key per call from c clients for opts.Duration, and its peak memory when
+// it runs as its own process.
+func keysvcSeries(ctx context.Context, st *sandbox.Stack, opts Options, t pgsql.Table, store string, c int, seq *atomic.Int64) (Result, error) {
+	url, rss, stop, err := startKeysvc(ctx, opts, st.BusinessDSN, t, store)
+	if err != nil {
+		return Result{}, err
+	}
+	defer stop()
+	lat, n, err := loadHTTP(url, c, opts.Duration, func(buf []byte) []byte {
+		return fmt.Appendf(buf, `{"id":"bench-%d","type":"invoice.paid"}`, seq.Add(1))
+	}, http.StatusCreated)
+	if err != nil {
+		return Result{}, err
+	}
+	r := throughputResult("reservations", "keysvc on "+store, c, n, opts.Duration, lat)
+	r.MaxRSS = rss()
+	return r, nil
 }
 
 // loadHTTP posts bodies to url/v1/reservations from c lean clients for d and
@@ -225,18 +235,15 @@ func runPgbench(ctx context.Context, pgbench, dsn string, t pgsql.Table, c int, 
 func startKeysvc(ctx context.Context, opts Options, dsn string, t pgsql.Table, store string) (url string, rss func() int64, stop func(), err error) {
 	dbFile := filepath.Join(os.TempDir(), fmt.Sprintf("idemhook-bench-%d.db", time.Now().UnixNano()))
 	if opts.KeysvcBinary == "" {
-		var s keysvc.Store
+		cfg := keysvc.ServiceConfig{DBFile: dbFile, Logger: requestLogger()}
 		if store == "postgres" {
-			s, err = keysvc.OpenPG(ctx, dsn, keysvc.PGOptions{Table: t.String(), CreateSchema: true})
-		} else {
-			s, err = keysvc.OpenBolt(dbFile)
+			cfg = keysvc.ServiceConfig{DatabaseURL: dsn, PG: keysvc.PGOptions{Table: t.String(), CreateSchema: true}, Logger: requestLogger()}
 		}
+		svc, err := startService(ctx, cfg)
 		if err != nil {
 			return "", nil, nil, err
 		}
-		logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-		srv := httptest.NewServer(keysvc.New(keysvc.Config{Store: s, Logger: logger}))
-		return srv.URL, func() int64 { return 0 }, func() { srv.Close(); s.Close(); os.Remove(dbFile) }, nil
+		return svc.URL, func() int64 { return 0 }, func() { svc.Close(context.WithoutCancel(ctx)); os.Remove(dbFile) }, nil
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -279,6 +286,17 @@ func startKeysvc(ctx context.Context, opts Options, dsn string, t pgsql.Table, s
 	return url, rss, stop, nil
 }
 
+// startService starts keysvc in this process as cmd/keysvc starts it
+// (keysvc.StartService), on a free loopback port.
+func startService(ctx context.Context, cfg keysvc.ServiceConfig) (*keysvc.Service, error) {
+	cfg.Addr, cfg.ReadHeaderTimeout = "127.0.0.1:0", 10*time.Second
+	return keysvc.StartService(ctx, cfg)
+}
+
+// requestLogger formats every request's log line, as cmd/keysvc does at
+// its default level, and drops it: the figures include the logging.
+func requestLogger() *slog.Logger { return slog.New(slog.NewJSONHandler(io.Discard, nil)) }
+
 // peakRSS reads a process's peak resident memory (VmHWM) in bytes.
 func peakRSS(pid int) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -303,13 +321,13 @@ func derivation(ctx context.Context, opts Options, step func(string, ...any)) ([
 	rand.Read(random)
 	withID := append([]byte(`{"id":"evt_big","data":"`), bytes.Repeat([]byte("x"), size-30)...)
 	withID = append(withID, `"}`...)
-	s, err := keysvc.OpenBolt(filepath.Join(os.TempDir(), fmt.Sprintf("idemhook-bench-keys-%d.db", time.Now().UnixNano())))
+	dbFile := filepath.Join(os.TempDir(), fmt.Sprintf("idemhook-bench-keys-%d.db", time.Now().UnixNano()))
+	defer os.Remove(dbFile)
+	srv, err := startService(ctx, keysvc.ServiceConfig{DBFile: dbFile, Handler: keysvc.Config{MaxBodyBytes: 2 * size}, Logger: requestLogger()})
 	if err != nil {
 		return nil, err
 	}
-	defer s.Close()
-	srv := httptest.NewServer(keysvc.New(keysvc.Config{Store: s, MaxBodyBytes: 2 * size, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}))
-	defer srv.Close()
+	defer srv.Close(context.WithoutCancel(ctx))
 	mib := func(n int) float64 { return float64(n) * size / (1 << 20) / opts.Duration.Seconds() }
 
 	step("SHA-256 in process on 1 MiB, %s", opts.Duration)

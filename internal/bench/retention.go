@@ -265,8 +265,8 @@ func fileSize(file string) (int64, error) {
 // the cleanup's figures, the reservations' p99 before and during it, and
 // the keys reserved.
 func pruneBeside(ctx context.Context, cfg keysvc.ServiceConfig, rate int, prune func(context.Context, *keysvc.Service) (keysvc.Cleaned, error)) (RetentionRun, []string, error) {
-	cfg.Addr, cfg.ReadHeaderTimeout = "127.0.0.1:0", 10*time.Second
-	svc, err := keysvc.StartService(ctx, cfg)
+	cfg.Logger = requestLogger()
+	svc, err := startService(ctx, cfg)
 	if err != nil {
 		return RetentionRun{}, nil, err
 	}

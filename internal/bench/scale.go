@@ -359,8 +359,8 @@ func (s *scaleRun) keysvcPoints(ctx context.Context) ([]ScalePoint, error) {
 // keysvcRun starts keysvc with cfg, reserves new keys from c clients for d,
 // and stops it.
 func keysvcRun(ctx context.Context, cfg keysvc.ServiceConfig, c int, d time.Duration) (ScalePoint, error) {
-	cfg.Addr, cfg.ReadHeaderTimeout = "127.0.0.1:0", 10*time.Second
-	svc, err := keysvc.StartService(ctx, cfg)
+	cfg.Logger = requestLogger()
+	svc, err := startService(ctx, cfg)
 	if err != nil {
 		return ScalePoint{}, err
 	}

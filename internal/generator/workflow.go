@@ -125,7 +125,7 @@ func firstGuardNode(r resolved) string {
 // processed.
 func businessStep(r resolved, pos [2]int, keyExpr, eventTypeExpr string) node {
 	n := postgresNode(BusinessNodeName(r.BusinessTable), pos,
-		fmt.Sprintf("INSERT INTO %s (event_key, event_type) VALUES ($1, NULLIF($2, ''))", r.business),
+		pgsql.BusinessInsert(r.business),
 		"={{ [ "+keyExpr+", "+eventTypeExpr+" ] }}", r.CredentialName)
 	n.OnError = "continueErrorOutput"
 	return n

@@ -84,8 +84,7 @@ func OpenPG(ctx context.Context, databaseURL string, opts PGOptions) (*PGStore, 
 }
 
 func (s *PGStore) columns(ctx context.Context) (map[string]bool, error) {
-	rows, err := s.pool.Query(ctx, `SELECT column_name FROM information_schema.columns
-		WHERE table_name = $1 AND table_schema = coalesce(nullif($2, ''), current_schema())`, s.table.Name, s.table.Schema)
+	rows, err := s.pool.Query(ctx, pgsql.Columns, s.table.Name, s.table.Schema)
 	if err != nil {
 		return nil, fmt.Errorf("inspect %s: %w", s.table, err)
 	}

@@ -74,6 +74,18 @@ CREATE TABLE IF NOT EXISTS %s (
 `, business)
 }
 
+// BusinessInsert is the template's example business step: one row of
+// business for key $1 and event type $2 (NULL when empty).
+func BusinessInsert(business Table) string {
+	return fmt.Sprintf("INSERT INTO %s (event_key, event_type) VALUES ($1, NULLIF($2, ''))", business)
+}
+
+// Columns lists the columns of table $1 in schema $2 (the search path's
+// first when empty): keysvc reads from them whether the table exists and
+// has the lease columns.
+const Columns = `SELECT column_name FROM information_schema.columns
+WHERE table_name = $1 AND table_schema = coalesce(nullif($2, ''), current_schema())`
+
 // Reserve inserts key $1 and returns it only to the one caller that inserted
 // it: concurrent callers conflict on the primary key and get no row.
 func Reserve(events Table) string {
