@@ -45,31 +45,8 @@ func startDocker(ctx context.Context, opts Options) (s *Stack, err error) {
 	if rt.net, err = network.New(ctx); err != nil {
 		return nil, fmt.Errorf("docker network: %w", err)
 	}
-	rt.pg, err = testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{Started: true,
-		ContainerRequest: testcontainers.ContainerRequest{
-			Image:          "postgres:" + opts.PostgresMajor,
-			Cmd:            postgresCommand(opts.Durable),
-			Env:            map[string]string{"POSTGRES_USER": pgUser, "POSTGRES_PASSWORD": pgPassword, "POSTGRES_DB": BusinessDatabase},
-			ExposedPorts:   []string{"5432/tcp"},
-			Networks:       []string{rt.net.Name},
-			NetworkAliases: map[string][]string{rt.net.Name: {"postgres"}},
-			WaitingFor:     wait.ForLog("database system is ready to accept connections").WithOccurrence(2).WithStartupTimeout(2 * time.Minute),
-		}})
+	hostDSN, err := rt.startPostgresContainer(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("start postgres:%s: %w", opts.PostgresMajor, err)
-	}
-	host, err := rt.pg.Host(ctx)
-	if err != nil {
-		return nil, err
-	}
-	port, err := rt.pg.MappedPort(ctx, "5432/tcp")
-	if err != nil {
-		return nil, err
-	}
-	hostDSN := func(db string) string {
-		return fmt.Sprintf("postgres://%s:%s@%s:%s/%s?sslmode=disable", pgUser, pgPassword, host, port.Port(), db)
-	}
-	if err := createDatabases(ctx, hostDSN("postgres"), n8nDatabase); err != nil {
 		return nil, err
 	}
 
@@ -91,33 +68,63 @@ func startDocker(ctx context.Context, opts Options) (s *Stack, err error) {
 			s.N8NDB.Close()
 		}
 	}()
+	if s.N8NURL, err = rt.startN8NContainer(ctx, opts); err != nil {
+		return nil, err
+	}
+	s.WebhookURL = s.N8NURL
+	return s, nil
+}
 
-	env := map[string]string{
-		"DB_TYPE":                "postgresdb",
-		"DB_POSTGRESDB_HOST":     "postgres",
-		"DB_POSTGRESDB_PORT":     "5432",
-		"DB_POSTGRESDB_DATABASE": n8nDatabase,
-		"DB_POSTGRESDB_USER":     pgUser,
-		"DB_POSTGRESDB_PASSWORD": pgPassword,
-		"N8N_ENCRYPTION_KEY":     "idemhook-sandbox-only-key",
+// startPostgresContainer starts the postgres image on the network, as
+// "postgres", and creates n8n's database beside the business one; hostDSN
+// is the URL of one of its databases from the host.
+func (rt *dockerRuntime) startPostgresContainer(ctx context.Context, opts Options) (hostDSN func(db string) string, err error) {
+	rt.pg, err = testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{Started: true,
+		ContainerRequest: testcontainers.ContainerRequest{
+			Image:          "postgres:" + opts.PostgresMajor,
+			Cmd:            postgresCommand(opts.Durable),
+			Env:            map[string]string{"POSTGRES_USER": pgUser, "POSTGRES_PASSWORD": pgPassword, "POSTGRES_DB": BusinessDatabase},
+			ExposedPorts:   []string{"5432/tcp"},
+			Networks:       []string{rt.net.Name},
+			NetworkAliases: map[string][]string{rt.net.Name: {"postgres"}},
+			WaitingFor:     wait.ForLog("database system is ready to accept connections").WithOccurrence(2).WithStartupTimeout(2 * time.Minute),
+		}})
+	if err != nil {
+		return nil, fmt.Errorf("start postgres:%s: %w", opts.PostgresMajor, err)
 	}
-	for k, v := range opts.N8NEnv {
-		if _, ours := env[k]; !ours {
-			env[k] = v
-		}
+	host, err := rt.pg.Host(ctx)
+	if err != nil {
+		return nil, err
 	}
-	maps.Copy(env, n8nStackSettings)
-	maps.Copy(env, N8NSettings)
+	port, err := rt.pg.MappedPort(ctx, "5432/tcp")
+	if err != nil {
+		return nil, err
+	}
+	hostDSN = func(db string) string {
+		return fmt.Sprintf("postgres://%s:%s@%s:%s/%s?sslmode=disable", pgUser, pgPassword, host, port.Port(), db)
+	}
+	if err := createDatabases(ctx, hostDSN("postgres"), n8nDatabase); err != nil {
+		return nil, err
+	}
+	return hostDSN, nil
+}
+
+// startN8NContainer starts the n8nio/n8n image on the network, on the
+// postgres container's n8n database (with the community node when opts
+// asks for it), and returns its base URL from the host.
+func (rt *dockerRuntime) startN8NContainer(ctx context.Context, opts Options) (string, error) {
+	env := n8nContainerEnv(opts.N8NEnv)
 	var files []testcontainers.ContainerFile
 	if opts.CommunityNode {
 		// Installed on the host as n8n installs it, then copied into the
 		// image's user folder.
-		nodes, err := hostCommunityNode(ctx, logDir, opts)
+		nodes, err := hostCommunityNode(ctx, rt.logDir, opts)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		files = append(files, testcontainers.ContainerFile{HostFilePath: nodes, ContainerFilePath: "/home/node/.n8n/nodes", FileMode: 0o755})
 	}
+	var err error
 	rt.n8n, err = testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{Started: true,
 		ContainerRequest: testcontainers.ContainerRequest{
 			Image:        "n8nio/n8n:" + N8NVersion,
@@ -128,19 +135,40 @@ func startDocker(ctx context.Context, opts Options) (s *Stack, err error) {
 			WaitingFor:   wait.ForHTTP("/healthz/readiness").WithPort("5678/tcp").WithStartupTimeout(3 * time.Minute),
 		}})
 	if err != nil {
-		return nil, fmt.Errorf("start n8nio/n8n:%s: %w", N8NVersion, err)
+		return "", fmt.Errorf("start n8nio/n8n:%s: %w", N8NVersion, err)
 	}
 	n8nHost, err := rt.n8n.Host(ctx)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	n8nPort, err := rt.n8n.MappedPort(ctx, "5678/tcp")
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	s.N8NURL = "http://" + n8nHost + ":" + n8nPort.Port()
-	s.WebhookURL = s.N8NURL
-	return s, nil
+	return "http://" + n8nHost + ":" + n8nPort.Port(), nil
+}
+
+// n8nContainerEnv is the n8n container's environment: its database and
+// encryption key, then extra where it names other variables, then the
+// stack's settings.
+func n8nContainerEnv(extra map[string]string) map[string]string {
+	env := map[string]string{
+		"DB_TYPE":                "postgresdb",
+		"DB_POSTGRESDB_HOST":     "postgres",
+		"DB_POSTGRESDB_PORT":     "5432",
+		"DB_POSTGRESDB_DATABASE": n8nDatabase,
+		"DB_POSTGRESDB_USER":     pgUser,
+		"DB_POSTGRESDB_PASSWORD": pgPassword,
+		"N8N_ENCRYPTION_KEY":     "idemhook-sandbox-only-key",
+	}
+	for k, v := range extra {
+		if _, ours := env[k]; !ours {
+			env[k] = v
+		}
+	}
+	maps.Copy(env, n8nStackSettings)
+	maps.Copy(env, N8NSettings)
+	return env
 }
 
 func (rt *dockerRuntime) n8nCLI(ctx context.Context, args ...string) ([]byte, error) {

@@ -64,44 +64,14 @@ func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
 	if opts.External == nil {
 		needs.Postgres = opts.PostgresMajor
 	}
-	// Root runs PostgreSQL as another user, who must reach its binaries
-	// in the cache and its data in the temporary folder: said before
-	// anything is installed when it cannot.
-	var runner *postgresUser
-	cache := ""
-	if needs.Postgres != "" {
-		if runner, err = runAs(); err != nil {
-			return nil, err
-		}
-		if cache, err = CacheDir(); err != nil {
-			return nil, err
-		}
-		if err := runner.openTo(cache, cache, opts.Progress); err != nil {
-			return nil, err
-		}
-	}
-	in, err := Provision(ctx, needs, opts.Progress)
+	in, runner, err := provisionLocal(ctx, needs, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
-	if needs.Postgres != "" {
-		if err := runner.openTo(filepath.Join(in.PostgresBin, "initdb"), cache, opts.Progress); err != nil {
-			return nil, err
-		}
-	}
-	base, err := os.MkdirTemp("", "idemhook-sandbox-")
+	rt, err := newLocalRuntime(in, runner, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.Chmod(base, 0o755); err != nil {
-		return nil, err
-	}
-	if err := runner.openTo(base, "", opts.Progress); err != nil {
-		os.RemoveAll(base)
-		return nil, err
-	}
-	rt := &localRuntime{installs: in, base: base, logDir: filepath.Join(base, "logs"), durable: opts.Durable, pgMajor: opts.PostgresMajor,
-		tls: opts.PostgresTLS, extraEnv: opts.N8NEnv, runner: runner}
 	defer func() {
 		if err != nil {
 			rt.close()
@@ -112,60 +82,17 @@ func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
 		return nil, err
 	}
 
-	businessDSN, n8nDSN := "", ""
-	if ext := opts.External; ext != nil {
-		businessDSN, n8nDSN = ext.Business, ext.N8N
-	} else {
-		pgPort, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		if err := rt.startPostgres(ctx, pgPort); err != nil {
-			return nil, err
-		}
-		if err := createDatabases(ctx, dsn(pgPort, "postgres"), n8nDatabase, BusinessDatabase); err != nil {
-			return nil, err
-		}
-		businessDSN, n8nDSN = dsn(pgPort, BusinessDatabase), dsn(pgPort, n8nDatabase)
+	businessDSN, n8nDSN, err := rt.databases(ctx, opts.External)
+	if err != nil {
+		return nil, err
 	}
 	business, err := targetOf(businessDSN)
 	if err != nil {
 		return nil, fmt.Errorf("the business database's URL: %w", err)
 	}
-
 	if !opts.PostgresOnly {
-		n8nDB, err := targetOf(n8nDSN)
-		if err != nil {
-			return nil, fmt.Errorf("n8n's database URL: %w", err)
-		}
-		n8nPort, err := FreePort()
-		if err != nil {
+		if err := rt.startN8NProcesses(ctx, n8nDSN, opts); err != nil {
 			return nil, err
-		}
-		brokerPort, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		if opts.CommunityNode {
-			if err := rt.installCommunityNodes(ctx, in, base, opts); err != nil {
-				return nil, err
-			}
-		}
-		rt.n8nEnv = rt.n8nEnvironment(n8nDB, n8nPort, brokerPort)
-		rt.n8nURL = fmt.Sprintf("http://127.0.0.1:%d", n8nPort)
-		rt.webhookURL = rt.n8nURL
-		if opts.Queue {
-			if err := rt.startQueue(ctx, opts.Progress); err != nil {
-				return nil, err
-			}
-		}
-		if _, err := rt.startN8N(ctx); err != nil {
-			return nil, err
-		}
-		if opts.Queue {
-			if err := rt.startQueueProcesses(ctx); err != nil {
-				return nil, err
-			}
 		}
 	}
 
@@ -181,6 +108,114 @@ func startLocal(ctx context.Context, opts Options) (s *Stack, err error) {
 		}
 	}
 	return s, nil
+}
+
+// provisionLocal installs what needs names. Root runs PostgreSQL as
+// another user (returned; nil otherwise), who must reach its binaries in
+// the cache and its data in the temporary folder: said before anything is
+// installed when it cannot.
+func provisionLocal(ctx context.Context, needs Needs, progress io.Writer) (Installs, *postgresUser, error) {
+	var runner *postgresUser
+	cache := ""
+	if needs.Postgres != "" {
+		var err error
+		if runner, err = runAs(); err != nil {
+			return Installs{}, nil, err
+		}
+		if cache, err = CacheDir(); err != nil {
+			return Installs{}, nil, err
+		}
+		if err := runner.openTo(cache, cache, progress); err != nil {
+			return Installs{}, nil, err
+		}
+	}
+	in, err := Provision(ctx, needs, progress)
+	if err != nil {
+		return Installs{}, nil, err
+	}
+	if needs.Postgres != "" {
+		if err := runner.openTo(filepath.Join(in.PostgresBin, "initdb"), cache, progress); err != nil {
+			return Installs{}, nil, err
+		}
+	}
+	return in, runner, nil
+}
+
+// newLocalRuntime makes the stack's temporary folder, open to runner, and
+// the runtime that keeps everything of the stack in it.
+func newLocalRuntime(in Installs, runner *postgresUser, opts Options) (*localRuntime, error) {
+	base, err := os.MkdirTemp("", "idemhook-sandbox-")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(base, 0o755); err != nil {
+		return nil, err
+	}
+	if err := runner.openTo(base, "", opts.Progress); err != nil {
+		os.RemoveAll(base)
+		return nil, err
+	}
+	return &localRuntime{installs: in, base: base, logDir: filepath.Join(base, "logs"), durable: opts.Durable, pgMajor: opts.PostgresMajor,
+		tls: opts.PostgresTLS, extraEnv: opts.N8NEnv, runner: runner}, nil
+}
+
+// databases returns the URLs of the business database and of n8n's: the
+// user's (ext), or else those of a PostgreSQL it starts and creates them in.
+func (rt *localRuntime) databases(ctx context.Context, ext *External) (businessDSN, n8nDSN string, err error) {
+	if ext != nil {
+		return ext.Business, ext.N8N, nil
+	}
+	pgPort, err := FreePort()
+	if err != nil {
+		return "", "", err
+	}
+	if err := rt.startPostgres(ctx, pgPort); err != nil {
+		return "", "", err
+	}
+	if err := createDatabases(ctx, dsn(pgPort, "postgres"), n8nDatabase, BusinessDatabase); err != nil {
+		return "", "", err
+	}
+	return dsn(pgPort, BusinessDatabase), dsn(pgPort, n8nDatabase), nil
+}
+
+// startN8NProcesses starts n8n on the database at n8nDSN, with the
+// community nodes opts asks for, and in queue mode Redis before it and its
+// workers and webhook process after it.
+func (rt *localRuntime) startN8NProcesses(ctx context.Context, n8nDSN string, opts Options) error {
+	n8nDB, err := targetOf(n8nDSN)
+	if err != nil {
+		return fmt.Errorf("n8n's database URL: %w", err)
+	}
+	n8nPort, err := FreePort()
+	if err != nil {
+		return err
+	}
+	brokerPort, err := FreePort()
+	if err != nil {
+		return err
+	}
+	if opts.CommunityNode {
+		if err := rt.installCommunityNodes(ctx, rt.installs, rt.base, opts); err != nil {
+			return err
+		}
+	}
+	rt.n8nEnv = rt.n8nEnvironment(n8nDB, n8nPort, brokerPort)
+	rt.n8nURL = fmt.Sprintf("http://127.0.0.1:%d", n8nPort)
+	rt.webhookURL = rt.n8nURL
+	if opts.Queue {
+		if err := rt.startQueue(ctx, opts.Progress); err != nil {
+			return err
+		}
+	}
+	if _, err := rt.startN8N(ctx); err != nil {
+		return err
+	}
+	if opts.Queue {
+		if err := rt.startQueueProcesses(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func dsn(port int, database string) string {

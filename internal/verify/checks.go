@@ -129,22 +129,9 @@ func (r *runner) distinct(ctx context.Context) (Status, string, error) {
 // branch again); then, with the workflow restored, a retry runs the
 // business branch once and the next is a duplicate.
 func (r *runner) failure(ctx context.Context) (Status, string, error) {
-	if r.guard.Transactional {
-		return Skip, fmt.Sprintf("not needed: the business write is in %q's own statement, so a failure rolls the reservation back with it and the provider's retry runs both again", r.guard.Reserve), nil
-	}
 	first := r.guard.FirstBusiness()
-	if first == "" {
-		return Fail, fmt.Sprintf("%q sends a new event to no business node", r.guard.Decision), nil
-	}
-	call := r.guard.HandOff()
-	if slices.Contains(r.guard.SubWorkflowCalls, first) {
-		call = first
-	}
-	if call != "" {
-		return Skip, fmt.Sprintf("not checked here: the new event goes on to another workflow (%q), which runs and retries it from the saved receipt; verify that workflow on its own", call), nil
-	}
-	if !r.guard.HasErrorOutput(first) && r.releaser == "" && !r.selfReleases {
-		return Skip, fmt.Sprintf("weakness: %q has no error output and the workflow no error workflow that releases the key, so when it fails the key stays reserved and every retry of the provider is answered as a duplicate (the event is lost). Set its Settings → On Error to \"Continue (using error output)\" and release the key there (DELETE FROM %s WHERE key = …), or let idemhook guard put the guard in, which releases a failed execution's key from an error workflow", first, r.guard.EventsTable), nil
+	if status, seen := r.failureApplies(first); status != Pass {
+		return status, seen, nil
 	}
 	// The failing copy is a workflow of its own on another path: switching
 	// one workflow between versions is not safe, as n8n can run the old
@@ -153,12 +140,11 @@ func (r *runner) failure(ctx context.Context) (Status, string, error) {
 	if err != nil {
 		return Fail, "", err
 	}
-	mainID, mainPath, mainSeen := r.id, r.path, r.seen
-	r.path, r.seen = r.path+"-verify-"+r.nonce, 0
-	if err := r.deploy(ctx, broken); err != nil {
-		r.id, r.path, r.seen = mainID, mainPath, mainSeen
+	restore, err := r.deployCopy(ctx, broken, r.path+"-verify-"+r.nonce)
+	if err != nil {
 		return Fail, "", fmt.Errorf("deploy the copy whose %q fails: %w", first, err)
 	}
+	defer restore()
 	body := event("evt_verify_"+r.nonce+"_F", r.nonce)
 	// The error workflow runs after a failed execution, in one of its own:
 	// the provider's retry comes later than it. It has run before, for
@@ -168,24 +154,12 @@ func (r *runner) failure(ctx context.Context) (Status, string, error) {
 	if err != nil {
 		return Fail, "", err
 	}
-	var answers []answer
-	for i := range 2 {
-		answers = append(answers, r.send(ctx, body))
-		if _, err := r.finished(ctx, i+1); err != nil {
-			return Fail, err.Error(), nil
-		}
-		if r.releaser != "" || r.selfReleases {
-			released++
-			if err := r.waitReleased(ctx, released); err != nil {
-				return Fail, err.Error(), nil
-			}
-		}
+	answers, err := r.sendFailing(ctx, body, released)
+	if err != nil {
+		return Fail, err.Error(), nil
 	}
 	runs, runsErr := r.runs(ctx, 2)
-	if err := r.t.API.DeleteWorkflow(ctx, r.id); err != nil {
-		r.progress("could not delete the failing copy %s: %v", r.id, err)
-	}
-	r.id, r.path, r.seen = mainID, mainPath, mainSeen
+	restore()
 	if runsErr != nil {
 		return Fail, runsErr.Error(), nil
 	}
@@ -199,7 +173,81 @@ func (r *runner) failure(ctx context.Context) (Status, string, error) {
 		return Fail, err.Error(), nil
 	}
 	runs = append(runs, more...)
+	status, seen := r.judgeFailure(runs, answers, first)
+	return status, seen, nil
+}
 
+// deployCopy deploys workflow at path in place of the one under test, and
+// returns what goes back to it: restore deletes the copy (once, however
+// often it is called) and points the runner at the workflow under test
+// again.
+func (r *runner) deployCopy(ctx context.Context, workflow n8napi.Workflow, path string) (restore func(), err error) {
+	mainID, mainPath, mainSeen := r.id, r.path, r.seen
+	r.path, r.seen = path, 0
+	if err := r.deploy(ctx, workflow); err != nil {
+		r.id, r.path, r.seen = mainID, mainPath, mainSeen
+		return nil, err
+	}
+	restored := false
+	return func() {
+		if restored {
+			return
+		}
+		restored = true
+		if err := r.t.API.DeleteWorkflow(ctx, r.id); err != nil {
+			r.progress("could not delete the failing copy %s: %v", r.id, err)
+		}
+		r.id, r.path, r.seen = mainID, mainPath, mainSeen
+	}, nil
+}
+
+// failureApplies tells whether failure can check the workflow, whose first
+// business node is first: Pass, or else Skip or Fail and why not.
+func (r *runner) failureApplies(first string) (Status, string) {
+	if r.guard.Transactional {
+		return Skip, fmt.Sprintf("not needed: the business write is in %q's own statement, so a failure rolls the reservation back with it and the provider's retry runs both again", r.guard.Reserve)
+	}
+	if first == "" {
+		return Fail, fmt.Sprintf("%q sends a new event to no business node", r.guard.Decision)
+	}
+	call := r.guard.HandOff()
+	if slices.Contains(r.guard.SubWorkflowCalls, first) {
+		call = first
+	}
+	if call != "" {
+		return Skip, fmt.Sprintf("not checked here: the new event goes on to another workflow (%q), which runs and retries it from the saved receipt; verify that workflow on its own", call)
+	}
+	if !r.guard.HasErrorOutput(first) && r.releaser == "" && !r.selfReleases {
+		return Skip, fmt.Sprintf("weakness: %q has no error output and the workflow no error workflow that releases the key, so when it fails the key stays reserved and every retry of the provider is answered as a duplicate (the event is lost). Set its Settings → On Error to \"Continue (using error output)\" and release the key there (DELETE FROM %s WHERE key = …), or let idemhook guard put the guard in, which releases a failed execution's key from an error workflow", first, r.guard.EventsTable)
+	}
+	return Pass, ""
+}
+
+// sendFailing delivers body twice to the failing copy, each once the
+// execution before has finished and, when an error workflow gives keys up,
+// once it has (released is how many times it had before).
+func (r *runner) sendFailing(ctx context.Context, body []byte, released int) ([]answer, error) {
+	var answers []answer
+	for i := range 2 {
+		answers = append(answers, r.send(ctx, body))
+		if _, err := r.finished(ctx, i+1); err != nil {
+			return nil, err
+		}
+		if r.releaser != "" || r.selfReleases {
+			released++
+			if err := r.waitReleased(ctx, released); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return answers, nil
+}
+
+// judgeFailure reads the four runs of failure: the two on the failing
+// copy must have run first and failed (the key released each time), the
+// retry after the repair must run the business branch cleanly and the
+// next must not run it again.
+func (r *runner) judgeFailure(runs []n8napi.Run, answers []answer, first string) (Status, string) {
 	status := Pass
 	var lines []string
 	for i, run := range runs {
@@ -215,7 +263,7 @@ func (r *runner) failure(ctx context.Context) (Status, string, error) {
 		}
 		lines = append(lines, line)
 	}
-	return status, strings.Join(lines, "\n"), nil
+	return status, strings.Join(lines, "\n")
 }
 
 // releases counts the error workflow's finished executions (0 without

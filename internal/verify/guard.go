@@ -347,32 +347,11 @@ func reservation(g graph, hook string) string {
 // after it).
 func findReservation(w n8napi.Workflow) (Guard, error) {
 	g := newGraph(w)
-	var hooks []string
-	for _, name := range g.order {
-		if g.nodes[name]["type"] == typeWebhook && g.nodes[name]["disabled"] != true {
-			hooks = append(hooks, name)
-		}
+	hook, err := guardedWebhook(g)
+	if err != nil {
+		return Guard{}, err
 	}
-	if len(hooks) == 0 {
-		return Guard{}, &NotAGuardError{"the workflow has no Webhook node"}
-	}
-	// Of several Webhooks, the guarded one is checked: the one a
-	// reservation follows.
-	var guarded []string
-	for _, h := range hooks {
-		if reservation(g, h) != "" {
-			guarded = append(guarded, h)
-		}
-	}
-	switch {
-	case len(hooks) == 1:
-		guarded = hooks
-	case len(guarded) == 0:
-		return Guard{}, &NotAGuardError{fmt.Sprintf("no Postgres node after any of the %d Webhook nodes (%s) runs INSERT … ON CONFLICT on an events table", len(hooks), strings.Join(hooks, ", "))}
-	case len(guarded) > 1:
-		return Guard{}, &UnsupportedError{fmt.Sprintf("%d guarded Webhook nodes (%s): verify checks a workflow with one", len(guarded), strings.Join(guarded, ", "))}
-	}
-	gd := Guard{Webhook: guarded[0], NewOutput: -1, g: g}
+	gd := Guard{Webhook: hook, NewOutput: -1, g: g}
 	for _, name := range g.order {
 		if g.nodes[name]["type"] == typeExecuteWorkflow {
 			gd.SubWorkflowCalls = append(gd.SubWorkflowCalls, name)
@@ -386,7 +365,49 @@ func findReservation(w n8napi.Workflow) (Guard, error) {
 	if gd.Path == "" {
 		return Guard{}, &NotAGuardError{fmt.Sprintf("Webhook node %q has no path", gd.Webhook)}
 	}
+	if err := findReserve(&gd); err != nil {
+		return Guard{}, err
+	}
+	return gd, nil
+}
 
+// guardedWebhook finds the Webhook node whose deliveries the guard checks,
+// among the workflow's enabled ones.
+func guardedWebhook(g graph) (string, error) {
+	var hooks []string
+	for _, name := range g.order {
+		if g.nodes[name]["type"] == typeWebhook && g.nodes[name]["disabled"] != true {
+			hooks = append(hooks, name)
+		}
+	}
+	if len(hooks) == 0 {
+		return "", &NotAGuardError{"the workflow has no Webhook node"}
+	}
+	// Of several Webhooks, the guarded one is checked: the one a
+	// reservation follows.
+	var guarded []string
+	for _, h := range hooks {
+		if reservation(g, h) != "" {
+			guarded = append(guarded, h)
+		}
+	}
+	switch {
+	case len(hooks) == 1:
+		guarded = hooks
+	case len(guarded) == 0:
+		return "", &NotAGuardError{fmt.Sprintf("no Postgres node after any of the %d Webhook nodes (%s) runs INSERT … ON CONFLICT on an events table", len(hooks), strings.Join(hooks, ", "))}
+	case len(guarded) > 1:
+		return "", &UnsupportedError{fmt.Sprintf("%d guarded Webhook nodes (%s): verify checks a workflow with one", len(guarded), strings.Join(guarded, ", "))}
+	}
+	return guarded[0], nil
+}
+
+// findReserve sets gd.Reserve to the first node after gd.Webhook that
+// reserves the event's key, and records how it does: the Idempotency
+// Guard reserving (or taking a lease) or saving the inbox's receipt, a
+// Postgres INSERT … ON CONFLICT, or a POST to keysvc's reservations.
+func findReserve(gd *Guard) error {
+	g := gd.g
 	downstream := g.reach([]string{gd.Webhook}, true)
 	for _, name := range downstream {
 		n := g.nodes[name]
@@ -396,7 +417,7 @@ func findReservation(w n8napi.Workflow) (Guard, error) {
 			operation, _ := param(n, "operation")
 			gd.Lease = operation == "acquireLease"
 			if p, _ := communitynode.OfType(fmt.Sprint(n["type"])); p == communitynode.Keysvc {
-				return Guard{}, &UnsupportedError{fmt.Sprintf("node %q reserves on keysvc's store; verify checks the Idempotency Guard on PostgreSQL", name)}
+				return &UnsupportedError{fmt.Sprintf("node %q reserves on keysvc's store; verify checks the Idempotency Guard on PostgreSQL", name)}
 			}
 			break
 		}
@@ -428,7 +449,7 @@ func findReservation(w n8napi.Workflow) (Guard, error) {
 		}
 	}
 	if gd.Reserve == "" {
-		return Guard{}, &NotAGuardError{"no Postgres node after the Webhook runs INSERT … ON CONFLICT on an events table (a reservation turned into a SELECT, or removed, no longer guards)"}
+		return &NotAGuardError{"no Postgres node after the Webhook runs INSERT … ON CONFLICT on an events table (a reservation turned into a SELECT, or removed, no longer guards)"}
 	}
-	return gd, nil
+	return nil
 }

@@ -104,8 +104,23 @@ func Probe(ctx context.Context, c *n8napi.Client, t ProbeTarget, opts deploy.Opt
 	if err != nil {
 		return "", err
 	}
+	if err := preReserve(ctx, c, t, table, key.Value, opts); err != nil {
+		return "", err
+	}
+	status, reply, run, err := deliverToPublished(ctx, c, t, w, header, body, opts)
+	if err != nil {
+		return "", err
+	}
+	if err := checkProbeRun(gd, live, status, reply, run); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("probe %s: reserved, delivered, answered %d as a duplicate without the business step (execution %s of version %s)", key.Value, status, run.ID, run.WorkflowVersionID), nil
+}
 
-	keyJS, _ := json.Marshal([]string{key.Value})
+// preReserve reserves key in table through the target's credential, in a
+// temporary workflow, so that the guard answers the probe as a duplicate.
+func preReserve(ctx context.Context, c *n8napi.Client, t ProbeTarget, table pgsql.Table, key string, opts deploy.Options) error {
+	keyJS, _ := json.Marshal([]string{key})
 	node := map[string]any{"name": "Reserve Probe Key", "type": typePostgres, "typeVersion": 2.6,
 		"onError":     "continueRegularOutput",
 		"credentials": map[string]any{"postgres": map[string]any{"id": t.Credential, "name": "probe"}},
@@ -113,7 +128,7 @@ func Probe(ctx context.Context, c *n8napi.Client, t ProbeTarget, opts deploy.Opt
 			"options": map[string]any{"queryReplacement": "={{ " + string(keyJS) + " }}"}}}
 	out, err := deploy.RunOnce(ctx, c, "reserve a probe key", node, time.Minute, opts)
 	if err != nil {
-		return "", &ProbeError{Step: "pre-reserve", Msg: err.Error()}
+		return &ProbeError{Step: "pre-reserve", Msg: err.Error()}
 	}
 	// The node continues on failure so that n8n answers with its message
 	// ({"message": …, "error": {…}}) instead of a bare 500.
@@ -122,55 +137,62 @@ func Probe(ctx context.Context, c *n8napi.Client, t ProbeTarget, opts deploy.Opt
 		Error   json.RawMessage `json:"error"`
 	}
 	if json.Unmarshal(out, &answer) == nil && len(answer.Error) > 0 {
-		return "", &ProbeError{Step: "pre-reserve", Node: "INSERT INTO " + table.String(), Msg: answer.Message + " (is the schema applied in the database the credential points at?)"}
+		return &ProbeError{Step: "pre-reserve", Node: "INSERT INTO " + table.String(), Msg: answer.Message + " (is the schema applied in the database the credential points at?)"}
 	}
+	return nil
+}
 
-	// n8n 2.x applies a publication in the background: the API already
-	// names the new version while deliveries still run the previous one.
-	// The probe is delivered again until an execution ran the published
-	// version (its key stays reserved, so every try is a duplicate).
+// deliverToPublished delivers the probe until the published version of w
+// runs it, and returns the answer and that execution. n8n 2.x applies a
+// publication in the background: the API already names the new version
+// while deliveries still run the previous one. The probe is delivered
+// again until an execution ran the published version (its key stays
+// reserved, so every try is a duplicate).
+func deliverToPublished(ctx context.Context, c *n8napi.Client, t ProbeTarget, w n8napi.Workflow, header http.Header, body []byte, opts deploy.Options) (int, []byte, n8napi.Run, error) {
 	var published string
 	if w.ActiveVersion != nil {
 		published = w.ActiveVersion.VersionID
 	}
 	timeout := opts.LiveWait()
-	var (
-		status int
-		reply  []byte
-		run    n8napi.Run
-	)
 	for deadline := time.Now().Add(timeout); ; {
-		if status, reply, run, err = deliverProbe(ctx, c, t, header, body); err != nil {
-			return "", err
+		status, reply, run, err := deliverProbe(ctx, c, t, header, body)
+		if err != nil {
+			return 0, nil, n8napi.Run{}, err
 		}
 		if published == "" || run.WorkflowVersionID == "" || run.WorkflowVersionID == published {
-			break
+			return status, reply, run, nil
 		}
 		if time.Now().After(deadline) {
-			return "", &ProbeError{Step: "execution", Msg: fmt.Sprintf("after %s, n8n still runs version %s, not the published %s (see n8n's log for the publication)", timeout, run.WorkflowVersionID, published)}
+			return 0, nil, n8napi.Run{}, &ProbeError{Step: "execution", Msg: fmt.Sprintf("after %s, n8n still runs version %s, not the published %s (see n8n's log for the publication)", timeout, run.WorkflowVersionID, published)}
 		}
 		opts.Progressf("probe: execution %s ran version %s; n8n has not put %s live yet, probing again", run.ID, run.WorkflowVersionID, published)
 		select {
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return 0, nil, n8napi.Run{}, ctx.Err()
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// checkProbeRun checks what the probe's execution did in the live
+// workflow: no node failed, the delivery was answered 2xx, the reservation
+// ran and no business node of the guard did.
+func checkProbeRun(gd Guard, live n8napi.Workflow, status int, reply []byte, run n8napi.Run) error {
 	if failed := slices.Sorted(maps.Keys(run.Errors)); len(failed) > 0 {
-		return "", &ProbeError{Step: "execution", Node: failed[0], Msg: run.Errors[failed[0]]}
+		return &ProbeError{Step: "execution", Node: failed[0], Msg: run.Errors[failed[0]]}
 	}
 	if status < 200 || status > 299 {
-		return "", &ProbeError{Step: "deliver", Msg: fmt.Sprintf("answered %d %s", status, strings.TrimSpace(string(reply)))}
+		return &ProbeError{Step: "deliver", Msg: fmt.Sprintf("answered %d %s", status, strings.TrimSpace(string(reply)))}
 	}
 	if !run.Ran(gd.Reserve) {
-		return "", &ProbeError{Step: "execution", Msg: fmt.Sprintf("execution %s never reached %q", run.ID, gd.Reserve)}
+		return &ProbeError{Step: "execution", Msg: fmt.Sprintf("execution %s never reached %q", run.ID, gd.Reserve)}
 	}
 	if full, err := Find(live); err == nil {
 		if ran := slices.DeleteFunc(full.Business(), func(n string) bool { return !run.Ran(n) }); len(ran) > 0 {
-			return "", &ProbeError{Step: "execution", Msg: fmt.Sprintf("execution %s ran %s for an event already reserved", run.ID, strings.Join(ran, ", "))}
+			return &ProbeError{Step: "execution", Msg: fmt.Sprintf("execution %s ran %s for an event already reserved", run.ID, strings.Join(ran, ", "))}
 		}
 	}
-	return fmt.Sprintf("probe %s: reserved, delivered, answered %d as a duplicate without the business step (execution %s of version %s)", key.Value, status, run.ID, run.WorkflowVersionID), nil
+	return nil
 }
 
 // deliverProbe posts the probe and reads the execution it started.

@@ -114,8 +114,35 @@ func Run(ctx context.Context, t Target, w n8napi.Workflow, opts Options) (*Repor
 		return nil, err
 	}
 	doc.Name = "idemhook verify: " + w.Name
+	companions, err := r.deployCompanions(ctx, &doc, w.ID)
+	if err != nil {
+		return nil, err
+	}
+	r.original = doc
+	if err := r.deploy(ctx, doc); err != nil {
+		return nil, err
+	}
+	if !opts.Keep {
+		defer func() {
+			for _, id := range append([]string{r.id}, companions...) {
+				if err := t.API.DeleteWorkflow(context.WithoutCancel(ctx), id); err != nil {
+					r.progress("could not delete workflow %s: %v", id, err)
+				}
+			}
+		}()
+	}
+	report := &Report{Workflow: w.Name, Guard: gd}
+	return report, r.runChecks(ctx, report)
+}
+
+// deployCompanions deploys opts.Companions and returns their ids. It
+// points doc's error workflow at the deployed companion it names, and
+// settles who gives a failed execution's key up: that companion
+// (r.releaser), or the workflow itself, whose id in its file is selfID
+// (r.selfReleases).
+func (r *runner) deployCompanions(ctx context.Context, doc *n8napi.Workflow, selfID string) ([]string, error) {
 	var companions []string
-	for _, c := range opts.Companions {
+	for _, c := range r.opts.Companions {
 		id, releases, err := r.deployCompanion(ctx, c)
 		if err != nil {
 			return nil, fmt.Errorf("companion %q: %w", c.Name, err)
@@ -132,46 +159,38 @@ func Run(ctx context.Context, t Target, w n8napi.Workflow, opts Options) (*Repor
 		r.progress("the workflow names error workflow %s, which is not deployed here (give its file with --with): a failed execution runs none", ew)
 		delete(doc.Settings, "errorWorkflow")
 	}
-	if ew, _ := doc.Settings["errorWorkflow"].(string); (ew == "" || ew == w.ID) && r.releasesKeys(doc) {
+	if ew, _ := doc.Settings["errorWorkflow"].(string); (ew == "" || ew == selfID) && r.releasesKeys(*doc) {
 		// n8n runs the workflow itself when it fails, from its own Error
 		// Trigger (see idemhook guard).
 		r.selfReleases = true
 		delete(doc.Settings, "errorWorkflow")
 	}
-	r.original = doc
-	if err := r.deploy(ctx, doc); err != nil {
-		return nil, err
-	}
-	if !opts.Keep {
-		defer func() {
-			for _, id := range append([]string{r.id}, companions...) {
-				if err := t.API.DeleteWorkflow(context.WithoutCancel(ctx), id); err != nil {
-					r.progress("could not delete workflow %s: %v", id, err)
-				}
-			}
-		}()
-	}
-	report := &Report{Workflow: w.Name, Guard: gd}
+	return companions, nil
+}
+
+// runChecks runs the checks in order, adding each to report as it ends,
+// and stops at the first that cannot run to its end.
+func (r *runner) runChecks(ctx context.Context, report *Report) error {
 	for _, c := range []struct {
 		name string
 		run  func(context.Context) (Status, string, error)
 	}{
 		{"replay: A, A with another signature, B", r.replay},
 		{"body without id, twice", r.withoutID},
-		{fmt.Sprintf("%d simultaneous deliveries of one event", opts.Concurrency), r.concurrent},
-		{fmt.Sprintf("%d distinct events", opts.Deliveries), r.distinct},
+		{fmt.Sprintf("%d simultaneous deliveries of one event", r.opts.Concurrency), r.concurrent},
+		{fmt.Sprintf("%d distinct events", r.opts.Deliveries), r.distinct},
 		{"business step fails: key released, retry runs it once", r.failure},
 	} {
 		r.progress("check: %s", c.name)
 		start := time.Now()
 		status, seen, err := c.run(ctx)
 		if err != nil {
-			return report, fmt.Errorf("%s: %w", c.name, err)
+			return fmt.Errorf("%s: %w", c.name, err)
 		}
 		report.Checks = append(report.Checks, Check{Name: c.name, Status: status, Seen: seen, Duration: time.Since(start)})
 		report.Guard = r.guard
 	}
-	return report, nil
+	return nil
 }
 
 type runner struct {
