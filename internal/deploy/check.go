@@ -45,11 +45,33 @@ func Check(ctx context.Context, c *n8napi.Client, ws []Workflow, opts Options) (
 	}
 	var problems []Problem
 	ambiguous := map[CredentialRef]bool{}
-	add := func(w Workflow, what, fix string, args ...any) {
-		problems = append(problems, Problem{Workflow: w.File, What: what, Fix: fmt.Sprintf(fix, args...)})
+	assigned := assignedIDs(ws, existing)
+	for _, w := range ws {
+		live, missing := liveWorkflow(w, existing)
+		if missing != nil {
+			problems = append(problems, *missing)
+			continue
+		}
+		drift, err := driftProblems(w, live, assigned)
+		if err != nil {
+			return nil, err
+		}
+		problems = append(problems, drift...)
+		problems = append(problems, credentialProblems(w, live, creds, opts.CredentialIDs, ambiguous)...)
+		problems = append(problems, servingProblems(ctx, c, w, live, existing, opts)...)
 	}
-	// The files' sub-workflow references, pointed at the workflows n8n
-	// holds under the same names, as deploy points them.
+	return problems, nil
+}
+
+// problem is a problem with w, its fix formatted from fix and args.
+func problem(w Workflow, what, fix string, args ...any) Problem {
+	return Problem{Workflow: w.File, What: what, Fix: fmt.Sprintf(fix, args...)}
+}
+
+// assignedIDs points the files' sub-workflow references at the workflows
+// n8n holds under the same names, as deploy points them: generated id →
+// n8n id.
+func assignedIDs(ws []Workflow, existing []n8napi.Workflow) map[string]string {
 	assigned := map[string]string{}
 	for _, w := range ws {
 		for _, e := range existing {
@@ -58,93 +80,120 @@ func Check(ctx context.Context, c *n8napi.Client, ws []Workflow, opts Options) (
 			}
 		}
 	}
-	for _, w := range ws {
-		var found []n8napi.Workflow
-		for _, e := range existing {
-			if e.Name == w.Doc.Name && !e.IsArchived {
-				found = append(found, e)
-			}
+	return assigned
+}
+
+// liveWorkflow returns the workflow n8n holds under w's name, or the
+// problem that it holds none or several.
+func liveWorkflow(w Workflow, existing []n8napi.Workflow) (n8napi.Workflow, *Problem) {
+	var found []n8napi.Workflow
+	for _, e := range existing {
+		if e.Name == w.Doc.Name && !e.IsArchived {
+			found = append(found, e)
 		}
-		if len(found) == 0 {
-			add(w, fmt.Sprintf("no workflow named %q", w.Doc.Name), "Run idemhook deploy with the same options.")
-			continue
-		}
-		if len(found) > 1 {
-			err := &AmbiguousWorkflowError{Name: w.Doc.Name, IDs: ids(found)}
-			add(w, err.Error(), "Then run idemhook deploy again.")
-			continue
-		}
-		live := found[0]
-		want, err := w.Doc.Clone()
-		if err != nil {
-			return nil, err
-		}
-		for _, n := range want.Nodes {
-			if ref := subWorkflowRef(n); ref != nil {
-				if id, ok := assigned[fmt.Sprint(ref["value"])]; ok {
-					ref["value"] = id
-				}
-			}
-		}
-		for _, d := range Drift(want, live.Live()) {
-			problems = append(problems, Problem{Workflow: w.File, What: d, Drift: true,
-				Fix: "Run idemhook deploy with these options to put them live, or check with the options it was deployed with."})
-		}
-		for _, n := range live.LiveNodes() {
-			nodeCreds, _ := n["credentials"].(map[string]any)
-			for typ, v := range nodeCreds {
-				ref, _ := v.(map[string]any)
-				id, _ := ref["id"].(string)
-				name, _ := ref["name"].(string)
-				same := sameName(creds, typ, name)
-				switch {
-				case id == "":
-					add(w, fmt.Sprintf("node %q has no %s credential bound (n8n refuses every delivery: \"uses invalid credential\")", n["name"], typ),
-						"Run idemhook deploy, which binds credentials by id.")
-				case !hasID(creds, id) && len(same) == 0:
-					add(w, fmt.Sprintf("node %q is bound to %s credential %s, which no longer exists, and no %s credential is named %q", n["name"], typ, id, typ, name),
-						"Create it (in n8n: Credentials → Add, named %q), then run idemhook deploy to bind it.", name)
-				case !hasID(creds, id):
-					add(w, fmt.Sprintf("node %q is bound to %s credential %s, which no longer exists", n["name"], typ, id),
-						"Run idemhook deploy to bind the current one.")
-				case len(same) > 1 && slices.Contains(opts.CredentialIDs, id):
-					// The one --credential-id chose.
-				case len(same) > 1 && !ambiguous[CredentialRef{typ, name}]:
-					ambiguous[CredentialRef{typ, name}] = true
-					problems = append(problems, Problem{What: fmt.Sprintf("%d %s credentials are named %q (ids %s); the workflows use %s", len(same), typ, name, strings.Join(same, ", "), id),
-						Fix: "Rename or delete the others: an import by name (n8n's CLI, the editor's import) leaves such nodes unbound."})
-				}
-			}
-		}
-		var holder n8napi.Workflow
-		taken := false
-		if w.WebhookPath != "" {
-			holder, taken = servingPath(existing, w.WebhookPath, live.ID)
-		}
-		livePath := ""
-		for _, n := range live.LiveNodes() {
-			if p, ok := param(n, "path"); ok && n["type"] == webhookType {
-				livePath = strings.Trim(p, "/")
-			}
-		}
-		switch {
-		case taken:
-			add(w, fmt.Sprintf("webhook path %q is served by workflow %q (id %s)", w.WebhookPath, holder.Name, holder.ID),
-				"Unpublish that workflow, or generate with another --path and redeploy.")
-		case !live.Active:
-			add(w, fmt.Sprintf("workflow %s is not published", live.ID), "Publish it in the editor, or run idemhook deploy.")
-		case w.WebhookPath != "" && livePath != strings.Trim(w.WebhookPath, "/"):
-			add(w, fmt.Sprintf("no workflow serves webhook path %q: workflow %q (id %s) serves %q", w.WebhookPath, live.Name, live.ID, livePath),
-				"Check with the --path it was deployed with, or run idemhook deploy to move it.")
-		case w.WebhookPath != "":
-			url := opts.ProductionURL(c, w.WebhookPath)
-			if !registered(ctx, url) {
-				add(w, fmt.Sprintf("%s does not answer as a registered webhook", url),
-					"Check n8n's log for the publication of workflow %s, and --webhook-url if deliveries go through another address.", live.ID)
+	}
+	if len(found) == 0 {
+		p := problem(w, fmt.Sprintf("no workflow named %q", w.Doc.Name), "Run idemhook deploy with the same options.")
+		return n8napi.Workflow{}, &p
+	}
+	if len(found) > 1 {
+		err := &AmbiguousWorkflowError{Name: w.Doc.Name, IDs: ids(found)}
+		p := problem(w, err.Error(), "Then run idemhook deploy again.")
+		return n8napi.Workflow{}, &p
+	}
+	return found[0], nil
+}
+
+// driftProblems lists where live is not the workflow w's file describes,
+// the file's sub-workflow references pointed at the assigned ids.
+func driftProblems(w Workflow, live n8napi.Workflow, assigned map[string]string) ([]Problem, error) {
+	want, err := w.Doc.Clone()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range want.Nodes {
+		if ref := subWorkflowRef(n); ref != nil {
+			if id, ok := assigned[fmt.Sprint(ref["value"])]; ok {
+				ref["value"] = id
 			}
 		}
 	}
+	var problems []Problem
+	for _, d := range Drift(want, live.Live()) {
+		problems = append(problems, Problem{Workflow: w.File, What: d, Drift: true,
+			Fix: "Run idemhook deploy with these options to put them live, or check with the options it was deployed with."})
+	}
 	return problems, nil
+}
+
+// credentialProblems lists the credentials live's nodes are bound to that
+// are missing, gone, or ambiguous (among same-name ones, picked names the
+// chosen). An ambiguous credential is a problem of the instance, told once:
+// ambiguous holds those told already.
+func credentialProblems(w Workflow, live n8napi.Workflow, creds []n8napi.Credential, picked []string, ambiguous map[CredentialRef]bool) []Problem {
+	var problems []Problem
+	for _, n := range live.LiveNodes() {
+		nodeCreds, _ := n["credentials"].(map[string]any)
+		for typ, v := range nodeCreds {
+			ref, _ := v.(map[string]any)
+			id, _ := ref["id"].(string)
+			name, _ := ref["name"].(string)
+			same := sameName(creds, typ, name)
+			switch {
+			case id == "":
+				problems = append(problems, problem(w, fmt.Sprintf("node %q has no %s credential bound (n8n refuses every delivery: \"uses invalid credential\")", n["name"], typ),
+					"Run idemhook deploy, which binds credentials by id."))
+			case !hasID(creds, id) && len(same) == 0:
+				problems = append(problems, problem(w, fmt.Sprintf("node %q is bound to %s credential %s, which no longer exists, and no %s credential is named %q", n["name"], typ, id, typ, name),
+					"Create it (in n8n: Credentials → Add, named %q), then run idemhook deploy to bind it.", name))
+			case !hasID(creds, id):
+				problems = append(problems, problem(w, fmt.Sprintf("node %q is bound to %s credential %s, which no longer exists", n["name"], typ, id),
+					"Run idemhook deploy to bind the current one."))
+			case len(same) > 1 && slices.Contains(picked, id):
+				// The one --credential-id chose.
+			case len(same) > 1 && !ambiguous[CredentialRef{typ, name}]:
+				ambiguous[CredentialRef{typ, name}] = true
+				problems = append(problems, Problem{What: fmt.Sprintf("%d %s credentials are named %q (ids %s); the workflows use %s", len(same), typ, name, strings.Join(same, ", "), id),
+					Fix: "Rename or delete the others: an import by name (n8n's CLI, the editor's import) leaves such nodes unbound."})
+			}
+		}
+	}
+	return problems
+}
+
+// servingProblems tells why live does not serve w's webhook at its
+// production URL: its path is served by another workflow, it is not
+// published, it serves another path, or the URL does not answer as a
+// registered webhook.
+func servingProblems(ctx context.Context, c *n8napi.Client, w Workflow, live n8napi.Workflow, existing []n8napi.Workflow, opts Options) []Problem {
+	var holder n8napi.Workflow
+	taken := false
+	if w.WebhookPath != "" {
+		holder, taken = servingPath(existing, w.WebhookPath, live.ID)
+	}
+	livePath := ""
+	for _, n := range live.LiveNodes() {
+		if p, ok := param(n, "path"); ok && n["type"] == webhookType {
+			livePath = strings.Trim(p, "/")
+		}
+	}
+	switch {
+	case taken:
+		return []Problem{problem(w, fmt.Sprintf("webhook path %q is served by workflow %q (id %s)", w.WebhookPath, holder.Name, holder.ID),
+			"Unpublish that workflow, or generate with another --path and redeploy.")}
+	case !live.Active:
+		return []Problem{problem(w, fmt.Sprintf("workflow %s is not published", live.ID), "Publish it in the editor, or run idemhook deploy.")}
+	case w.WebhookPath != "" && livePath != strings.Trim(w.WebhookPath, "/"):
+		return []Problem{problem(w, fmt.Sprintf("no workflow serves webhook path %q: workflow %q (id %s) serves %q", w.WebhookPath, live.Name, live.ID, livePath),
+			"Check with the --path it was deployed with, or run idemhook deploy to move it.")}
+	case w.WebhookPath != "":
+		url := opts.ProductionURL(c, w.WebhookPath)
+		if !registered(ctx, url) {
+			return []Problem{problem(w, fmt.Sprintf("%s does not answer as a registered webhook", url),
+				"Check n8n's log for the publication of workflow %s, and --webhook-url if deliveries go through another address.", live.ID)}
+		}
+	}
+	return nil
 }
 
 func ids(ws []n8napi.Workflow) []string {

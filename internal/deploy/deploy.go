@@ -87,6 +87,33 @@ func Deploy(ctx context.Context, c *n8napi.Client, ws []Workflow, opts Options) 
 	if err != nil {
 		return nil, err
 	}
+	targets, err := updateTargets(ws, existing)
+	if err != nil {
+		return nil, err
+	}
+	assigned := map[string]string{} // generated id → n8n id
+	var out []Deployed
+	for _, w := range ws {
+		doc, err := prepare(w, bound, assigned)
+		if err != nil {
+			return out, err
+		}
+		d, err := put(ctx, c, w, doc, targets, existing, opts)
+		if err != nil {
+			return out, err
+		}
+		if w.GeneratedID != "" {
+			assigned[w.GeneratedID] = d.ID
+		}
+		out = append(out, d)
+	}
+	return out, waitAllLive(ctx, out, opts)
+}
+
+// updateTargets finds, by name, the workflow in n8n each of ws updates: the
+// one of that name, or the one its TargetID names. Several of one name,
+// and no TargetID to choose, is an *AmbiguousWorkflowError.
+func updateTargets(ws []Workflow, existing []n8napi.Workflow) (map[string]n8napi.Workflow, error) {
 	targets := map[string]n8napi.Workflow{} // name → the workflow to update
 	for _, w := range ws {
 		var found []n8napi.Workflow
@@ -109,82 +136,91 @@ func Deploy(ctx context.Context, c *n8napi.Client, ws []Workflow, opts Options) 
 			targets[w.Doc.Name] = existing[i]
 		}
 	}
+	return targets, nil
+}
 
-	assigned := map[string]string{} // generated id → n8n id
-	var out []Deployed
-	for _, w := range ws {
-		doc, err := prepare(w, bound, assigned)
-		if err != nil {
-			return out, err
-		}
-		d := Deployed{File: w.File, Name: w.Doc.Name}
-		var version string
-		if e, ok := targets[w.Doc.Name]; ok && unchanged(doc, e) {
-			d.ID, d.Unchanged = e.ID, true
-			opts.Progressf("unchanged %s: %q (id %s, version %s)", w.File, w.Doc.Name, e.ID, e.VersionID)
-			if w.GeneratedID != "" {
-				assigned[w.GeneratedID] = d.ID
-			}
-			if w.WebhookPath != "" {
-				d.URL = opts.ProductionURL(c, w.WebhookPath)
-			}
-			out = append(out, d)
-			continue
-		} else if ok {
-			id := e.ID
-			got, err := c.UpdateWorkflow(ctx, id, doc)
-			if err != nil {
-				return out, fmt.Errorf("update %s (%s): %w", w.File, id, err)
-			}
-			d.ID, version = got.ID, got.VersionID
-			opts.Progressf("updated %s: %q (id %s, version %s)", w.File, w.Doc.Name, d.ID, version)
-		} else {
-			got, err := c.CreateWorkflow(ctx, doc)
-			if err != nil {
-				return out, fmt.Errorf("create %s: %w", w.File, err)
-			}
-			d.ID, d.Created, version = got.ID, true, got.VersionID
-			opts.Progressf("created %s: %q (id %s, version %s)", w.File, w.Doc.Name, d.ID, version)
-		}
-		if w.GeneratedID != "" {
-			assigned[w.GeneratedID] = d.ID
-		}
-		if err := c.Publish(ctx, d.ID); err != nil {
-			var apiErr *n8napi.Error
-			if errors.As(err, &apiErr) && apiErr.Status == http.StatusConflict && w.WebhookPath != "" {
-				taken := &PathTakenError{Path: w.WebhookPath}
-				if holder, ok := servingPath(existing, w.WebhookPath, d.ID); ok {
-					taken.WorkflowID, taken.WorkflowName = holder.ID, holder.Name
-				}
-				return out, taken
-			}
-			if errors.As(err, &apiErr) && apiErr.Status == http.StatusBadRequest {
-				// One type may begin another's name (CUSTOM.idempotencyGuard,
-				// CUSTOM.idempotencyGuardPostgres): compare the whole word.
-				if typ, ok := missingGuardType(apiErr.Message); ok {
-					return out, &NodeTypeMissingError{Type: typ}
-				}
-			}
-			return out, fmt.Errorf("publish %s (%s): %w", w.File, d.ID, err)
-		}
-		if err := waitPublished(ctx, c, d.ID, version, opts.LiveWait()); err != nil {
-			return out, fmt.Errorf("publish %s (%s): %w", w.File, d.ID, err)
-		}
+// put has n8n run doc, w's workflow prepared, published: it updates the
+// workflow targets name for it, or creates one when there is none, and
+// changes nothing when n8n runs doc already.
+func put(ctx context.Context, c *n8napi.Client, w Workflow, doc n8napi.Workflow, targets map[string]n8napi.Workflow, existing []n8napi.Workflow, opts Options) (Deployed, error) {
+	d := Deployed{File: w.File, Name: w.Doc.Name}
+	e, ok := targets[w.Doc.Name]
+	if ok && unchanged(doc, e) {
+		d.ID, d.Unchanged = e.ID, true
+		opts.Progressf("unchanged %s: %q (id %s, version %s)", w.File, w.Doc.Name, e.ID, e.VersionID)
 		if w.WebhookPath != "" {
 			d.URL = opts.ProductionURL(c, w.WebhookPath)
 		}
-		out = append(out, d)
+		return d, nil
 	}
+	var version string
+	if ok {
+		id := e.ID
+		got, err := c.UpdateWorkflow(ctx, id, doc)
+		if err != nil {
+			return d, fmt.Errorf("update %s (%s): %w", w.File, id, err)
+		}
+		d.ID, version = got.ID, got.VersionID
+		opts.Progressf("updated %s: %q (id %s, version %s)", w.File, w.Doc.Name, d.ID, version)
+	} else {
+		got, err := c.CreateWorkflow(ctx, doc)
+		if err != nil {
+			return d, fmt.Errorf("create %s: %w", w.File, err)
+		}
+		d.ID, d.Created, version = got.ID, true, got.VersionID
+		opts.Progressf("created %s: %q (id %s, version %s)", w.File, w.Doc.Name, d.ID, version)
+	}
+	if err := publish(ctx, c, w, d.ID, existing); err != nil {
+		return d, err
+	}
+	if err := waitPublished(ctx, c, d.ID, version, opts.LiveWait()); err != nil {
+		return d, fmt.Errorf("publish %s (%s): %w", w.File, d.ID, err)
+	}
+	if w.WebhookPath != "" {
+		d.URL = opts.ProductionURL(c, w.WebhookPath)
+	}
+	return d, nil
+}
+
+// publish publishes workflow id, w's, telling n8n's refusals apart: a
+// webhook path another workflow serves is a *PathTakenError, and an
+// Idempotency Guard type n8n did not load a *NodeTypeMissingError.
+func publish(ctx context.Context, c *n8napi.Client, w Workflow, id string, existing []n8napi.Workflow) error {
+	err := c.Publish(ctx, id)
+	if err == nil {
+		return nil
+	}
+	var apiErr *n8napi.Error
+	if errors.As(err, &apiErr) && apiErr.Status == http.StatusConflict && w.WebhookPath != "" {
+		taken := &PathTakenError{Path: w.WebhookPath}
+		if holder, ok := servingPath(existing, w.WebhookPath, id); ok {
+			taken.WorkflowID, taken.WorkflowName = holder.ID, holder.Name
+		}
+		return taken
+	}
+	if errors.As(err, &apiErr) && apiErr.Status == http.StatusBadRequest {
+		// One type may begin another's name (CUSTOM.idempotencyGuard,
+		// CUSTOM.idempotencyGuardPostgres): compare the whole word.
+		if typ, ok := missingGuardType(apiErr.Message); ok {
+			return &NodeTypeMissingError{Type: typ}
+		}
+	}
+	return fmt.Errorf("publish %s (%s): %w", w.File, id, err)
+}
+
+// waitAllLive waits until the webhook of each deployed workflow answers as
+// registered at its production URL.
+func waitAllLive(ctx context.Context, out []Deployed, opts Options) error {
 	for _, d := range out {
 		if d.URL == "" {
 			continue
 		}
 		if err := waitLive(ctx, d.URL, opts.LiveWait()); err != nil {
-			return out, fmt.Errorf("%s (%s) at %s: %w", d.File, d.ID, d.URL, err)
+			return fmt.Errorf("%s (%s) at %s: %w", d.File, d.ID, d.URL, err)
 		}
 		opts.Progressf("live: %s", d.URL)
 	}
-	return out, nil
+	return nil
 }
 
 // unchanged tells whether e, as n8n holds it, is doc published: its draft

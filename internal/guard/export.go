@@ -39,6 +39,24 @@ const maxExport = 16 << 20
 // import: no nodes, a node without a name or type, two nodes of one name, a
 // connection from or to a node that is not there.
 func Parse(raw []byte) (*Workflow, error) {
+	doc, err := decodeExport(raw)
+	if err != nil {
+		return nil, err
+	}
+	w := &Workflow{doc: doc}
+	names, err := w.readNodes()
+	if err != nil {
+		return nil, err
+	}
+	if err := w.readConnections(names); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// decodeExport returns the one workflow object an export holds, refusing
+// what is not JSON or holds no single object.
+func decodeExport(raw []byte) (map[string]any, error) {
 	if len(raw) > maxExport {
 		return nil, refuse("the export is %d bytes; an n8n workflow export is at most %d MiB", len(raw), maxExport>>20)
 	}
@@ -62,8 +80,13 @@ func Parse(raw []byte) (*Workflow, error) {
 	if !ok {
 		return nil, refuse("the file is not an n8n workflow: want a JSON object with nodes and connections")
 	}
-	w := &Workflow{doc: doc}
-	nodes, ok := doc["nodes"].([]any)
+	return doc, nil
+}
+
+// readNodes takes w's nodes from its document, refusing nodes n8n would
+// not import, and returns their names.
+func (w *Workflow) readNodes() (map[string]bool, error) {
+	nodes, ok := w.doc["nodes"].([]any)
 	if !ok || len(nodes) == 0 {
 		return nil, refuse("the file has no nodes: it is not an exported n8n workflow")
 	}
@@ -84,25 +107,31 @@ func Parse(raw []byte) (*Workflow, error) {
 		names[name] = true
 		w.nodes = append(w.nodes, node)
 	}
-	switch c := doc["connections"].(type) {
+	return names, nil
+}
+
+// readConnections takes w's connections from its document, refusing one
+// from or to a node that is not among names.
+func (w *Workflow) readConnections(names map[string]bool) error {
+	switch c := w.doc["connections"].(type) {
 	case nil:
 		w.connections = map[string]any{}
 	case map[string]any:
 		w.connections = c
 	default:
-		return nil, refuse("the file's connections are not an object")
+		return refuse("the file's connections are not an object")
 	}
 	for from, v := range w.connections {
 		if !names[from] {
-			return nil, refuse("a connection leaves from %q, which is not a node of the workflow; n8n would not run it", from)
+			return refuse("a connection leaves from %q, which is not a node of the workflow; n8n would not run it", from)
 		}
 		for _, t := range targetsOf(v) {
 			if !names[t.node] {
-				return nil, refuse("node %q connects to %q, which is not a node of the workflow; n8n would not run it", from, t.node)
+				return refuse("node %q connects to %q, which is not a node of the workflow; n8n would not run it", from, t.node)
 			}
 		}
 	}
-	return w, nil
+	return nil
 }
 
 // Name is the workflow's name ("" when the export has none).

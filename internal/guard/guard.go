@@ -91,6 +91,63 @@ const webhookType = "n8n-nodes-base.webhook"
 // guard), and one whose settings name an error workflow of their own. An
 // invalid option is a *generator.OptionError.
 func Guard(w *Workflow, opts Options) (*Result, error) {
+	gd, err := w.guardable(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := gd.layOut(); err != nil {
+		return nil, err
+	}
+	if err := gd.rewire(); err != nil {
+		return nil, err
+	}
+	return gd.result()
+}
+
+// guarding is one Guard call at work: the Webhook it guards and what the
+// refusals found out about it, the guard's nodes as generated and named,
+// and the record and result it fills in as it goes.
+type guarding struct {
+	w    *Workflow
+	opts Options
+	// hook is the Webhook guarded, params and hookOptions its parameters
+	// and their options, hookName its name before guard, and first the
+	// links to the user's first nodes after it.
+	hook, params, hookOptions map[string]any
+	hookName                  string
+	mode                      generator.ResponseMode
+	first                     []any
+	// settings are the workflow's; ownErrorWorkflow the error workflow
+	// they named before guard.
+	settings         map[string]any
+	ownErrorWorkflow string
+	// g are the generate options the guard is made with, seed what its
+	// ids derive from, frag the guard and guardDoc its workflow.
+	g        generator.Options
+	seed     string
+	frag     generator.Fragment
+	guardDoc struct {
+		Nodes       []map[string]any `json:"nodes"`
+		Connections map[string]any   `json:"connections"`
+	}
+	// taken are the node names in use, renames the guard's names as they
+	// will be in the workflow.
+	taken   map[string]bool
+	renames map[string]string
+	// origin is the Webhook's position, shift how far right the user's
+	// nodes after it move.
+	origin     [2]float64
+	shift      float64
+	hadRawBody bool
+	rec        record
+	res        *Result
+}
+
+// guardable refuses a workflow Guard does not guard (see Guard), and
+// starts the work on one it does. A Webhook without parameters or options,
+// and a workflow without settings, are given empty ones for the guard to
+// fill in.
+func (w *Workflow) guardable(opts Options) (*guarding, error) {
 	hook, err := w.webhook(opts.Webhook)
 	if err != nil {
 		return nil, err
@@ -100,6 +157,22 @@ func Guard(w *Workflow, opts Options) (*Result, error) {
 			return nil, refuse("the workflow is already guarded: %q reserves the key after %q (guard it once; run idemhook verify to check it)", found.Reserve, found.Webhook)
 		}
 	}
+	gd := &guarding{w: w, opts: opts, hook: hook, res: &Result{Files: map[string][]byte{}}}
+	if err := gd.checkWebhook(); err != nil {
+		return nil, err
+	}
+	if err := gd.checkErrorWorkflow(); err != nil {
+		return nil, err
+	}
+	return gd, nil
+}
+
+// checkWebhook refuses a Webhook the guard cannot stand behind: one that
+// takes no body, answers in a response mode guard does not handle, keeps
+// the body as a file, has one output per HTTP method, or has nothing after
+// it.
+func (gd *guarding) checkWebhook() error {
+	hook := gd.hook
 	params, _ := hook["parameters"].(map[string]any)
 	if params == nil {
 		params = map[string]any{}
@@ -107,13 +180,13 @@ func Guard(w *Workflow, opts Options) (*Result, error) {
 	}
 	hookName, _ := hook["name"].(string)
 	if err := checkMethod(hookName, params); err != nil {
-		return nil, err
+		return err
 	}
 	mode := generator.ResponseMode(stringOr(params["responseMode"], string(generator.OnReceived)))
 	switch mode {
 	case generator.ResponseNode, generator.LastNode, generator.OnReceived:
 	default:
-		return nil, refuse("Webhook %q answers with response mode %q: guard handles onReceived, lastNode and responseNode", hookName, mode)
+		return refuse("Webhook %q answers with response mode %q: guard handles onReceived, lastNode and responseNode", hookName, mode)
 	}
 	hookOptions, _ := params["options"].(map[string]any)
 	noOptions := hookOptions == nil
@@ -122,114 +195,182 @@ func Guard(w *Workflow, opts Options) (*Result, error) {
 		params["options"] = hookOptions
 	}
 	if hookOptions["binaryData"] == true {
-		return nil, refuse("Webhook %q keeps the body as a binary file (its Binary Data option): guard needs the raw-body option instead; turn Binary Data off and read the file from the raw body, or guard it by hand", hookName)
+		return refuse("Webhook %q keeps the body as a binary file (its Binary Data option): guard needs the raw-body option instead; turn Binary Data off and read the file from the raw body, or guard it by hand", hookName)
 	}
-	if len(w.mainOutputs(hookName)) > 1 {
-		return nil, refuse("Webhook %q has one output per HTTP method: guard handles a Webhook with one output", hookName)
+	if len(gd.w.mainOutputs(hookName)) > 1 {
+		return refuse("Webhook %q has one output per HTTP method: guard handles a Webhook with one output", hookName)
 	}
-	first := firstTargets(w, hookName)
+	first := firstTargets(gd.w, hookName)
 	if len(first) == 0 {
-		return nil, refuse("nothing runs after Webhook %q: there is nothing to guard", hookName)
+		return refuse("nothing runs after Webhook %q: there is nothing to guard", hookName)
 	}
-	rec := record{Version: recordVersion, Webhook: nodeRef(hook), Name: hookName, NoOptions: noOptions}
+	gd.params, gd.hookOptions, gd.hookName, gd.mode, gd.first = params, hookOptions, hookName, mode, first
+	gd.rec = record{Version: recordVersion, Webhook: nodeRef(hook), Name: hookName, NoOptions: noOptions}
+	return nil
+}
+
+// checkErrorWorkflow refuses to go on without the error workflow the
+// settings name (other than the workflow itself), which the release goes
+// into, or with another one than it.
+func (gd *guarding) checkErrorWorkflow() error {
+	w, given := gd.w, gd.opts.ErrorWorkflow
 	settings, _ := w.doc["settings"].(map[string]any)
 	if settings == nil {
-		rec.NoSettings = true
+		gd.rec.NoSettings = true
 		settings = map[string]any{}
 		w.doc["settings"] = settings
 	}
 	ownErrorWorkflow, _ := settings["errorWorkflow"].(string)
+	gd.settings, gd.ownErrorWorkflow = settings, ownErrorWorkflow
 	switch {
-	case ownErrorWorkflow != "" && ownErrorWorkflow != w.ID() && opts.ErrorWorkflow == nil:
-		return nil, &ErrorWorkflowNeededError{ID: ownErrorWorkflow}
-	case ownErrorWorkflow != "" && ownErrorWorkflow != w.ID() && opts.ErrorWorkflow.ID() != ownErrorWorkflow:
-		return nil, refuse("the error workflow given is %s (%q), but the workflow's settings name %s", opts.ErrorWorkflow.ID(), opts.ErrorWorkflow.Name(), ownErrorWorkflow)
+	case ownErrorWorkflow != "" && ownErrorWorkflow != w.ID() && given == nil:
+		return &ErrorWorkflowNeededError{ID: ownErrorWorkflow}
+	case ownErrorWorkflow != "" && ownErrorWorkflow != w.ID() && given.ID() != ownErrorWorkflow:
+		return refuse("the error workflow given is %s (%q), but the workflow's settings name %s", given.ID(), given.Name(), ownErrorWorkflow)
 	}
+	return nil
+}
 
-	g := opts.Generate
-	if g.WorkflowName == "" {
-		g.WorkflowName = w.Name()
+// layOut makes the guard's nodes, names them beside the user's, and makes
+// room for them between the Webhook and the nodes after it.
+func (gd *guarding) layOut() error {
+	if err := gd.generate(); err != nil {
+		return err
 	}
-	if g.WorkflowName == "" {
-		g.WorkflowName = "Guarded workflow"
+	gd.nameNodes()
+	gd.makeRoom()
+	return nil
+}
+
+// generate makes the guard for the Webhook's response mode with the
+// generate options, seeded by the workflow and the Webhook so that the
+// ids it gives are the same each time.
+func (gd *guarding) generate() error {
+	gd.g = gd.opts.Generate
+	if gd.g.WorkflowName == "" {
+		gd.g.WorkflowName = gd.w.Name()
 	}
-	seed := w.ID() + "/" + hookName
-	frag, err := generator.GuardFragment(g, mode, seed)
+	if gd.g.WorkflowName == "" {
+		gd.g.WorkflowName = "Guarded workflow"
+	}
+	gd.seed = gd.w.ID() + "/" + gd.hookName
+	frag, err := generator.GuardFragment(gd.g, gd.mode, gd.seed)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var guardDoc struct {
-		Nodes       []map[string]any `json:"nodes"`
-		Connections map[string]any   `json:"connections"`
-	}
-	if err := json.Unmarshal(frag.Workflow, &guardDoc); err != nil {
-		return nil, err
-	}
+	gd.frag = frag
+	return json.Unmarshal(frag.Workflow, &gd.guardDoc)
+}
 
-	res := &Result{Files: map[string][]byte{}}
+// nameNodes picks names no node of the workflow has for the guard's nodes
+// and the renamed Webhook; the restore node will take the Webhook's name.
+func (gd *guarding) nameNodes() {
+	res := gd.res
 	taken := map[string]bool{}
-	for _, n := range w.names() {
+	for _, n := range gd.w.names() {
 		taken[n] = true
 	}
-	res.Restore = hookName
-	res.Webhook = unique(hookName+" (raw body)", taken)
+	res.Restore = gd.hookName
+	res.Webhook = unique(gd.hookName+" (raw body)", taken)
 	// The guard's names, and the stand-in trigger's, as they will be.
 	renames := map[string]string{generator.NodeWebhook: res.Webhook}
-	for _, n := range guardDoc.Nodes {
+	for _, n := range gd.guardDoc.Nodes {
 		name := n["name"].(string)
 		if name == generator.NodeWebhook || name == generator.NodeGuardNew {
 			continue
 		}
 		renames[name] = unique(name, taken)
 	}
+	gd.taken, gd.renames = taken, renames
+}
 
-	origin := position(hook)
+// makeRoom moves the user's nodes right of the Webhook right by the
+// guard's width, and records which it moved and how far.
+func (gd *guarding) makeRoom() {
+	gd.origin = position(gd.hook)
 	// The guard's last column holds the restore node; the user's first
 	// nodes end up one column right of it, as they were one right of the
 	// Webhook.
-	last := frag.Columns
-	for _, n := range guardDoc.Nodes {
+	last := gd.frag.Columns
+	for _, n := range gd.guardDoc.Nodes {
 		last = max(last, int(position(n)[0])/columnWidth)
 	}
-	shift := float64(last * columnWidth)
-	rec.Shift = shift
-	for _, n := range w.nodes {
-		if p := position(n); n["name"] != hookName && p[0] > origin[0] {
-			setPosition(n, p[0]+shift, p[1])
-			rec.Shifted = append(rec.Shifted, nodeRef(n))
+	gd.shift = float64(last * columnWidth)
+	gd.rec.Shift = gd.shift
+	for _, n := range gd.w.nodes {
+		if p := position(n); n["name"] != gd.hookName && p[0] > gd.origin[0] {
+			setPosition(n, p[0]+gd.shift, p[1])
+			gd.rec.Shifted = append(gd.rec.Shifted, nodeRef(n))
 		}
 	}
+}
 
-	// The Webhook keeps the raw body, under its new name.
-	hadRawBody := hookOptions["rawBody"] == true
+// rewire puts the guard in the workflow's paths: a delivery goes from the
+// Webhook through the guard's nodes, and a new event on through the
+// restore node to the user's nodes (and, with the lease guard, to Mark
+// Done after their last ones); a failed execution gives its key up in the
+// error workflow the settings name.
+func (gd *guarding) rewire() error {
+	gd.keepRawBody()
+	guardEntry := gd.renames[entry(gd.guardDoc.Connections)]
+	gd.placeGuardNodes()
+	newFrom, err := gd.connectGuardNodes()
+	if err != nil {
+		return err
+	}
+	gd.insertRestore(newFrom)
+	gd.w.setMainOutputs(gd.res.Webhook, [][]any{{map[string]any{"node": guardEntry, "type": "main", "index": 0}}})
+	if gd.frag.MarkDone != nil {
+		if err := gd.w.markDoneAfterLastNodes(gd.res, gd.frag.MarkDone, gd.mode, gd.taken); err != nil {
+			return err
+		}
+	}
+	return gd.setSettings()
+}
+
+// keepRawBody has the Webhook keep the raw body, which the key needs,
+// under its new name, and gives it a webhookId when it has none, which
+// n8n's URL for it would otherwise change with.
+func (gd *guarding) keepRawBody() {
+	hook, hookOptions, res := gd.hook, gd.hookOptions, gd.res
+	gd.hadRawBody = hookOptions["rawBody"] == true
 	if v, ok := hookOptions["rawBody"]; ok {
-		rec.RawBody = &v
+		gd.rec.RawBody = &v
 	}
 	hookOptions["rawBody"] = true
-	w.rename(hookName, res.Webhook)
+	gd.w.rename(gd.hookName, res.Webhook)
 	if id, _ := hook["webhookId"].(string); id == "" {
-		rec.AddedWebhookID = true
-		hook["webhookId"] = generator.UUIDFrom("webhookId/" + seed)
+		gd.rec.AddedWebhookID = true
+		hook["webhookId"] = generator.UUIDFrom("webhookId/" + gd.seed)
 		res.Notes = append(res.Notes, fmt.Sprintf("the Webhook had no webhookId: n8n would have served it at /webhook/<workflow id>/%s/<path> after an import; it now has one, and is served at /webhook/%s",
-			strings.ToLower(strings.ReplaceAll(hookName, " ", "%20")), stringOr(params["path"], "")))
+			strings.ToLower(strings.ReplaceAll(gd.hookName, " ", "%20")), stringOr(gd.params["path"], "")))
 	}
+}
 
-	// The guard's nodes, placed from the Webhook's position.
-	guardEntry := renames[entry(guardDoc.Connections)]
-	var newFrom string
-	for _, n := range guardDoc.Nodes {
+// placeGuardNodes adds the guard's nodes under their names, placed from
+// the Webhook's position, their expressions reading the guard's nodes as
+// renamed.
+func (gd *guarding) placeGuardNodes() {
+	for _, n := range gd.guardDoc.Nodes {
 		name := n["name"].(string)
 		if name == generator.NodeWebhook || name == generator.NodeGuardNew {
 			continue
 		}
-		rewriteReferences(n, renames)
-		n["name"] = renames[name]
+		rewriteReferences(n, gd.renames)
+		n["name"] = gd.renames[name]
 		p := position(n)
-		setPosition(n, origin[0]+p[0], origin[1]+p[1]-fragmentRow0)
-		w.nodes = append(w.nodes, n)
-		res.Inserted = append(res.Inserted, renames[name])
+		setPosition(n, gd.origin[0]+p[0], gd.origin[1]+p[1]-fragmentRow0)
+		gd.w.nodes = append(gd.w.nodes, n)
+		gd.res.Inserted = append(gd.res.Inserted, gd.renames[name])
 	}
-	for from, v := range guardDoc.Connections {
+}
+
+// connectGuardNodes gives the guard's nodes their connections, as renamed,
+// but for the one to the fragment's stand-in for the user's nodes, and
+// returns the node that connection left: a new event's way on.
+func (gd *guarding) connectGuardNodes() (string, error) {
+	var newFrom string
+	for from, v := range gd.guardDoc.Connections {
 		byType, _ := v.(map[string]any)
 		outs, _ := byType["main"].([]any)
 		var list [][]any
@@ -239,83 +380,59 @@ func Guard(w *Workflow, opts Options) (*Result, error) {
 			for _, l := range links {
 				m := l.(map[string]any)
 				if m["node"] == generator.NodeGuardNew {
-					newFrom = renames[from]
+					newFrom = gd.renames[from]
 					if i != 0 {
-						return nil, fmt.Errorf("guard: the fragment's new events leave %q by output %d", from, i)
+						return "", fmt.Errorf("guard: the fragment's new events leave %q by output %d", from, i)
 					}
 					continue
 				}
-				m["node"] = renames[m["node"].(string)]
+				m["node"] = gd.renames[m["node"].(string)]
 				kept = append(kept, m)
 			}
 			list = append(list, kept)
 		}
-		w.setMainOutputs(renames[from], list)
+		gd.w.setMainOutputs(gd.renames[from], list)
 	}
 	if newFrom == "" {
-		return nil, fmt.Errorf("guard: the fragment has no way on for a new event")
+		return "", fmt.Errorf("guard: the fragment has no way on for a new event")
 	}
+	return newFrom, nil
+}
 
-	// The node that gives the user's nodes their item back takes the
-	// Webhook's old name, so that their references keep reading it.
+// insertRestore adds the node that gives the user's nodes their item back
+// between newFrom and the user's first nodes. It takes the Webhook's old
+// name, so that their references keep reading it.
+func (gd *guarding) insertRestore(newFrom string) {
+	w, res := gd.w, gd.res
 	restore := map[string]any{
-		"id": generator.UUIDFrom("restore/" + seed), "name": res.Restore, "type": "n8n-nodes-base.code",
+		"id": generator.UUIDFrom("restore/" + gd.seed), "name": res.Restore, "type": "n8n-nodes-base.code",
 		"typeVersion": generator.TypeVersions["n8n-nodes-base.code"],
-		"position":    []any{origin[0] + shift, origin[1]},
+		"position":    []any{gd.origin[0] + gd.shift, gd.origin[1]},
 		"parameters": map[string]any{"mode": "runOnceForAllItems", "language": "javaScript",
-			"jsCode": restoreScript(res.Webhook, hadRawBody, webhookVersion(hook), stringOr(hookOptions["binaryPropertyName"], "data"))},
+			"jsCode": restoreScript(res.Webhook, gd.hadRawBody, webhookVersion(gd.hook), stringOr(gd.hookOptions["binaryPropertyName"], "data"))},
 	}
 	w.nodes = append(w.nodes, restore)
 	res.Inserted = append(res.Inserted, res.Restore)
 	outs := w.mainOutputs(newFrom)
 	outs[0] = append(outs[0], map[string]any{"node": res.Restore, "type": "main", "index": 0})
 	w.setMainOutputs(newFrom, outs)
-	w.setMainOutputs(res.Restore, [][]any{first})
-	w.setMainOutputs(res.Webhook, [][]any{{map[string]any{"node": guardEntry, "type": "main", "index": 0}}})
+	w.setMainOutputs(res.Restore, [][]any{gd.first})
+}
 
-	if frag.MarkDone != nil {
-		if err := w.markDoneAfterLastNodes(res, frag.MarkDone, mode, taken); err != nil {
-			return nil, err
-		}
-	}
-
+// setSettings gives the workflow the settings the guard's workflow has,
+// its error workflow among them unless the user's one releases the key,
+// and records what they were before.
+func (gd *guarding) setSettings() error {
 	var fragSettings struct {
 		Settings map[string]any `json:"settings"`
 	}
-	_ = json.Unmarshal(frag.Workflow, &fragSettings)
+	_ = json.Unmarshal(gd.frag.Workflow, &fragSettings)
 	delete(fragSettings.Settings, "executionOrder") // a legacy export keeps its own order
-	rec.EventsTable = g.WithDefaults().EventsTable
-	switch {
-	case ownErrorWorkflow != "" && ownErrorWorkflow != w.ID():
-		// The user's error workflow keeps running, the release in front.
-		x := opts.ErrorWorkflow
-		what := fmt.Sprintf("error workflow %s (%q)", x.ID(), x.Name())
-		added, err := x.addRelease(what, frag.Release, rec.EventsTable)
-		if err != nil {
-			return nil, err
-		}
-		if res.Files[FileErrorWorkflow], err = x.marshal(); err != nil {
-			return nil, err
-		}
-		res.ErrorWorkflow, res.KeptErrorWorkflow, rec.ErrorWorkflow = x.ID(), true, x.ID()
-		if added {
-			res.Notes = append(res.Notes, fmt.Sprintf("your %s stays the workflow's: its nodes now run after a node that gives the failed execution's key up, with the item they had; import and publish %s (it keeps that workflow's id)", what, FileErrorWorkflow))
-		} else {
-			res.Notes = append(res.Notes, fmt.Sprintf("your %s already gives up the keys of %s (another guarded workflow shares it): unchanged", what, rec.EventsTable))
-		}
-	case (ownErrorWorkflow != "" && ownErrorWorkflow == w.ID()) || (ownErrorWorkflow == "" && w.hasErrorTrigger()):
-		// n8n runs the workflow itself when it fails: its Error Trigger's
-		// path gets the release.
-		if _, err := w.addRelease("the workflow", frag.Release, rec.EventsTable); err != nil {
-			return nil, err
-		}
-		res.ErrorWorkflow, res.KeptErrorWorkflow, rec.ErrorWorkflow = w.ID(), true, recordSelf
-		res.Notes = append(res.Notes, "the workflow's own Error Trigger stays what n8n runs when an execution fails: its nodes now run after a node that gives the failed execution's key up")
-	default:
-		fragSettings.Settings["errorWorkflow"] = frag.ErrorWorkflowID
-		res.ErrorWorkflow = frag.ErrorWorkflowID
-		res.Files[FileErrorWorkflow] = frag.ErrorWorkflow
+	gd.rec.EventsTable = gd.g.WithDefaults().EventsTable
+	if err := gd.releaseOnFailure(fragSettings.Settings); err != nil {
+		return err
 	}
+	rec, settings := &gd.rec, gd.settings
 	for k, v := range fragSettings.Settings {
 		rec.Settings = append(rec.Settings, k)
 		if old, ok := settings[k]; ok {
@@ -328,20 +445,68 @@ func Guard(w *Workflow, opts Options) (*Result, error) {
 	}
 	slices.Sort(rec.Settings)
 	if _, ok := settings["executionOrder"]; !ok {
-		res.Notes = append(res.Notes, "the workflow has no executionOrder setting (n8n's legacy v0 order); it is kept: the guard runs in either order")
+		gd.res.Notes = append(gd.res.Notes, "the workflow has no executionOrder setting (n8n's legacy v0 order); it is kept: the guard runs in either order")
 	}
-	res.Notes = append(res.Notes, modeNote(mode), bodiesNote(g.Hashing, hadRawBody))
+	return nil
+}
 
-	for _, name := range res.Inserted {
-		rec.Inserted = append(rec.Inserted, nodeRef(w.node(name)))
+// releaseOnFailure settles which error workflow gives a failed execution's
+// key up: the user's (the one the settings name, or the workflow itself
+// for its own Error Trigger), with the release put in front of its nodes,
+// or else guard's, which fragSettings then name.
+func (gd *guarding) releaseOnFailure(fragSettings map[string]any) error {
+	w, res, rec, own := gd.w, gd.res, &gd.rec, gd.ownErrorWorkflow
+	switch {
+	case own != "" && own != w.ID():
+		// The user's error workflow keeps running, the release in front.
+		x := gd.opts.ErrorWorkflow
+		what := fmt.Sprintf("error workflow %s (%q)", x.ID(), x.Name())
+		added, err := x.addRelease(what, gd.frag.Release, rec.EventsTable)
+		if err != nil {
+			return err
+		}
+		if res.Files[FileErrorWorkflow], err = x.marshal(); err != nil {
+			return err
+		}
+		res.ErrorWorkflow, res.KeptErrorWorkflow, rec.ErrorWorkflow = x.ID(), true, x.ID()
+		if added {
+			res.Notes = append(res.Notes, fmt.Sprintf("your %s stays the workflow's: its nodes now run after a node that gives the failed execution's key up, with the item they had; import and publish %s (it keeps that workflow's id)", what, FileErrorWorkflow))
+		} else {
+			res.Notes = append(res.Notes, fmt.Sprintf("your %s already gives up the keys of %s (another guarded workflow shares it): unchanged", what, rec.EventsTable))
+		}
+	case (own != "" && own == w.ID()) || (own == "" && w.hasErrorTrigger()):
+		// n8n runs the workflow itself when it fails: its Error Trigger's
+		// path gets the release.
+		if _, err := w.addRelease("the workflow", gd.frag.Release, rec.EventsTable); err != nil {
+			return err
+		}
+		res.ErrorWorkflow, res.KeptErrorWorkflow, rec.ErrorWorkflow = w.ID(), true, recordSelf
+		res.Notes = append(res.Notes, "the workflow's own Error Trigger stays what n8n runs when an execution fails: its nodes now run after a node that gives the failed execution's key up")
+	default:
+		fragSettings["errorWorkflow"] = gd.frag.ErrorWorkflowID
+		res.ErrorWorkflow = gd.frag.ErrorWorkflowID
+		res.Files[FileErrorWorkflow] = gd.frag.ErrorWorkflow
 	}
-	if err := rec.keepIn(w.node(res.Restore)); err != nil {
+	return nil
+}
+
+// result keeps the record of what guard changed in the restore node, so
+// that Remove can undo it, and renders the guarded workflow and the files
+// that go beside it.
+func (gd *guarding) result() (*Result, error) {
+	w, res := gd.w, gd.res
+	res.Notes = append(res.Notes, modeNote(gd.mode), bodiesNote(gd.g.Hashing, gd.hadRawBody))
+	for _, name := range res.Inserted {
+		gd.rec.Inserted = append(gd.rec.Inserted, nodeRef(w.node(name)))
+	}
+	if err := gd.rec.keepIn(w.node(res.Restore)); err != nil {
 		return nil, err
 	}
+	var err error
 	if res.Workflow, err = w.marshal(); err != nil {
 		return nil, err
 	}
-	if err := res.companions(g, frag); err != nil {
+	if err := res.companions(gd.g, gd.frag); err != nil {
 		return nil, err
 	}
 	return res, nil

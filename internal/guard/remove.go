@@ -46,11 +46,30 @@ func Remove(w *Workflow, opts RemoveOptions) (*Removed, error) {
 		return nil, refuse("the guarded Webhook (%s) is no longer in the workflow: import the backup --apply saved, or the export you guarded", rec.Webhook)
 	}
 	out := &Removed{EventsTable: rec.EventsTable}
-	targets := firstTargets(w, restore["name"].(string))
 	settings, _ := w.doc["settings"].(map[string]any)
 	if rec.ErrorWorkflow == "" {
 		out.GuardErrorWorkflow, _ = settings["errorWorkflow"].(string)
 	}
+	if err := w.takeOutGuardNodes(restore, hook, rec); err != nil {
+		return nil, err
+	}
+	restoreWebhookOptions(hook, rec)
+	w.moveBack(rec)
+	w.restoreSettings(settings, rec)
+	if err := w.takeOutRelease(rec, opts, out); err != nil {
+		return nil, err
+	}
+	var err error
+	if out.Workflow, err = w.marshal(); err != nil {
+		return nil, fmt.Errorf("guard: %w", err)
+	}
+	return out, nil
+}
+
+// takeOutGuardNodes deletes the nodes guard inserted, and gives the Webhook
+// its name back, leading to the nodes the restore node led to.
+func (w *Workflow) takeOutGuardNodes(restore, hook map[string]any, rec record) error {
+	targets := firstTargets(w, restore["name"].(string))
 	for _, ref := range rec.Inserted {
 		if n := w.byRef(ref); n != nil {
 			w.deleteNode(n["name"].(string))
@@ -58,11 +77,16 @@ func Remove(w *Workflow, opts RemoveOptions) (*Removed, error) {
 	}
 	hookName := hook["name"].(string)
 	if other := w.node(rec.Name); other != nil && hookName != rec.Name {
-		return nil, refuse("a node is named %q, the name the Webhook had before guard: rename it first", rec.Name)
+		return refuse("a node is named %q, the name the Webhook had before guard: rename it first", rec.Name)
 	}
 	w.rename(hookName, rec.Name)
 	w.setMainOutputs(rec.Name, [][]any{targets})
+	return nil
+}
 
+// restoreWebhookOptions gives the Webhook its raw-body option as it was
+// before guard, and drops the options object and the webhookId guard added.
+func restoreWebhookOptions(hook map[string]any, rec record) {
 	params, _ := hook["parameters"].(map[string]any)
 	options, _ := params["options"].(map[string]any)
 	if rec.RawBody == nil {
@@ -76,12 +100,21 @@ func Remove(w *Workflow, opts RemoveOptions) (*Removed, error) {
 	if rec.AddedWebhookID {
 		delete(hook, "webhookId")
 	}
+}
+
+// moveBack moves the user's nodes guard moved right back where they were.
+func (w *Workflow) moveBack(rec record) {
 	for _, ref := range rec.Shifted {
 		if n := w.byRef(ref); n != nil {
 			p := position(n)
 			setPosition(n, p[0]-rec.Shift, p[1])
 		}
 	}
+}
+
+// restoreSettings gives the settings guard set the values they had before
+// it, and drops the settings guard added to an export that had none.
+func (w *Workflow) restoreSettings(settings map[string]any, rec record) {
 	for _, k := range rec.Settings {
 		if v, ok := rec.SettingsBefore[k]; ok {
 			settings[k] = v
@@ -92,7 +125,12 @@ func Remove(w *Workflow, opts RemoveOptions) (*Removed, error) {
 	if rec.NoSettings && len(settings) == 0 {
 		delete(w.doc, "settings")
 	}
+}
 
+// takeOutRelease takes the key's release out of the error workflow guard
+// put it into, unless opts keep it there: the workflow's own Error Trigger
+// path, or the user's error workflow when opts give it, rendered into out.
+func (w *Workflow) takeOutRelease(rec record, opts RemoveOptions, out *Removed) error {
 	switch {
 	case rec.ErrorWorkflow == recordSelf:
 		if !opts.KeepRelease {
@@ -102,20 +140,16 @@ func Remove(w *Workflow, opts RemoveOptions) (*Removed, error) {
 		out.UserErrorWorkflow = rec.ErrorWorkflow
 		if x := opts.ErrorWorkflow; x != nil && !opts.KeepRelease {
 			if x.ID() != rec.ErrorWorkflow {
-				return nil, refuse("the error workflow given is %s (%q), but the guard put its release into %s", x.ID(), x.Name(), rec.ErrorWorkflow)
+				return refuse("the error workflow given is %s (%q), but the guard put its release into %s", x.ID(), x.Name(), rec.ErrorWorkflow)
 			}
 			if !x.removeRelease(rec.EventsTable) {
-				return nil, refuse("error workflow %s (%q) holds no release of %s: it is not the one guard put it into", x.ID(), x.Name(), rec.EventsTable)
+				return refuse("error workflow %s (%q) holds no release of %s: it is not the one guard put it into", x.ID(), x.Name(), rec.EventsTable)
 			}
 			var err error
 			if out.ErrorWorkflow, err = x.marshal(); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	var err error
-	if out.Workflow, err = w.marshal(); err != nil {
-		return nil, fmt.Errorf("guard: %w", err)
-	}
-	return out, nil
+	return nil
 }
