@@ -3,6 +3,7 @@ package pgsql
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -313,101 +314,170 @@ func (w *sqlText) outcomeState(ignore bool) string {
 	return "rejected"
 }
 
+// The indentation of the decision block: its own statements (i1), a
+// rule's (i2), and those a rule's IF holds (i3).
+const i1, i2, i3 = "      ", "        ", "          "
+
 // ApplyEventBody is the decision block of idemhook_apply_event for d: the
 // statements between the function's fencing and its final update of the
 // inbox row, which set v_state, v_outcome, v_detail, v_waiting and
 // v_tasks. It fails on a Decision that names an invalid identifier or a
 // constant Literal refuses (package rules refuses both first).
 func (in Inbox) applyEventBody(d Decision) (declare, body string, err error) {
-	w := &sqlText{}
-	decl := &sqlText{}
-	typeExpr := "ev.event_type"
-	if d.TypeHeader != "" {
-		typeExpr = "coalesce(ev.headers ->> " + w.lit(d.TypeHeader) + ", '')"
+	if err := checkDecisionRules(d.Rules); err != nil {
+		return "", "", err
 	}
-	const i1, i2, i3 = "      ", "        ", "          "
-	w.f("%sv_type := %s;\n", i1, typeExpr)
-	w.f("%sIF NOT (v_type = ANY (p_allowed)) THEN\n", i1)
-	w.finish(i2, "ignored", "type_not_allowed", "format('event type %L is not in the allowlist', v_type)")
-	w.f("%sEND IF;\n%sBEGIN\n%s  doc := convert_from(ev.body, 'UTF8')::jsonb;\n%sEXCEPTION WHEN others THEN\n%s  doc := NULL;\n%sEND;\n", i1, i1, i1, i1, i1, i1)
-
-	fields := map[string]bool{}
-	entities := map[string]Entity{}
-	var entityOrder []string
-	var handled []string
-	maxTasks := 0
+	w := &sqlText{}
+	writeTypeAndDoc(w, d.TypeHeader)
 	for _, r := range d.Rules {
+		in.writeRule(w, r)
+	}
+	in.writeNoRule(w, handledTypes(d.Rules))
+	if w.err != nil {
+		return "", "", w.err
+	}
+	declare, err = in.declarations(d.Rules)
+	if err != nil {
+		return "", "", err
+	}
+	return declare, w.b.String(), nil
+}
+
+// checkDecisionRules refuses, at the first rule that has one, what the
+// block cannot be written from: a rule name that is not an identifier, an
+// entity name standing for two different entities (they share one row
+// variable), and a When condition reading a field (fields are assigned
+// only once the rule applies).
+func checkDecisionRules(rules []DecisionRule) error {
+	entities := map[string]Entity{}
+	for _, r := range rules {
 		if !identPattern.MatchString(r.Name) {
-			return "", "", &IdentifierError{r.Name, "a rule name must be lower-case letters, digits and '_'"}
+			return &IdentifierError{r.Name, "a rule name must be lower-case letters, digits and '_'"}
 		}
 		e, seen := entities[r.Entity.Name]
 		if !seen {
 			entities[r.Entity.Name] = r.Entity
-			entityOrder = append(entityOrder, r.Entity.Name)
 		} else if e != r.Entity {
-			return "", "", fmt.Errorf("rule %q: entity %q differs from an earlier rule's", r.Name, r.Entity.Name)
+			return fmt.Errorf("rule %q: entity %q differs from an earlier rule's", r.Name, r.Entity.Name)
 		}
+		for _, c := range r.When {
+			if c.Field != "" {
+				return fmt.Errorf("rule %q: a when condition reads a path, not a field", r.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// writeTypeAndDoc reads the event's type (from header typeHeader when
+// set), ignores a type not in the allowlist, and parses the body into doc
+// (NULL when it is not JSON).
+func writeTypeAndDoc(w *sqlText, typeHeader string) {
+	typeExpr := "ev.event_type"
+	if typeHeader != "" {
+		typeExpr = "coalesce(ev.headers ->> " + w.lit(typeHeader) + ", '')"
+	}
+	w.f("%sv_type := %s;\n", i1, typeExpr)
+	w.f("%sIF NOT (v_type = ANY (p_allowed)) THEN\n", i1)
+	w.finish(i2, "ignored", "type_not_allowed", "format('event type %L is not in the allowlist', v_type)")
+	w.f("%sEND IF;\n%sBEGIN\n%s  doc := convert_from(ev.body, 'UTF8')::jsonb;\n%sEXCEPTION WHEN others THEN\n%s  doc := NULL;\n%sEND;\n", i1, i1, i1, i1, i1, i1)
+}
+
+// writeRule writes r guarded by its types and its When conditions, which
+// read paths only (checkDecisionRules refused fields).
+func (in Inbox) writeRule(w *sqlText, r DecisionRule) {
+	w.f("\n%s-- rule %s\n", i1, r.Name)
+	w.f("%sIF v_type = ANY (%s)", i1, w.list(r.Types))
+	for _, c := range r.When {
+		w.f("\n%s  AND %s", i1, w.condition(c))
+	}
+	w.f(" THEN\n")
+	in.ruleBody(w, r)
+	w.f("%sEND IF;\n", i1)
+}
+
+// handledTypes lists the event types some rule handles, each once, in the
+// order the rules first name them.
+func handledTypes(rules []DecisionRule) []string {
+	var handled []string
+	for _, r := range rules {
 		for _, t := range r.Types {
 			if !slices.Contains(handled, t) {
 				handled = append(handled, t)
 			}
 		}
-		maxTasks = max(maxTasks, len(r.Tasks))
-		w.f("\n%s-- rule %s\n", i1, r.Name)
-		w.f("%sIF v_type = ANY (%s)", i1, w.list(r.Types))
-		// The When conditions read paths only (the fields are not assigned yet).
-		for _, c := range r.When {
-			if c.Field != "" {
-				return "", "", fmt.Errorf("rule %q: a when condition reads a path, not a field", r.Name)
-			}
-			w.f("\n%s  AND %s", i1, w.condition(c))
-		}
-		w.f(" THEN\n")
-		in.ruleBody(w, r, i2, i3)
-		w.f("%sEND IF;\n", i1)
-		for _, f := range r.Fields {
-			fields[f.Name] = true
-		}
 	}
+	return handled
+}
+
+// writeNoRule decides an event no rule applied to: ignored when a rule
+// handles its type (the event's data did not meet its conditions),
+// rejected when none does.
+func (in Inbox) writeNoRule(w *sqlText, handled []string) {
 	w.f("\n%sIF v_type = ANY (%s) THEN\n", i1, w.list(handled))
 	w.finish(i2, "ignored", "no_matching_rule", "format('no rule for event type %L applies to this event''s data', v_type)")
 	w.f("%sEND IF;\n", i1)
 	w.finish(i1, "rejected", "no_rule", fmt.Sprintf("format('event type %%L is allowed but %s has no rule for it', v_type)", in.ApplyEvent()))
+}
 
+// declarations is the function's DECLARE section for rules: the block's
+// own variables, one per field any rule reads (sorted by name), and per
+// entity (in the order the rules first name them) its row, key and
+// account.
+func (in Inbox) declarations(rules []DecisionRule) (string, error) {
+	decl := &sqlText{}
 	decl.f("  doc jsonb;\n  v_type text;\n  v_id text;\n  v_effect text;\n  v_task_keys text[];\n  v_found boolean;\n  v_n integer;\n  v_defer_limit interval;\n")
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for n := range fields {
-			if !yield(n) {
-				return
-			}
+	fields := map[string]bool{}
+	for _, r := range rules {
+		for _, f := range r.Fields {
+			fields[f.Name] = true
 		}
-	}) {
+	}
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		decl.f("  f_%s jsonb;\n", decl.name(name))
 	}
-	for _, name := range entityOrder {
-		e := entities[name]
+	var declared []string
+	for _, r := range rules {
+		e := r.Entity
+		if slices.Contains(declared, e.Name) {
+			continue
+		}
+		declared = append(declared, e.Name)
 		t := in.entityTable(e)
-		decl.f("  e_%s %s%%ROWTYPE;\n  k_%s %s.%s%%TYPE;\n", decl.name(name), t, name, t, decl.ident(e.Key))
+		decl.f("  e_%s %s%%ROWTYPE;\n  k_%s %s.%s%%TYPE;\n", decl.name(e.Name), t, e.Name, t, decl.ident(e.Key))
 		if e.Account != "" {
-			decl.f("  a_%s %s.%s%%TYPE;\n", name, t, decl.ident(e.Account))
+			decl.f("  a_%s %s.%s%%TYPE;\n", e.Name, t, decl.ident(e.Account))
 		}
 	}
-	if w.err != nil {
-		return "", "", w.err
-	}
-	if decl.err != nil {
-		return "", "", decl.err
-	}
-	return decl.b.String(), w.b.String(), nil
+	return decl.b.String(), decl.err
 }
 
 // ruleBody writes one rule's statements: its fields, checks, the row, the
 // effect and its writes.
-func (in Inbox) ruleBody(w *sqlText, r DecisionRule, i2, i3 string) {
-	e := r.Entity
-	t := in.entityTable(e)
-	row := "e_" + w.name(e.Name)
-	key, acct := "k_"+e.Name, "a_"+e.Name
+func (in Inbox) ruleBody(w *sqlText, r DecisionRule) {
+	row := "e_" + w.name(r.Entity.Name)
+	writeFieldsAndChecks(w, r)
+	writeKeys(w, r)
+	where := in.lockRow(w, r, row)
+	w.f("%sIF EXISTS (SELECT 1 FROM %s WHERE effect_key = v_effect) THEN\n", i2, in.Effects())
+	w.finish(i3, "processed", "effect_exists", "format('effect %s was recorded by an earlier event', v_effect)")
+	w.f("%sEND IF;\n", i2)
+	in.checkRowState(w, r, row)
+	w.f("%sINSERT INTO %s (effect_key, inbox_id) VALUES (v_effect, ev.id) ON CONFLICT DO NOTHING;\n%sIF NOT FOUND THEN\n", i2, in.Effects(), i2)
+	w.finish(i3, "processed", "effect_exists", "format('effect %s was recorded concurrently', v_effect)")
+	w.f("%sEND IF;\n", i2)
+	in.writeRow(w, r, row, where)
+	in.writeTasks(w, r, row)
+	// Events that wait for this row are due now; other deferred rows of
+	// the account keep their turn.
+	w.f("%sUPDATE %s SET next_attempt_at = now()\n%sWHERE state = 'deferred' AND account = ev.account AND waiting_for = v_id AND next_attempt_at > now();\n", i2, in.Inbox(), i2)
+	w.f("%sv_state := 'processed'; v_outcome := 'applied'; v_detail := v_effect;\n%sEXIT decide;\n", i2, i2)
+}
+
+// writeFieldsAndChecks sets the rule's defer limit and reads its fields,
+// then writes its checks: the first that fails decides, before the row is
+// read.
+func writeFieldsAndChecks(w *sqlText, r DecisionRule) {
 	w.f("%sv_defer_limit := %s;\n", i2, map[bool]string{true: fmt.Sprintf("interval '%d seconds'", int64(r.DeferLimit/time.Second)), false: "NULL"}[r.DeferLimit > 0])
 	for _, f := range r.Fields {
 		w.f("%sf_%s := %s;\n", i2, w.name(f.Name), w.paths(f.Paths))
@@ -418,6 +488,13 @@ func (in Inbox) ruleBody(w *sqlText, r DecisionRule, i2, i3 string) {
 			fmt.Sprintf("format('%%s: %%s (got %%s)', %s, %s, coalesce(left(%s::text, 200), 'nothing'))", w.lit(c.Outcome), w.lit(c.Describe), w.value(c.Value)))
 		w.f("%sEND IF;\n", i2)
 	}
+}
+
+// writeKeys reads the row's id, the effect key and the task keys, and
+// rejects an event whose id is missing or whose id or keys are longer
+// than MaxKeyBytes.
+func writeKeys(w *sqlText, r DecisionRule) {
+	e := r.Entity
 	w.f("%sv_id := f_%s #>> '{}';\n", i2, w.name(r.ID))
 	w.f("%sIF coalesce(v_id, '') = '' THEN\n", i2)
 	w.finish(i3, "rejected", "missing_"+e.Name+"_id", fmt.Sprintf("format('the %s id is missing')", e.Name))
@@ -431,10 +508,17 @@ func (in Inbox) ruleBody(w *sqlText, r DecisionRule, i2, i3 string) {
 	w.f("%sIF octet_length(v_id) > %d OR octet_length(v_effect) > %d\n%s  OR EXISTS (SELECT 1 FROM unnest(v_task_keys) k WHERE octet_length(k) > %d) THEN\n", i2, MaxKeyBytes, MaxKeyBytes, i2, MaxKeyBytes)
 	w.finish(i3, "rejected", "key_too_long", fmt.Sprintf("format('the %s id, the effect key or an operation key is longer than %d bytes')", e.Name, MaxKeyBytes))
 	w.f("%sEND IF;\n", i2)
+}
 
-	// The row, locked: two events proposing one effect are serialised on
-	// it. A rule that may create the row first takes a lock on its id, so
-	// that two such events cannot both find it missing.
+// lockRow reads the rule's row into row, locked: two events proposing one
+// effect are serialised on it. A rule that may create the row first takes
+// a lock on its id, so that two such events cannot both find it missing.
+// A missing row the rule does not create waits or is rejected. lockRow
+// returns the WHERE condition that finds the row.
+func (in Inbox) lockRow(w *sqlText, r DecisionRule, row string) string {
+	e := r.Entity
+	t := in.entityTable(e)
+	key, acct := "k_"+e.Name, "a_"+e.Name
 	w.f("%s%s := v_id;\n", i2, key)
 	where := fmt.Sprintf("%s = %s", w.ident(e.Key), key)
 	if e.Account != "" {
@@ -455,10 +539,14 @@ func (in Inbox) ruleBody(w *sqlText, r DecisionRule, i2, i3 string) {
 		w.finish(i3, "rejected", r.Reject, fmt.Sprintf("format('no %s %%L for account %%L', v_id, ev.account)", e.Name))
 		w.f("%sEND IF;\n", i2)
 	}
-	w.f("%sIF EXISTS (SELECT 1 FROM %s WHERE effect_key = v_effect) THEN\n", i2, in.Effects())
-	w.finish(i3, "processed", "effect_exists", "format('effect %s was recorded by an earlier event', v_effect)")
-	w.f("%sEND IF;\n", i2)
+	return where
+}
 
+// checkRowState decides on a row that exists: its columns must match the
+// event (Match), its state must be one the transition applies in (else
+// the event waits, or is rejected), and then After must match.
+func (in Inbox) checkRowState(w *sqlText, r DecisionRule, row string) {
+	e := r.Entity
 	w.f("%sIF v_found THEN\n", i2)
 	in.matches(w, r.Match, row, e, i3)
 	state := row + "." + w.ident(e.State) + "::text"
@@ -472,11 +560,13 @@ func (in Inbox) ruleBody(w *sqlText, r DecisionRule, i2, i3 string) {
 	w.f("%sEND IF;\n", i3)
 	in.matches(w, r.After, row, e, i3)
 	w.f("%sEND IF;\n", i2)
+}
 
-	w.f("%sINSERT INTO %s (effect_key, inbox_id) VALUES (v_effect, ev.id) ON CONFLICT DO NOTHING;\n%sIF NOT FOUND THEN\n", i2, in.Effects(), i2)
-	w.finish(i3, "processed", "effect_exists", "format('effect %s was recorded concurrently', v_effect)")
-	w.f("%sEND IF;\n", i2)
-
+// rowSets are the rule's column assignments: the new state, the Set
+// columns (each field through its column's type) and the touch column.
+func (in Inbox) rowSets(w *sqlText, r DecisionRule) []string {
+	e := r.Entity
+	t := in.entityTable(e)
 	typed := func(col, field string) string {
 		return fmt.Sprintf("(jsonb_populate_record(NULL::%s, jsonb_build_object(%s, f_%s))).%s", t, w.lit(col), w.name(field), w.ident(col))
 	}
@@ -490,6 +580,17 @@ func (in Inbox) ruleBody(w *sqlText, r DecisionRule, i2, i3 string) {
 	if e.Touch != "" {
 		sets = append(sets, w.ident(e.Touch)+" = now()")
 	}
+	return sets
+}
+
+// writeRow applies the effect to the row: it updates the row found by
+// where, or, for a rule that creates it, inserts a missing one with the
+// same assignments.
+func (in Inbox) writeRow(w *sqlText, r DecisionRule, row, where string) {
+	e := r.Entity
+	t := in.entityTable(e)
+	key, acct := "k_"+e.Name, "a_"+e.Name
+	sets := in.rowSets(w, r)
 	if r.Create {
 		w.f("%sIF NOT v_found THEN\n", i2)
 		cols, vals := []string{w.ident(e.Key)}, []string{key}
@@ -510,7 +611,12 @@ func (in Inbox) ruleBody(w *sqlText, r DecisionRule, i2, i3 string) {
 	if r.Create {
 		w.f("%sEND IF;\n", i2)
 	}
+}
 
+// writeTasks writes the rule's outbox tasks under the keys writeKeys
+// computed, each once (a task already written is not written again), and
+// counts those written in v_tasks.
+func (in Inbox) writeTasks(w *sqlText, r DecisionRule, row string) {
 	for i, task := range r.Tasks {
 		members := make([]string, 0, 2*len(task.Payload))
 		for _, m := range task.Payload {
@@ -529,10 +635,6 @@ func (in Inbox) ruleBody(w *sqlText, r DecisionRule, i2, i3 string) {
 			i2, in.Outbox(), i2, i+1, w.lit(task.Kind), strings.Join(members, ", "), i2)
 		w.f("%sGET DIAGNOSTICS v_n = ROW_COUNT;\n%sv_tasks := v_tasks + v_n;\n", i2, i2)
 	}
-	// Events that wait for this row are due now; other deferred rows of
-	// the account keep their turn.
-	w.f("%sUPDATE %s SET next_attempt_at = now()\n%sWHERE state = 'deferred' AND account = ev.account AND waiting_for = v_id AND next_attempt_at > now();\n", i2, in.Inbox(), i2)
-	w.f("%sv_state := 'processed'; v_outcome := 'applied'; v_detail := v_effect;\n%sEXIT decide;\n", i2, i2)
 }
 
 func (in Inbox) matches(w *sqlText, ms []Match, row string, e Entity, indent string) {

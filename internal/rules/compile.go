@@ -32,34 +32,64 @@ func (rs *Rules) Decision() pgsql.Decision {
 	return d
 }
 
+// compileRule compiles r with the file's common checks.
 func (rs *Rules) compileRule(r *Rule) pgsql.DecisionRule {
 	e := r.Entity
 	out := pgsql.DecisionRule{
-		Name:   r.Name,
-		Types:  r.On,
-		Entity: pgsql.Entity{Name: e.Name, Table: e.Table, Key: e.Key, Account: e.Account, State: e.State, Touch: e.Touch},
-		ID:     idField,
-		To:     r.Transition.To,
-		Reject: r.Transition.Reject,
-		Effect: compileTemplate(r.Effect, e.Name),
-		// Fields are compiled below; the id is read as a field of its own.
-		Fields:     []pgsql.JSONField{{Name: idField, Paths: pathsOf(r.ID)}},
+		Name:       r.Name,
+		Types:      r.On,
+		Entity:     pgsql.Entity{Name: e.Name, Table: e.Table, Key: e.Key, Account: e.Account, State: e.State, Touch: e.Touch},
+		ID:         idField,
+		To:         r.Transition.To,
+		Reject:     r.Transition.Reject,
+		Effect:     compileTemplate(r.Effect, e.Name),
+		Fields:     compileFields(r),
+		When:       compileWhen(r),
+		Checks:     rs.compileChecks(r),
+		Match:      compileMatches(r.Match),
+		After:      compileMatches(r.Transition.Match),
+		Set:        compileSets(r.Transition.Set),
+		Tasks:      compileTasks(r.Tasks, e.Name),
 		DeferLimit: r.DeferLimit,
 	}
+	out.Create, out.From = splitAbsent(r.Transition.From)
+	out.DeferAbsent, out.Defer = compileDefer(r.Transition.Defer)
+	return out
+}
+
+// compileFields lists the rule's fields, the id first: it is read as a
+// field of its own.
+func compileFields(r *Rule) []pgsql.JSONField {
+	out := []pgsql.JSONField{{Name: idField, Paths: pathsOf(r.ID)}}
 	for _, f := range r.Fields {
-		out.Fields = append(out.Fields, pgsql.JSONField{Name: f.Name, Paths: pathsOf(f.Paths)})
+		out = append(out, pgsql.JSONField{Name: f.Name, Paths: pathsOf(f.Paths)})
 	}
+	return out
+}
+
+// compileWhen compiles the rule's When conditions to read paths: they
+// are read before the rule's fields are, so a field is read as its paths.
+func compileWhen(r *Rule) []pgsql.Condition {
+	var out []pgsql.Condition
 	for _, c := range r.When {
-		// The When conditions are read before the rule's fields are.
 		paths := c.Paths
 		if c.Field != "" {
 			paths = r.field(c.Field).Paths
 		}
-		out.When = append(out.When, compileCondition(Condition{Paths: paths, Type: c.Type, Equals: c.Equals}))
+		out = append(out, compileCondition(Condition{Paths: paths, Type: c.Type, Equals: c.Equals}))
 	}
+	return out
+}
+
+// compileChecks lists the checks of rule r in the order the function
+// runs them: the common checks, the rule's own, then a presence check
+// (outcome missing_FIELD) for each field a key template reads that none
+// of those reads already.
+func (rs *Rules) compileChecks(r *Rule) []pgsql.Check {
+	var out []pgsql.Check
 	checked := map[string]bool{}
 	for _, c := range append(slices.Clone(rs.Checks), r.Checks...) {
-		out.Checks = append(out.Checks, pgsql.Check{
+		out = append(out, pgsql.Check{
 			Condition: compileCondition(c.Condition), Ignore: c.Ignore, Outcome: c.Outcome, Describe: describe(r, c.Condition),
 		})
 		if c.Field != "" {
@@ -76,42 +106,71 @@ func (rs *Rules) compileRule(r *Rule) pgsql.DecisionRule {
 		}
 		checked[v] = true
 		c := Condition{Field: v}
-		out.Checks = append(out.Checks, pgsql.Check{Condition: compileCondition(c), Outcome: "missing_" + v,
+		out = append(out, pgsql.Check{Condition: compileCondition(c), Outcome: "missing_" + v,
 			Describe: describe(r, c) + ", as a key reads it"})
 	}
-	for _, m := range r.Match {
-		out.Match = append(out.Match, compileMatch(m))
+	return out
+}
+
+// compileMatches compiles a rule's or a transition's matches.
+func compileMatches(ms []Match) []pgsql.Match {
+	var out []pgsql.Match
+	for _, m := range ms {
+		out = append(out, compileMatch(m))
 	}
-	for _, m := range r.Transition.Match {
-		out.After = append(out.After, compileMatch(m))
-	}
-	for _, s := range r.Transition.From {
+	return out
+}
+
+// splitAbsent splits a transition's from: whether it may create the row
+// (from absent), and the states of an existing row it applies in.
+func splitAbsent(from []string) (create bool, states []string) {
+	for _, s := range from {
 		if s == Absent {
-			out.Create = true
+			create = true
 		} else {
-			out.From = append(out.From, s)
+			states = append(states, s)
 		}
 	}
-	for _, d := range r.Transition.Defer {
+	return create, states
+}
+
+// compileDefer splits a transition's defer: the outcome of an event whose
+// row is absent ("" when it does not wait for it), and the states of an
+// existing row it waits in.
+func compileDefer(defers []StateOutcome) (absent string, states []pgsql.StateOutcome) {
+	for _, d := range defers {
 		if d.State == Absent {
-			out.DeferAbsent = d.Outcome
+			absent = d.Outcome
 		} else {
-			out.Defer = append(out.Defer, pgsql.StateOutcome{State: d.State, Outcome: d.Outcome})
+			states = append(states, pgsql.StateOutcome{State: d.State, Outcome: d.Outcome})
 		}
 	}
-	for _, s := range r.Transition.Set {
-		out.Set = append(out.Set, pgsql.Assign{Column: s.Column, Field: s.Field})
+	return absent, states
+}
+
+// compileSets compiles a transition's set: each column from a field.
+func compileSets(sets []Set) []pgsql.Assign {
+	var out []pgsql.Assign
+	for _, s := range sets {
+		out = append(out, pgsql.Assign{Column: s.Column, Field: s.Field})
 	}
-	for _, t := range r.Tasks {
-		task := pgsql.OutboxTask{Key: compileTemplate(t.Key, e.Name), Kind: t.Kind}
+	return out
+}
+
+// compileTasks compiles the rule's tasks; entity is the rule's entity
+// name, as compileTemplate takes it.
+func compileTasks(tasks []Task, entity string) []pgsql.OutboxTask {
+	var out []pgsql.OutboxTask
+	for _, t := range tasks {
+		task := pgsql.OutboxTask{Key: compileTemplate(t.Key, entity), Kind: t.Kind}
 		for _, m := range t.Payload {
 			pm := pgsql.PayloadMember{Name: m.Name, Column: m.Column, Field: m.Field}
 			if m.Template != nil {
-				pm.Template = compileTemplate(*m.Template, e.Name)
+				pm.Template = compileTemplate(*m.Template, entity)
 			}
 			task.Payload = append(task.Payload, pm)
 		}
-		out.Tasks = append(out.Tasks, task)
+		out = append(out, task)
 	}
 	return out
 }

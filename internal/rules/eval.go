@@ -161,26 +161,7 @@ func numericText(s string) string {
 func writeJSONB(b *strings.Builder, v docValue) {
 	switch x := v.(type) {
 	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool {
-			if len(keys[i]) != len(keys[j]) {
-				return len(keys[i]) < len(keys[j])
-			}
-			return keys[i] < keys[j]
-		})
-		b.WriteString("{")
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			writeJSONB(b, k)
-			b.WriteString(": ")
-			writeJSONB(b, x[k])
-		}
-		b.WriteString("}")
+		writeJSONBObject(b, x)
 	case []any:
 		b.WriteString("[")
 		for i, e := range x {
@@ -191,29 +172,7 @@ func writeJSONB(b *strings.Builder, v docValue) {
 		}
 		b.WriteString("]")
 	case string:
-		b.WriteByte('"')
-		for _, c := range x {
-			switch {
-			case c == '"' || c == '\\':
-				b.WriteByte('\\')
-				b.WriteRune(c)
-			case c == '\n':
-				b.WriteString(`\n`)
-			case c == '\t':
-				b.WriteString(`\t`)
-			case c == '\r':
-				b.WriteString(`\r`)
-			case c == '\b':
-				b.WriteString(`\b`)
-			case c == '\f':
-				b.WriteString(`\f`)
-			case c < 0x20:
-				fmt.Fprintf(b, `\u%04x`, c)
-			default:
-				b.WriteRune(c)
-			}
-		}
-		b.WriteByte('"')
+		writeJSONBString(b, x)
 	case json.Number:
 		b.WriteString(numericText(string(x)))
 	case bool:
@@ -221,6 +180,58 @@ func writeJSONB(b *strings.Builder, v docValue) {
 	default:
 		b.WriteString("null")
 	}
+}
+
+// writeJSONBObject writes an object as jsonb keeps it: its keys shortest
+// first, then bytewise.
+func writeJSONBObject(b *strings.Builder, x map[string]any) {
+	keys := make([]string, 0, len(x))
+	for k := range x {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if len(keys[i]) != len(keys[j]) {
+			return len(keys[i]) < len(keys[j])
+		}
+		return keys[i] < keys[j]
+	})
+	b.WriteString("{")
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		writeJSONBString(b, k)
+		b.WriteString(": ")
+		writeJSONB(b, x[k])
+	}
+	b.WriteString("}")
+}
+
+// writeJSONBString writes a string quoted and escaped as jsonb prints it.
+func writeJSONBString(b *strings.Builder, s string) {
+	b.WriteByte('"')
+	for _, c := range s {
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(c)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c == '\r':
+			b.WriteString(`\r`)
+		case c == '\b':
+			b.WriteString(`\b`)
+		case c == '\f':
+			b.WriteString(`\f`)
+		case c < 0x20:
+			fmt.Fprintf(b, `\u%04x`, c)
+		default:
+			b.WriteRune(c)
+		}
+	}
+	b.WriteByte('"')
 }
 
 // jsonEqual is jsonb's =: numbers compare as numbers.
@@ -286,88 +297,107 @@ type Event struct {
 func (rs *Rules) Evaluate(e Event, allowed []string) Evaluation {
 	d := rs.Decision()
 	doc, isJSON := parseDoc(e.Body)
-	ev := Evaluation{Type: e.Type, Account: e.Account}
-	if ev.Type == "" {
-		ev.Type = rs.Provider.TypeOf(lowerHeaders(e.Headers), e.Body)
-	}
-	if ev.Account == "" {
-		if a, ok := rs.Provider.AccountOf(lowerHeaders(e.Headers), e.Body); ok {
-			ev.Account = a
-		} else {
-			ev.Account = "default"
-		}
-	}
+	ev := Evaluation{}
+	ev.Type, ev.Account = rs.typeAndAccount(e)
 	if allowed == nil {
 		allowed = rs.Types()
 	}
-	done := func(state, outcome, detail string) Evaluation {
-		ev.State, ev.Outcome, ev.Detail = state, outcome, detail
-		return ev
-	}
 	if !slices.Contains(allowed, ev.Type) {
-		return done(pgsql.StateIgnored, "type_not_allowed", fmt.Sprintf("event type %q is not in the allowlist", ev.Type))
+		return ev.decided(pgsql.StateIgnored, "type_not_allowed", fmt.Sprintf("event type %q is not in the allowlist", ev.Type))
 	}
 	if !isJSON {
 		doc = nil
 	}
 	for _, r := range d.Rules {
-		if !slices.Contains(r.Types, ev.Type) || slices.ContainsFunc(r.When, func(c pgsql.Condition) bool { return !holds(c, doc, nil) }) {
-			continue
+		if slices.Contains(r.Types, ev.Type) && !slices.ContainsFunc(r.When, func(c pgsql.Condition) bool { return !holds(c, doc, nil) }) {
+			return ev.applyRule(r, doc)
 		}
-		ev.Rule, ev.Entity, ev.Table = r.Name, r.Entity.Name, r.Entity.Table.String()
-		fields := map[string]docValue{}
-		for _, f := range r.Fields {
-			if v, ok := first(doc, f.Paths); ok {
-				fields[f.Name] = v
-			}
-		}
-		for _, c := range r.Checks {
-			if !holds(c.Condition, doc, fields) {
-				state := pgsql.StateRejected
-				if c.Ignore {
-					state = pgsql.StateIgnored
-				}
-				return done(state, c.Outcome, c.Describe)
-			}
-		}
-		ev.ID, _ = text(fields[r.ID])
-		if ev.ID == "" {
-			return done(pgsql.StateRejected, "missing_"+r.Entity.Name+"_id", "the "+r.Entity.Name+" id is missing")
-		}
-		render := func(t pgsql.Template) string {
-			var b strings.Builder
-			for _, p := range t {
-				switch {
-				case p.ID:
-					b.WriteString(ev.ID)
-				case p.Account:
-					b.WriteString(ev.Account)
-				case p.TypeVar:
-					b.WriteString(ev.Type)
-				case p.Field != "":
-					s, _ := text(fields[p.Field])
-					b.WriteString(s)
-				default:
-					b.WriteString(p.Literal)
-				}
-			}
-			return b.String()
-		}
-		ev.EffectKey = render(r.Effect)
-		for _, t := range r.Tasks {
-			ev.TaskKeys = append(ev.TaskKeys, render(t.Key))
-		}
-		if len(ev.ID) > pgsql.MaxKeyBytes || len(ev.EffectKey) > pgsql.MaxKeyBytes || slices.ContainsFunc(ev.TaskKeys, func(k string) bool { return len(k) > pgsql.MaxKeyBytes }) {
-			return done(pgsql.StateRejected, "key_too_long", fmt.Sprintf("the %s id, the effect key or an operation key is longer than %d bytes", r.Entity.Name, pgsql.MaxKeyBytes))
-		}
-		ev.Row = rowCases(r)
-		ev.Detail = fmt.Sprintf("rule %s: the %s row %q decides; an effect already recorded under %s is not made again", r.Name, r.Entity.Name, ev.ID, ev.EffectKey)
-		return ev
 	}
 	if slices.Contains(rs.Types(), ev.Type) {
-		return done(pgsql.StateIgnored, "no_matching_rule", fmt.Sprintf("no rule for event type %q applies to this event's data", ev.Type))
+		return ev.decided(pgsql.StateIgnored, "no_matching_rule", fmt.Sprintf("no rule for event type %q applies to this event's data", ev.Type))
 	}
-	return done(pgsql.StateRejected, "no_rule", fmt.Sprintf("event type %q is allowed but the rules have no rule for it", ev.Type))
+	return ev.decided(pgsql.StateRejected, "no_rule", fmt.Sprintf("event type %q is allowed but the rules have no rule for it", ev.Type))
+}
+
+// typeAndAccount are the event's type and account: as the receiver
+// stored them, else the provider's, and the account "default" when the
+// provider reads none.
+func (rs *Rules) typeAndAccount(e Event) (typ, account string) {
+	typ, account = e.Type, e.Account
+	if typ == "" {
+		typ = rs.Provider.TypeOf(lowerHeaders(e.Headers), e.Body)
+	}
+	if account == "" {
+		if a, ok := rs.Provider.AccountOf(lowerHeaders(e.Headers), e.Body); ok {
+			account = a
+		} else {
+			account = "default"
+		}
+	}
+	return typ, account
+}
+
+// decided is ev with the decision known without the row.
+func (ev Evaluation) decided(state, outcome, detail string) Evaluation {
+	ev.State, ev.Outcome, ev.Detail = state, outcome, detail
+	return ev
+}
+
+// applyRule takes the steps of rule r, which applies to the event (doc
+// its body): its checks, the id and the keys; the row decides the rest.
+func (ev Evaluation) applyRule(r pgsql.DecisionRule, doc docValue) Evaluation {
+	ev.Rule, ev.Entity, ev.Table = r.Name, r.Entity.Name, r.Entity.Table.String()
+	fields := map[string]docValue{}
+	for _, f := range r.Fields {
+		if v, ok := first(doc, f.Paths); ok {
+			fields[f.Name] = v
+		}
+	}
+	for _, c := range r.Checks {
+		if !holds(c.Condition, doc, fields) {
+			state := pgsql.StateRejected
+			if c.Ignore {
+				state = pgsql.StateIgnored
+			}
+			return ev.decided(state, c.Outcome, c.Describe)
+		}
+	}
+	ev.ID, _ = text(fields[r.ID])
+	if ev.ID == "" {
+		return ev.decided(pgsql.StateRejected, "missing_"+r.Entity.Name+"_id", "the "+r.Entity.Name+" id is missing")
+	}
+	ev.EffectKey = ev.render(r.Effect, fields)
+	for _, t := range r.Tasks {
+		ev.TaskKeys = append(ev.TaskKeys, ev.render(t.Key, fields))
+	}
+	if len(ev.ID) > pgsql.MaxKeyBytes || len(ev.EffectKey) > pgsql.MaxKeyBytes || slices.ContainsFunc(ev.TaskKeys, func(k string) bool { return len(k) > pgsql.MaxKeyBytes }) {
+		return ev.decided(pgsql.StateRejected, "key_too_long", fmt.Sprintf("the %s id, the effect key or an operation key is longer than %d bytes", r.Entity.Name, pgsql.MaxKeyBytes))
+	}
+	ev.Row = rowCases(r)
+	ev.Detail = fmt.Sprintf("rule %s: the %s row %q decides; an effect already recorded under %s is not made again", r.Name, r.Entity.Name, ev.ID, ev.EffectKey)
+	return ev
+}
+
+// render is the text of key template t for this event, as the function
+// computes it: fields are the rule's fields the event holds.
+func (ev Evaluation) render(t pgsql.Template, fields map[string]docValue) string {
+	var b strings.Builder
+	for _, p := range t {
+		switch {
+		case p.ID:
+			b.WriteString(ev.ID)
+		case p.Account:
+			b.WriteString(ev.Account)
+		case p.TypeVar:
+			b.WriteString(ev.Type)
+		case p.Field != "":
+			s, _ := text(fields[p.Field])
+			b.WriteString(s)
+		default:
+			b.WriteString(p.Literal)
+		}
+	}
+	return b.String()
 }
 
 // rowCases lists what each state of the row leads to.

@@ -316,6 +316,8 @@ func (p *parser) entity(n *node, where, name string, line int) *Entity {
 	return e
 }
 
+// rule reads one rule of the file; rs holds the entities read before
+// it.
 func (p *parser) rule(n *node, where string, rs *Rules) *Rule {
 	f := p.mapping(n, where, "name", "on", "when", "entity", "id", "fields", "checks", "match", "transition", "effect", "tasks", "defer_limit")
 	if f == nil {
@@ -325,46 +327,12 @@ func (p *parser) rule(n *node, where string, rs *Rules) *Rule {
 	if v, w := p.required(f, "name"); v != nil {
 		r.Name, _ = p.str(v, w, namePattern, "a rule name (lower-case letters, digits and '_', starting with a letter, at most 40 bytes)")
 	}
-	on, w := p.required(f, "on")
-	for i, t := range p.list(on, w, true) {
-		tw := fmt.Sprintf("%s[%d]", w, i)
-		if typ, ok := p.str(t, tw, typePattern, "an event type (letters, digits, '.', '_', ':', '/' and '-', at most 100)"); ok {
-			if slices.Contains(r.On, typ) {
-				p.bad(t, tw, "%q is listed twice", typ)
-			}
-			r.On = append(r.On, typ)
-		}
-	}
-	if on != nil && len(r.On) == 0 && on.kind == seqNode {
-		p.bad(on, w, "name at least one event type")
-	}
-	if v, w := p.required(f, "entity"); v != nil {
-		if name, ok := p.str(v, w, nil, "an entity"); ok {
-			i := slices.IndexFunc(rs.Entities, func(e *Entity) bool { return e.Name == name })
-			if i < 0 {
-				p.bad(v, w, "no entity %q under entities", name)
-			} else {
-				r.Entity = rs.Entities[i]
-			}
-		}
-	}
+	r.On = p.eventTypes(f)
+	r.Entity = p.ruleEntity(f, rs)
 	if v, w := p.required(f, "id"); v != nil {
 		r.ID = p.paths(v, w)
 	}
-	fn, fw := f.get("fields")
-	if ff := p.named(fn, fw, namePattern, "field name %q: use lower-case letters, digits and '_', starting with a letter, at most 40 bytes"); ff != nil {
-		for i, name := range ff.n.keys {
-			kw := join(fw, name)
-			if !namePattern.MatchString(name) {
-				continue
-			}
-			if name == "account" || name == "type" || (r.Entity != nil && name == r.Entity.Name) {
-				p.rep.add(ff.n.keyLines[i], kw, "%q is a placeholder of its own in templates: name the field otherwise", name)
-				continue
-			}
-			r.Fields = append(r.Fields, Field{Name: name, Paths: p.paths(ff.n.vals[i], kw)})
-		}
-	}
+	r.Fields = p.ruleFields(f, r.Entity)
 	wn, ww := f.get("when")
 	for i, c := range p.list(wn, ww, false) {
 		if cond, ok := p.condition(c, fmt.Sprintf("%s[%d]", ww, i), r, false); ok {
@@ -388,25 +356,105 @@ func (p *parser) rule(n *node, where string, rs *Rules) *Rule {
 			r.Effect = t
 		}
 	}
+	r.Tasks = p.ruleTasks(f, r)
+	r.DeferLimit = p.deferLimit(f)
+	return r
+}
+
+// eventTypes reads a rule's on: the event types it handles, one or a
+// list, each once.
+func (p *parser) eventTypes(f *fields) []string {
+	var types []string
+	on, w := p.required(f, "on")
+	for i, t := range p.list(on, w, true) {
+		tw := fmt.Sprintf("%s[%d]", w, i)
+		if typ, ok := p.str(t, tw, typePattern, "an event type (letters, digits, '.', '_', ':', '/' and '-', at most 100)"); ok {
+			if slices.Contains(types, typ) {
+				p.bad(t, tw, "%q is listed twice", typ)
+			}
+			types = append(types, typ)
+		}
+	}
+	if on != nil && len(types) == 0 && on.kind == seqNode {
+		p.bad(on, w, "name at least one event type")
+	}
+	return types
+}
+
+// ruleEntity reads a rule's entity: one of the file's entities, by name
+// (nil when it names none of them).
+func (p *parser) ruleEntity(f *fields, rs *Rules) *Entity {
+	v, w := p.required(f, "entity")
+	if v == nil {
+		return nil
+	}
+	name, ok := p.str(v, w, nil, "an entity")
+	if !ok {
+		return nil
+	}
+	i := slices.IndexFunc(rs.Entities, func(e *Entity) bool { return e.Name == name })
+	if i < 0 {
+		p.bad(v, w, "no entity %q under entities", name)
+		return nil
+	}
+	return rs.Entities[i]
+}
+
+// ruleFields reads a rule's fields, each a name and its paths. A field
+// cannot take the name of a placeholder of its own: account, type or the
+// rule's entity e.
+func (p *parser) ruleFields(f *fields, e *Entity) []Field {
+	fn, fw := f.get("fields")
+	ff := p.named(fn, fw, namePattern, "field name %q: use lower-case letters, digits and '_', starting with a letter, at most 40 bytes")
+	if ff == nil {
+		return nil
+	}
+	var out []Field
+	for i, name := range ff.n.keys {
+		kw := join(fw, name)
+		if !namePattern.MatchString(name) {
+			continue
+		}
+		if name == "account" || name == "type" || (e != nil && name == e.Name) {
+			p.rep.add(ff.n.keyLines[i], kw, "%q is a placeholder of its own in templates: name the field otherwise", name)
+			continue
+		}
+		out = append(out, Field{Name: name, Paths: p.paths(ff.n.vals[i], kw)})
+	}
+	return out
+}
+
+// ruleTasks reads the tasks of rule r, whose keys must differ: one effect
+// writes one task per key.
+func (p *parser) ruleTasks(f *fields, r *Rule) []Task {
+	var tasks []Task
 	kn, kw := f.get("tasks")
 	for i, t := range p.list(kn, kw, false) {
 		if task, ok := p.task(t, fmt.Sprintf("%s[%d]", kw, i), r); ok {
-			if slices.ContainsFunc(r.Tasks, func(o Task) bool { return o.Key.Text == task.Key.Text }) {
+			if slices.ContainsFunc(tasks, func(o Task) bool { return o.Key.Text == task.Key.Text }) {
 				p.bad(t, fmt.Sprintf("%s[%d].key", kw, i), "another task of this rule has the key %q: one effect writes one task per key", task.Key.Text)
 			}
-			r.Tasks = append(r.Tasks, task)
+			tasks = append(tasks, task)
 		}
 	}
-	if v, w := f.get("defer_limit"); v != nil {
-		if s, ok := p.str(v, w, nil, "a duration"); ok {
-			d, err := parseDuration(s)
-			if err != nil || d < time.Minute || d > 30*24*time.Hour || d%time.Second != 0 {
-				p.bad(v, w, "%q: want a duration between 1m and 30d in whole seconds, such as 2h or 7d", s)
-			}
-			r.DeferLimit = d
-		}
+	return tasks
+}
+
+// deferLimit reads a rule's defer_limit (0 when it has none).
+func (p *parser) deferLimit(f *fields) time.Duration {
+	v, w := f.get("defer_limit")
+	if v == nil {
+		return 0
 	}
-	return r
+	s, ok := p.str(v, w, nil, "a duration")
+	if !ok {
+		return 0
+	}
+	d, err := parseDuration(s)
+	if err != nil || d < time.Minute || d > 30*24*time.Hour || d%time.Second != 0 {
+		p.bad(v, w, "%q: want a duration between 1m and 30d in whole seconds, such as 2h or 7d", s)
+	}
+	return d
 }
 
 func parseDuration(s string) (time.Duration, error) {
@@ -659,35 +707,17 @@ func (p *parser) matches(n *node, where string, r *Rule) []Match {
 	return out
 }
 
+// transition reads the transition of rule r: the states it applies in,
+// the state it leads to, where events wait, its matches and its sets.
 func (p *parser) transition(n *node, where string, r *Rule) Transition {
 	var t Transition
 	f := p.mapping(n, where, "from", "to", "defer", "reject", "match", "set")
 	if f == nil {
 		return t
 	}
-	state := func(v *node, w string, absentOK bool) (string, bool) {
-		s, ok := p.str(v, w, statePattern, "a state (letters, digits, '_', '.', ':' and '-', at most 63)")
-		if ok && s == Absent && !absentOK {
-			p.bad(v, w, "a row cannot become absent: effects do not delete rows")
-			return "", false
-		}
-		return s, ok
-	}
-	fn, fw := p.required(f, "from")
-	for i, item := range p.list(fn, fw, true) {
-		w := fmt.Sprintf("%s[%d]", fw, i)
-		if s, ok := state(item, w, true); ok {
-			if slices.Contains(t.From, s) {
-				p.bad(item, w, "%q is listed twice", s)
-			}
-			t.From = append(t.From, s)
-		}
-	}
-	if fn != nil && fn.kind == seqNode && len(t.From) == 0 {
-		p.bad(fn, fw, "list at least one state")
-	}
+	t.From = p.fromStates(f)
 	if v, w := f.get("to"); v != nil {
-		t.To, _ = state(v, w, false)
+		t.To, _ = p.state(v, w, false)
 	} else if slices.Contains(t.From, Absent) {
 		p.bad(n, join(where, "to"), "required when the transition may create the row (from: absent): the state it is created in")
 	}
@@ -696,23 +726,7 @@ func (p *parser) transition(n *node, where string, r *Rule) Transition {
 	} else {
 		t.Reject = r.entityName() + "_state_not_allowed"
 	}
-	dn, dw := f.get("defer")
-	if df := p.mapping(dn, dw); df != nil {
-		for i, s := range df.n.keys {
-			w := join(dw, s)
-			if !statePattern.MatchString(s) {
-				p.rep.add(df.n.keyLines[i], w, "%q is not a state", s)
-				continue
-			}
-			if slices.Contains(t.From, s) {
-				p.rep.add(df.n.keyLines[i], w, "%q is a state the transition applies in: it cannot also wait in it", s)
-				continue
-			}
-			if outcome, ok := p.outcomeName(df.n.vals[i], w); ok {
-				t.Defer = append(t.Defer, StateOutcome{State: s, Outcome: outcome})
-			}
-		}
-	}
+	t.Defer = p.deferStates(f, t.From)
 	// A row that does not exist yet is waited for unless the rules say
 	// otherwise: events arrive in any order.
 	if !slices.Contains(t.From, Absent) && !slices.ContainsFunc(t.Defer, func(d StateOutcome) bool { return d.State == Absent }) {
@@ -720,29 +734,97 @@ func (p *parser) transition(n *node, where string, r *Rule) Transition {
 	}
 	mn, mw := f.get("match")
 	t.Match = p.matches(mn, mw, r)
-	sn, sw := f.get("set")
-	if sf := p.mapping(sn, sw); sf != nil {
-		for i, col := range sf.n.keys {
-			w := join(sw, col)
-			if err := pgsql.ParseColumn(col); err != nil {
-				p.rep.add(sf.n.keyLines[i], w, "%v", err)
-				continue
+	t.Set = p.transitionSets(f, r)
+	return t
+}
+
+// state reads a state of a transition; absent (no row) only where
+// absentOK, as effects do not delete rows.
+func (p *parser) state(v *node, w string, absentOK bool) (string, bool) {
+	s, ok := p.str(v, w, statePattern, "a state (letters, digits, '_', '.', ':' and '-', at most 63)")
+	if ok && s == Absent && !absentOK {
+		p.bad(v, w, "a row cannot become absent: effects do not delete rows")
+		return "", false
+	}
+	return s, ok
+}
+
+// fromStates reads a transition's from: the states it applies in, one or
+// a list, each once.
+func (p *parser) fromStates(f *fields) []string {
+	var from []string
+	fn, fw := p.required(f, "from")
+	for i, item := range p.list(fn, fw, true) {
+		w := fmt.Sprintf("%s[%d]", fw, i)
+		if s, ok := p.state(item, w, true); ok {
+			if slices.Contains(from, s) {
+				p.bad(item, w, "%q is listed twice", s)
 			}
-			if r.Entity != nil && slices.Contains([]string{r.Entity.Key, r.Entity.Account, r.Entity.State, r.Entity.Touch}, col) {
-				p.rep.add(sf.n.keyLines[i], w, "%q is the entity's key, account, state or touch column: the transition sets those itself", col)
-				continue
-			}
-			field, ok := p.str(sf.n.vals[i], w, nil, "a field")
-			if ok && r.field(field) == nil {
-				p.bad(sf.n.vals[i], w, "no field %q in this rule's fields", field)
-				continue
-			}
-			if ok {
-				t.Set = append(t.Set, Set{Column: col, Field: field})
-			}
+			from = append(from, s)
 		}
 	}
-	return t
+	if fn != nil && fn.kind == seqNode && len(from) == 0 {
+		p.bad(fn, fw, "list at least one state")
+	}
+	return from
+}
+
+// deferStates reads a transition's defer: the states an event waits in,
+// each with its outcome; none of them one of from, where it applies.
+func (p *parser) deferStates(f *fields, from []string) []StateOutcome {
+	dn, dw := f.get("defer")
+	df := p.mapping(dn, dw)
+	if df == nil {
+		return nil
+	}
+	var out []StateOutcome
+	for i, s := range df.n.keys {
+		w := join(dw, s)
+		if !statePattern.MatchString(s) {
+			p.rep.add(df.n.keyLines[i], w, "%q is not a state", s)
+			continue
+		}
+		if slices.Contains(from, s) {
+			p.rep.add(df.n.keyLines[i], w, "%q is a state the transition applies in: it cannot also wait in it", s)
+			continue
+		}
+		if outcome, ok := p.outcomeName(df.n.vals[i], w); ok {
+			out = append(out, StateOutcome{State: s, Outcome: outcome})
+		}
+	}
+	return out
+}
+
+// transitionSets reads a transition's set: columns of the row, each from
+// a field of rule r. The entity's own columns are the transition's to
+// set, not the file's.
+func (p *parser) transitionSets(f *fields, r *Rule) []Set {
+	sn, sw := f.get("set")
+	sf := p.mapping(sn, sw)
+	if sf == nil {
+		return nil
+	}
+	var out []Set
+	for i, col := range sf.n.keys {
+		w := join(sw, col)
+		if err := pgsql.ParseColumn(col); err != nil {
+			p.rep.add(sf.n.keyLines[i], w, "%v", err)
+			continue
+		}
+		if r.Entity != nil && slices.Contains([]string{r.Entity.Key, r.Entity.Account, r.Entity.State, r.Entity.Touch}, col) {
+			p.rep.add(sf.n.keyLines[i], w, "%q is the entity's key, account, state or touch column: the transition sets those itself", col)
+			continue
+		}
+		field, ok := p.str(sf.n.vals[i], w, nil, "a field")
+		if ok && r.field(field) == nil {
+			p.bad(sf.n.vals[i], w, "no field %q in this rule's fields", field)
+			continue
+		}
+		if ok {
+			out = append(out, Set{Column: col, Field: field})
+		}
+	}
+	return out
 }
 
 func (r *Rule) entityName() string {
@@ -808,6 +890,7 @@ func (p *parser) template(n *node, where string, r *Rule, key bool) (Template, b
 	return t, true
 }
 
+// task reads one task of rule r: its key template, kind and payload.
 func (p *parser) task(n *node, where string, r *Rule) (Task, bool) {
 	f := p.mapping(n, where, "key", "kind", "payload")
 	if f == nil {
@@ -833,48 +916,55 @@ func (p *parser) task(n *node, where string, r *Rule) (Task, bool) {
 		return t, ok
 	}
 	for i, name := range pf.n.keys {
-		w := join(pw, name)
 		if !memberPattern.MatchString(name) {
 			ok = false
 			continue
 		}
-		v := pf.n.vals[i]
-		item := PayloadItem{Name: name}
-		if v.kind == scalarNode {
-			tpl, good := p.template(v, w, r, false)
-			if !good {
-				ok = false
-				continue
-			}
-			item.Template = &tpl
-		} else {
-			vf := p.mapping(v, w, "column", "field")
-			if vf == nil {
-				ok = false
-				continue
-			}
-			cv, cw := vf.get("column")
-			fv, fw := vf.get("field")
-			switch {
-			case (cv == nil) == (fv == nil):
-				p.bad(v, w, "give column or field, exactly one")
-				ok = false
-				continue
-			case cv != nil:
-				item.Column, _ = p.str(cv, cw, nil, "a column")
-				if err := pgsql.ParseColumn(item.Column); err != nil {
-					p.bad(cv, cw, "%v", err)
-					ok = false
-				}
-			default:
-				item.Field, _ = p.str(fv, fw, nil, "a field")
-				if r.field(item.Field) == nil {
-					p.bad(fv, fw, "no field %q in this rule's fields", item.Field)
-					ok = false
-				}
-			}
+		item, good := p.payloadItem(pf.n.vals[i], join(pw, name), name, r)
+		if !good {
+			ok = false
+			continue
 		}
 		t.Payload = append(t.Payload, item)
 	}
 	return t, ok
+}
+
+// payloadItem reads member name of a task's payload: a template (a
+// scalar), or a mapping naming a column of the row or a field of rule r,
+// exactly one.
+func (p *parser) payloadItem(v *node, w, name string, r *Rule) (PayloadItem, bool) {
+	item := PayloadItem{Name: name}
+	if v.kind == scalarNode {
+		tpl, ok := p.template(v, w, r, false)
+		if !ok {
+			return PayloadItem{}, false
+		}
+		item.Template = &tpl
+		return item, true
+	}
+	vf := p.mapping(v, w, "column", "field")
+	if vf == nil {
+		return PayloadItem{}, false
+	}
+	cv, cw := vf.get("column")
+	fv, fw := vf.get("field")
+	switch {
+	case (cv == nil) == (fv == nil):
+		p.bad(v, w, "give column or field, exactly one")
+		return PayloadItem{}, false
+	case cv != nil:
+		item.Column, _ = p.str(cv, cw, nil, "a column")
+		if err := pgsql.ParseColumn(item.Column); err != nil {
+			p.bad(cv, cw, "%v", err)
+			return PayloadItem{}, false
+		}
+	default:
+		item.Field, _ = p.str(fv, fw, nil, "a field")
+		if r.field(item.Field) == nil {
+			p.bad(fv, fw, "no field %q in this rule's fields", item.Field)
+			return PayloadItem{}, false
+		}
+	}
+	return item, true
 }

@@ -114,6 +114,8 @@ func LoadSamples(dir string) ([]*Sample, error) {
 
 var outcomeStates = []string{pgsql.StateProcessed, pgsql.StateIgnored, pgsql.StateRejected, pgsql.StateDeferred, pgsql.StateFailed, pgsql.StateProcessing}
 
+// sample reads a sample file: the event, what exists before it and the
+// decision expected of it.
 func (p *parser) sample(n *node) *Sample {
 	s := &Sample{}
 	f := p.mapping(n, "", "description", "event", "body", "headers", "account", "type", "received_ago", "rows", "effects", "expect")
@@ -123,6 +125,33 @@ func (p *parser) sample(n *node) *Sample {
 	if v, w := f.get("description"); v != nil {
 		s.Description, _ = p.str(v, w, nil, "a description")
 	}
+	s.Body = p.sampleBody(n, f)
+	s.Headers = p.sampleHeaders(f)
+	if v, w := f.get("account"); v != nil {
+		s.Account, _ = p.str(v, w, nil, "an account")
+	}
+	if v, w := f.get("type"); v != nil {
+		s.Type, _ = p.str(v, w, typePattern, "an event type")
+	}
+	s.ReceivedAgo = p.receivedAgo(f)
+	rn, rw := f.get("rows")
+	s.Rows = p.tableRows(rn, rw)
+	en, ew := f.get("effects")
+	for i, item := range p.list(en, ew, false) {
+		if k, ok := p.str(item, fmt.Sprintf("%s[%d]", ew, i), nil, "an effect key"); ok {
+			s.Effects = append(s.Effects, k)
+		}
+	}
+	xn, xw := p.required(f, "expect")
+	if xf := p.mapping(xn, xw, "state", "outcome", "effect", "tasks", "rows"); xf != nil {
+		s.Expect = p.expectation(xf)
+	}
+	return s
+}
+
+// sampleBody reads a sample's event body: event, the body as YAML or
+// JSON, or body, its raw text; exactly one.
+func (p *parser) sampleBody(n *node, f *fields) []byte {
 	ev, ew := f.get("event")
 	body, bw := f.get("body")
 	switch {
@@ -133,64 +162,72 @@ func (p *parser) sample(n *node) *Sample {
 		if err != nil {
 			p.bad(ev, ew, "cannot be a JSON body: %v", err)
 		}
-		s.Body = b
+		return b
 	case body != nil:
 		if body.kind != scalarNode || body.tag != "str" {
 			p.bad(body, bw, "want the raw body as a string, got %s", body.describe())
-		} else {
-			s.Body = []byte(body.value)
+			return nil
 		}
+		return []byte(body.value)
 	default:
 		p.bad(n, "event", "required (or body)")
 	}
-	if hn, hw := f.get("headers"); hn != nil {
-		if hf := p.mapping(hn, hw); hf != nil {
-			s.Headers = map[string]string{}
-			for i, k := range hf.n.keys {
-				if v, ok := p.str(hf.n.vals[i], join(hw, k), nil, "a header value"); ok {
-					s.Headers[strings.ToLower(k)] = v
-				}
-			}
+	return nil
+}
+
+// sampleHeaders reads a sample's headers, their names lower-cased as the
+// receivers keep them (nil when it has none).
+func (p *parser) sampleHeaders(f *fields) map[string]string {
+	hn, hw := f.get("headers")
+	if hn == nil {
+		return nil
+	}
+	hf := p.mapping(hn, hw)
+	if hf == nil {
+		return nil
+	}
+	headers := map[string]string{}
+	for i, k := range hf.n.keys {
+		if v, ok := p.str(hf.n.vals[i], join(hw, k), nil, "a header value"); ok {
+			headers[strings.ToLower(k)] = v
 		}
 	}
-	if v, w := f.get("account"); v != nil {
-		s.Account, _ = p.str(v, w, nil, "an account")
+	return headers
+}
+
+// receivedAgo reads a sample's received_ago: how old its receipt is (0
+// when not given).
+func (p *parser) receivedAgo(f *fields) time.Duration {
+	v, w := f.get("received_ago")
+	if v == nil {
+		return 0
 	}
-	if v, w := f.get("type"); v != nil {
-		s.Type, _ = p.str(v, w, typePattern, "an event type")
+	txt, ok := p.str(v, w, nil, "a duration")
+	if !ok {
+		return 0
 	}
-	if v, w := f.get("received_ago"); v != nil {
-		if txt, ok := p.str(v, w, nil, "a duration"); ok {
-			d, err := parseDuration(txt)
-			if err != nil || d < 0 {
-				p.bad(v, w, "%q: want a duration such as 25h or 2d", txt)
-			}
-			s.ReceivedAgo = d
-		}
+	d, err := parseDuration(txt)
+	if err != nil || d < 0 {
+		p.bad(v, w, "%q: want a duration such as 25h or 2d", txt)
 	}
-	rn, rw := f.get("rows")
-	s.Rows = p.tableRows(rn, rw)
-	en, ew2 := f.get("effects")
-	for i, item := range p.list(en, ew2, false) {
-		if k, ok := p.str(item, fmt.Sprintf("%s[%d]", ew2, i), nil, "an effect key"); ok {
-			s.Effects = append(s.Effects, k)
-		}
-	}
-	xn, xw := p.required(f, "expect")
-	xf := p.mapping(xn, xw, "state", "outcome", "effect", "tasks", "rows")
-	if xf == nil {
-		return s
-	}
+	return d
+}
+
+// expectation reads a sample's expect: the state and outcome its event
+// must end in, and, when given, its effect key, its task keys and the
+// rows that must exist after it.
+func (p *parser) expectation(xf *fields) Expectation {
+	var x Expectation
 	if v, w := p.required(xf, "state"); v != nil {
 		if st, ok := p.str(v, w, nil, "a state"); ok {
 			if !slices.Contains(outcomeStates, st) {
 				p.bad(v, w, "%q: a decision ends %s", st, strings.Join(outcomeStates, ", "))
 			}
-			s.Expect.State = st
+			x.State = st
 		}
 	}
 	if v, w := p.required(xf, "outcome"); v != nil {
-		s.Expect.Outcome, _ = p.str(v, w, outcomePattern, "an outcome")
+		x.Outcome, _ = p.str(v, w, outcomePattern, "an outcome")
 	}
 	if v, w := xf.get("effect"); v != nil {
 		var k string
@@ -200,19 +237,19 @@ func (p *parser) sample(n *node) *Sample {
 		if k == "none" {
 			k = ""
 		}
-		s.Expect.Effect = &k
+		x.Effect = &k
 	}
 	if v, w := xf.get("tasks"); v != nil {
-		s.Expect.Tasks = []string{}
+		x.Tasks = []string{}
 		for i, item := range p.list(v, w, false) {
 			if k, ok := p.str(item, fmt.Sprintf("%s[%d]", w, i), nil, "an operation key"); ok {
-				s.Expect.Tasks = append(s.Expect.Tasks, k)
+				x.Tasks = append(x.Tasks, k)
 			}
 		}
 	}
-	rn, rw = xf.get("rows")
-	s.Expect.Rows = p.tableRows(rn, rw)
-	return s
+	rn, rw := xf.get("rows")
+	x.Rows = p.tableRows(rn, rw)
+	return x
 }
 
 func (p *parser) tableRows(n *node, where string) []TableRows {
