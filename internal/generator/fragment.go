@@ -91,67 +91,107 @@ func GuardFragment(o Options, mode ResponseMode, seed string) (Fragment, error) 
 	if err != nil {
 		return Fragment{}, err
 	}
-	bad := func(option, value, reason string) (Fragment, error) {
-		return Fragment{}, &OptionError{Option: option, Value: value, Reason: reason}
+	if err := checkGuardable(r); err != nil {
+		return Fragment{}, err
 	}
-	switch {
-	case r.Pattern != PatternReserve:
-		return bad("pattern", string(r.Pattern), "guard puts a reservation into your workflow; the inbox pattern is workflows of its own: generate them")
-	case !slices.Contains(FragmentHashings, r.Hashing):
-		return bad("hashing mode", string(r.Hashing), "guard builds the key in n8n: use code-node, crypto-node or node (a keysvc-mode workflow is generated: idemhook generate --hashing keysvc)")
-	case !slices.Contains(FragmentGuards, r.Guard):
-		return bad("guard mode", string(r.Guard), "the transactional guard reserves in the business write's own statement, which guard cannot write into your node: use reserve or lease")
-	}
-	var answer answerer
-	switch mode {
-	case ResponseNode:
-		answer = respondNode
-	case LastNode, OnReceived:
-		answer = standIn(mode)
-	default:
-		return Fragment{}, fmt.Errorf("generator: unknown response mode %q", mode)
+	answer, err := fragmentAnswerer(mode)
+	if err != nil {
+		return Fragment{}, err
 	}
 	r.byExecution = true
+	f := Fragment{Schema: fmt.Sprintf("-- idemhook schema (guard: %s, in your workflow). Safe to run more than once.\n%s%s",
+		r.Guard, pgsql.EventsDDL(r.events, r.Guard == GuardLease), pgsql.ExecutionDDL(r.events))}
+	if f.Workflow, f.Columns, err = fragmentWorkflow(r, mode, answer, seed); err != nil {
+		return Fragment{}, err
+	}
+	if r.Guard == GuardLease {
+		if f.MarkDone, err = fragmentMarkDone(r); err != nil {
+			return Fragment{}, err
+		}
+	}
+	f.ErrorWorkflowID = workflowID("guard-errors/" + seed)
+	if f.ErrorWorkflow, err = fragmentErrorWorkflow(r, f.ErrorWorkflowID); err != nil {
+		return Fragment{}, err
+	}
+	if f.Release, err = fragmentRelease(r); err != nil {
+		return Fragment{}, err
+	}
+	return f, nil
+}
+
+// checkGuardable refuses what a user's workflow cannot be guarded with:
+// the inbox pattern, keysvc hashing and the transactional guard.
+func checkGuardable(r resolved) error {
+	switch {
+	case r.Pattern != PatternReserve:
+		return optionError("pattern", string(r.Pattern), "guard puts a reservation into your workflow; the inbox pattern is workflows of its own: generate them")
+	case !slices.Contains(FragmentHashings, r.Hashing):
+		return optionError("hashing mode", string(r.Hashing), "guard builds the key in n8n: use code-node, crypto-node or node (a keysvc-mode workflow is generated: idemhook generate --hashing keysvc)")
+	case !slices.Contains(FragmentGuards, r.Guard):
+		return optionError("guard mode", string(r.Guard), "the transactional guard reserves in the business write's own statement, which guard cannot write into your node: use reserve or lease")
+	}
+	return nil
+}
+
+// fragmentAnswerer gives the guard's own answers in a workflow whose
+// Webhook answers as mode.
+func fragmentAnswerer(mode ResponseMode) (answerer, error) {
+	switch mode {
+	case ResponseNode:
+		return respondNode, nil
+	case LastNode, OnReceived:
+		return standIn(mode), nil
+	}
+	return nil, fmt.Errorf("generator: unknown response mode %q", mode)
+}
+
+// fragmentWorkflow renders the guard's nodes, from the stand-in Webhook to
+// NodeGuardNew, with its note, and the columns the guard takes.
+func fragmentWorkflow(r resolved, mode ResponseMode, answer answerer, seed string) ([]byte, int, error) {
 	g := newGraph(seed)
 	g.add(node{Name: NodeWebhook, Type: typeWebhook, Position: g.at(0, 0), Parameters: map[string]any{}})
 	columns := 0
-	err = addGuardHead(g, r, answer, func(from string) {
+	err := addGuardHead(g, r, answer, func(from string) {
 		columns = g.col + 4
 		g.add(node{Name: NodeGuardNew, Type: typeNoOp, Position: g.at(4, -1), Parameters: map[string]any{}})
 		g.connect(from, 0, NodeGuardNew)
 	})
 	if err != nil {
-		return Fragment{}, err
+		return nil, 0, err
 	}
 	g.addNote(firstGuardNode(r), append(fragmentGuardNote(r, mode), "", "Put in by `idemhook guard`: your nodes after it get the item your Webhook gave; a failed execution's key is given up by the workflow's error workflow. [Guard a workflow you already have]("+Docs+"guard.md)")...)
-	f := Fragment{Columns: columns, Schema: fmt.Sprintf("-- idemhook schema (guard: %s, in your workflow). Safe to run more than once.\n%s%s",
-		r.Guard, pgsql.EventsDDL(r.events, r.Guard == GuardLease), pgsql.ExecutionDDL(r.events))}
-	if f.Workflow, err = g.render(workflowID("guard/"+seed), r.WorkflowName, r.Executions); err != nil {
-		return Fragment{}, err
+	workflow, err := g.render(workflowID("guard/"+seed), r.WorkflowName, r.Executions)
+	if err != nil {
+		return nil, 0, err
 	}
-	if r.Guard == GuardLease {
-		done := postgresNode(NodeMarkDone, [2]int{}, pgsql.MarkExecutionDone(r.events), "={{ [ $execution.id ] }}", r.CredentialName)
-		done.ExecuteOnce = true
-		done.TypeVersion = TypeVersions[typePostgres]
-		if f.MarkDone, err = marshal(done); err != nil {
-			return Fragment{}, err
-		}
-	}
-	f.ErrorWorkflowID = workflowID("guard-errors/" + seed)
-	e := newGraph(f.ErrorWorkflowID)
+	return workflow, columns, nil
+}
+
+// fragmentMarkDone is the lease guard's Mark Done node (Fragment.MarkDone).
+func fragmentMarkDone(r resolved) ([]byte, error) {
+	done := postgresNode(NodeMarkDone, [2]int{}, pgsql.MarkExecutionDone(r.events), "={{ [ $execution.id ] }}", r.CredentialName)
+	done.ExecuteOnce = true
+	done.TypeVersion = TypeVersions[typePostgres]
+	return marshal(done)
+}
+
+// fragmentErrorWorkflow renders the error workflow id
+// (Fragment.ErrorWorkflow): the failed execution's key released.
+func fragmentErrorWorkflow(r resolved, id string) ([]byte, error) {
+	e := newGraph(id)
 	e.add(node{Name: NodeExecutionFailed, Type: typeErrorTrigger, Position: e.at(0, 0), Parameters: map[string]any{}})
 	e.add(postgresNode(NodeReleaseExecution, e.at(1, 0), pgsql.ReleaseExecution(r.events), "={{ [ $json.execution.id ] }}", r.CredentialName))
 	e.connect(NodeExecutionFailed, 0, NodeReleaseExecution)
-	if f.ErrorWorkflow, err = e.render(f.ErrorWorkflowID, ErrorWorkflowName(r.WorkflowName), Executions{}); err != nil {
-		return Fragment{}, err
-	}
+	return e.render(id, ErrorWorkflowName(r.WorkflowName), Executions{})
+}
+
+// fragmentRelease is the error workflow's release alone, going on when it
+// fails itself (Fragment.Release).
+func fragmentRelease(r resolved) ([]byte, error) {
 	release := postgresNode(NodeReleaseExecution, [2]int{}, pgsql.ReleaseExecution(r.events), "={{ [ $json.execution.id ] }}", r.CredentialName)
 	release.TypeVersion = TypeVersions[typePostgres]
 	release.ExecuteOnce, release.AlwaysOutputData, release.OnError = true, true, "continueRegularOutput"
-	if f.Release, err = marshal(release); err != nil {
-		return Fragment{}, err
-	}
-	return f, nil
+	return marshal(release)
 }
 
 // Node names of a guarded workflow's error workflow.

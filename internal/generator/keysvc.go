@@ -28,6 +28,14 @@ const keysvcKeyExpr = "$('" + NodeKeysvcReserve + "').item.json.body.key"
 // and anything else, including keysvc being unreachable, answers 503 so the
 // provider retries: never a 200 that reserved nothing.
 func addKeysvcFlow(g *graph, r resolved) {
+	addKeysvcReserve(g, r)
+	addKeysvcDecision(g)
+	addKeysvcNewEvent(g, r)
+}
+
+// keysvcReserveURL is keysvc's reservation URL for r: the lease, the
+// provider keysvc verifies, the preset and the scope in its query.
+func keysvcReserveURL(r resolved) string {
 	query := url.Values{}
 	if r.Guard == GuardLease {
 		query.Set("lease", fmt.Sprintf("%ds", int64(r.Lease.Seconds())))
@@ -46,8 +54,15 @@ func addKeysvcFlow(g *graph, r resolved) {
 	if len(query) > 0 {
 		reserveURL += "?" + query.Encode()
 	}
+	return reserveURL
+}
+
+// addKeysvcReserve adds the call that sends the raw body and the headers
+// keysvc needs to keysvc, and the 503 for a keysvc that could not be
+// reached.
+func addKeysvcReserve(g *graph, r resolved) {
 	// Network failures still raise; the error output answers 503.
-	call := httpCall{Method: "POST", URL: reserveURL, Bearer: r.KeysvcCredential, BinaryBody: "data", ErrorOutput: true}
+	call := httpCall{Method: "POST", URL: keysvcReserveURL(r), Bearer: r.KeysvcCredential, BinaryBody: "data", ErrorOutput: true}
 	for _, h := range forwardedHeaders(r) {
 		call.Headers = append(call.Headers, [2]string{h, "={{ $('" + NodeWebhook + "').item.json.headers['" + strings.ToLower(h) + "'] || '' }}"})
 	}
@@ -56,22 +71,35 @@ func addKeysvcFlow(g *graph, r resolved) {
 	g.add(respondNode(NodeRespond503, g.at(2, 2), 503,
 		`{"status":"unavailable","error":"the key service could not be reached; retry later"}`, [2]string{"Retry-After", "5"}))
 	g.connect(NodeKeysvcReserve, 1, NodeRespond503)
+}
 
+// keysvcAnswerBody is the body of an answer with status and the key keysvc
+// answered with; extra adds fields.
+func keysvcAnswerBody(status, extra string) string {
+	return "={{ JSON.stringify({ status: '" + status + "', key: " + keysvcKeyExpr + extra + " }) }}"
+}
+
+// addKeysvcDecision branches on keysvc's status: 201 goes on to the
+// business step (addKeysvcNewEvent), 200 is a duplicate, and anything else
+// is passed on (a 4xx) or answered 503.
+func addKeysvcDecision(g *graph) {
 	status := "={{ $json.statusCode }}"
 	opNumberEq := map[string]any{"type": "number", "operation": "equals"}
 	g.add(ifNode(g, NodeReserved, g.at(2, 0), status, opNumberEq, 201))
 	g.connect(NodeKeysvcReserve, 0, NodeReserved)
 	g.add(ifNode(g, NodeDuplicate, g.at(3, 1), status, opNumberEq, 200))
 	g.connect(NodeReserved, 1, NodeDuplicate)
-	respond := func(status, extra string) string {
-		return "={{ JSON.stringify({ status: '" + status + "', key: " + keysvcKeyExpr + extra + " }) }}"
-	}
-	g.add(respondNode(NodeRespondDup, g.at(4, 1), 200, respond("duplicate", "")))
+	g.add(respondNode(NodeRespondDup, g.at(4, 1), 200, keysvcAnswerBody("duplicate", "")))
 	g.connect(NodeDuplicate, 0, NodeRespondDup)
 	g.add(respondNode(NodeRespondKeysvc, g.at(4, 2), "={{ $json.statusCode >= 400 && $json.statusCode < 500 ? $json.statusCode : 503 }}",
 		"={{ JSON.stringify($json.body) }}", [2]string{"Retry-After", "={{ $json.headers['retry-after'] || '5' }}"}))
 	g.connect(NodeDuplicate, 1, NodeRespondKeysvc)
+}
 
+// addKeysvcNewEvent adds what a new event runs: the business step, then
+// (with a lease, after keysvc marked the key done) a 200; when the step
+// fails, keysvc releases the key and the answer is a 500.
+func addKeysvcNewEvent(g *graph, r resolved) {
 	business := BusinessNodeName(r.BusinessTable)
 	g.add(businessStep(r, g.at(3, -1), keysvcKeyExpr, "(() => { const b = $('"+NodeWebhook+"').item.json.body; return "+eventTypeOfBody+"; })()"))
 	g.connect(NodeReserved, 0, business)
@@ -80,15 +108,15 @@ func addKeysvcFlow(g *graph, r resolved) {
 	if r.Guard == GuardLease {
 		g.add(httpCall{Method: "POST", URL: keyPath + " + '/done' }}", Bearer: r.KeysvcCredential}.node(NodeMarkDone, g.at(4, -1)))
 		g.connect(business, 0, NodeMarkDone)
-		g.add(respondNode(NodeRespond200, g.at(5, -1), 200, respond("processed", "")))
+		g.add(respondNode(NodeRespond200, g.at(5, -1), 200, keysvcAnswerBody("processed", "")))
 		g.connect(NodeMarkDone, 0, NodeRespond200)
 	} else {
-		g.add(respondNode(NodeRespond200, g.at(4, -1), 200, respond("processed", "")))
+		g.add(respondNode(NodeRespond200, g.at(4, -1), 200, keysvcAnswerBody("processed", "")))
 		g.connect(business, 0, NodeRespond200)
 	}
 	g.add(httpCall{Method: "DELETE", URL: keyPath + " }}", Bearer: r.KeysvcCredential}.node(NodeRelease, g.at(4, 0)))
 	g.connect(business, 1, NodeRelease)
-	g.add(respondNode(NodeRespond500, g.at(5, 0), 500, respond("failed", ", released: true")))
+	g.add(respondNode(NodeRespond500, g.at(5, 0), 500, keysvcAnswerBody("failed", ", released: true")))
 	g.connect(NodeRelease, 0, NodeRespond500)
 }
 

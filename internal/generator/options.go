@@ -451,88 +451,127 @@ func (r *resolved) nodePackageName() string {
 	return p.Name
 }
 
+// resolve checks o, fills in its defaults and resolves what its pattern's
+// files are built from. Every error is an *OptionError.
 func (o Options) resolve() (resolved, error) {
 	if err := o.checkPatternGroup(); err != nil {
 		return resolved{}, err
 	}
-	if (o.NodeStore != "" || o.NodeType != "") && o.Hashing != HashingNode {
-		option, value := "node store", o.NodeStore
-		if o.NodeStore == "" {
-			option, value = "node type", o.NodeType
-		}
-		return resolved{}, &OptionError{Option: option, Value: value, Reason: "it chooses the community node: use it with --hashing node"}
-	}
-	o = o.withDefaults()
-	r := resolved{Options: o}
-	bad := func(option, value, reason string) (resolved, error) {
-		return resolved{}, &OptionError{Option: option, Value: value, Reason: reason}
-	}
-	p := strings.TrimPrefix(o.WebhookPath, "/")
-	if !pathPattern.MatchString(p) || len(p) > 200 {
-		return bad("webhook path", o.WebhookPath, "use letters, digits, '-' and '_' in '/'-separated segments, at most 200 characters")
-	}
-	r.WebhookPath = p
-	if !oneLine(o.WorkflowName, true) {
-		return bad("workflow name", o.WorkflowName, "must be 1-128 characters on one line")
-	}
-	if !oneLine(o.CredentialName, true) {
-		return bad("credential name", o.CredentialName, "must be 1-128 characters on one line")
-	}
-	if o.Retention < time.Hour || o.Retention%time.Second != 0 {
-		return bad("retention", o.Retention.String(), "must be at least 1h, in whole seconds (default 30 days)")
-	}
-	switch o.Hashing {
-	case HashingCodeNode, HashingCryptoNode, HashingKeysvc, HashingNode:
-	default:
-		return bad("hashing mode", string(o.Hashing), "use code-node, crypto-node, keysvc or node")
-	}
-	if o.Hashing == HashingNode {
-		pkg, ok := nodePackage(o.NodeStore)
-		if !ok {
-			return bad("node store", o.NodeStore, "use "+NodeStorePostgres+" (n8n-nodes-idemhook-postgres, self-hosted n8n) or "+NodeStoreKeysvc+" (n8n-nodes-idemhook, which n8n Cloud can install)")
-		}
-		if o.NodeType != pkg.Type() && o.NodeType != pkg.CustomType() {
-			return bad("node type", o.NodeType, "the "+o.NodeStore+" store's node is "+pkg.Type()+" (the package "+pkg.Name+" installed in ~/.n8n/nodes, from n8n's UI or npm) or "+pkg.CustomType()+" (a folder in N8N_CUSTOM_EXTENSIONS)")
-		}
-	}
-	if o.Verify != "" {
-		p, ok := provider.Lookup(o.Verify)
-		if !ok {
-			return bad("verify provider", o.Verify, "use "+provider.List())
-		}
-		// keysvc verifies in the keysvc mode and as the inbox's receiver.
-		keysvcVerifies := o.Hashing == HashingKeysvc || (o.Pattern == PatternInbox && o.Receiver == ReceiverKeysvc)
-		if p.WorkflowCannot != "" && !keysvcVerifies {
-			return bad("verify provider", o.Verify, p.WorkflowCannot+": use --hashing keysvc, or --pattern inbox --receiver keysvc")
-		}
-	}
-	if !oneLine(o.VerifyCredential, true) {
-		return bad("verify credential", o.VerifyCredential, "must be 1-128 characters on one line")
-	}
-	if o.Tolerance < time.Second || o.Tolerance > time.Hour || o.Tolerance%time.Second != 0 {
-		return bad("tolerance", o.Tolerance.String(), "must be between 1s and 1h, in whole seconds (default 5m)")
-	}
-	preset, err := eventkey.ParsePreset(o.Preset)
-	if err != nil {
-		return bad("preset", o.Preset, "use "+provider.List())
-	}
-	if err := preset.CheckScope(o.Scope); err != nil {
-		return bad("scope", o.Scope, err.Error())
-	}
-	if o.Hashing == HashingCryptoNode && preset != eventkey.PresetDefault && preset != eventkey.PresetStripe {
-		return bad("preset", o.Preset, "the crypto-node mode reads only the body's id: use --hashing code-node or keysvc for this preset")
-	}
-	if err := o.Executions.check(); err != nil {
+	if err := o.checkNodeChoice(); err != nil {
 		return resolved{}, err
 	}
+	o = o.withDefaults()
+	for _, check := range []func() error{o.checkNames, o.checkHashing, o.checkVerify, o.checkPreset, o.Executions.check} {
+		if err := check(); err != nil {
+			return resolved{}, err
+		}
+	}
+	r := resolved{Options: o}
+	r.WebhookPath = strings.TrimPrefix(o.WebhookPath, "/")
 	switch o.Pattern {
 	case PatternReserve:
 		return resolveReserve(r)
 	case PatternInbox:
 		return resolveInbox(r)
 	default:
-		return bad("pattern", string(o.Pattern), "use reserve or inbox")
+		return resolved{}, optionError("pattern", string(o.Pattern), "use reserve or inbox")
 	}
+}
+
+// optionError is the *OptionError refusing option's value for reason.
+func optionError(option, value, reason string) error {
+	return &OptionError{Option: option, Value: value, Reason: reason}
+}
+
+// checkNodeChoice refuses a node store or type, which choose the community
+// node, without --hashing node.
+func (o Options) checkNodeChoice() error {
+	if (o.NodeStore != "" || o.NodeType != "") && o.Hashing != HashingNode {
+		option, value := "node store", o.NodeStore
+		if o.NodeStore == "" {
+			option, value = "node type", o.NodeType
+		}
+		return optionError(option, value, "it chooses the community node: use it with --hashing node")
+	}
+	return nil
+}
+
+// checkNames checks the names the files give n8n (the webhook path, the
+// workflow's and the credential's names) and the keys' retention.
+func (o Options) checkNames() error {
+	p := strings.TrimPrefix(o.WebhookPath, "/")
+	if !pathPattern.MatchString(p) || len(p) > 200 {
+		return optionError("webhook path", o.WebhookPath, "use letters, digits, '-' and '_' in '/'-separated segments, at most 200 characters")
+	}
+	if !oneLine(o.WorkflowName, true) {
+		return optionError("workflow name", o.WorkflowName, "must be 1-128 characters on one line")
+	}
+	if !oneLine(o.CredentialName, true) {
+		return optionError("credential name", o.CredentialName, "must be 1-128 characters on one line")
+	}
+	if o.Retention < time.Hour || o.Retention%time.Second != 0 {
+		return optionError("retention", o.Retention.String(), "must be at least 1h, in whole seconds (default 30 days)")
+	}
+	return nil
+}
+
+// checkHashing checks the hashing mode and, with the community node, its
+// store and its type.
+func (o Options) checkHashing() error {
+	switch o.Hashing {
+	case HashingCodeNode, HashingCryptoNode, HashingKeysvc, HashingNode:
+	default:
+		return optionError("hashing mode", string(o.Hashing), "use code-node, crypto-node, keysvc or node")
+	}
+	if o.Hashing == HashingNode {
+		pkg, ok := nodePackage(o.NodeStore)
+		if !ok {
+			return optionError("node store", o.NodeStore, "use "+NodeStorePostgres+" (n8n-nodes-idemhook-postgres, self-hosted n8n) or "+NodeStoreKeysvc+" (n8n-nodes-idemhook, which n8n Cloud can install)")
+		}
+		if o.NodeType != pkg.Type() && o.NodeType != pkg.CustomType() {
+			return optionError("node type", o.NodeType, "the "+o.NodeStore+" store's node is "+pkg.Type()+" (the package "+pkg.Name+" installed in ~/.n8n/nodes, from n8n's UI or npm) or "+pkg.CustomType()+" (a folder in N8N_CUSTOM_EXTENSIONS)")
+		}
+	}
+	return nil
+}
+
+// checkVerify checks the signature check: a provider the chosen mode can
+// verify, its credential's name and the timestamps' tolerance.
+func (o Options) checkVerify() error {
+	if o.Verify != "" {
+		p, ok := provider.Lookup(o.Verify)
+		if !ok {
+			return optionError("verify provider", o.Verify, "use "+provider.List())
+		}
+		// keysvc verifies in the keysvc mode and as the inbox's receiver.
+		keysvcVerifies := o.Hashing == HashingKeysvc || (o.Pattern == PatternInbox && o.Receiver == ReceiverKeysvc)
+		if p.WorkflowCannot != "" && !keysvcVerifies {
+			return optionError("verify provider", o.Verify, p.WorkflowCannot+": use --hashing keysvc, or --pattern inbox --receiver keysvc")
+		}
+	}
+	if !oneLine(o.VerifyCredential, true) {
+		return optionError("verify credential", o.VerifyCredential, "must be 1-128 characters on one line")
+	}
+	if o.Tolerance < time.Second || o.Tolerance > time.Hour || o.Tolerance%time.Second != 0 {
+		return optionError("tolerance", o.Tolerance.String(), "must be between 1s and 1h, in whole seconds (default 5m)")
+	}
+	return nil
+}
+
+// checkPreset checks the key's preset, one the hashing mode can read, and
+// its scope.
+func (o Options) checkPreset() error {
+	preset, err := eventkey.ParsePreset(o.Preset)
+	if err != nil {
+		return optionError("preset", o.Preset, "use "+provider.List())
+	}
+	if err := preset.CheckScope(o.Scope); err != nil {
+		return optionError("scope", o.Scope, err.Error())
+	}
+	if o.Hashing == HashingCryptoNode && preset != eventkey.PresetDefault && preset != eventkey.PresetStripe {
+		return optionError("preset", o.Preset, "the crypto-node mode reads only the body's id: use --hashing code-node or keysvc for this preset")
+	}
+	return nil
 }
 
 // checkPatternGroup refuses an option of the other pattern, set: ignoring
@@ -622,67 +661,97 @@ func resolveReserve(r resolved) (resolved, error) {
 // separates the allowlist.
 var eventTypePattern = regexp.MustCompile(`^[A-Za-z0-9_.:/-]{1,100}$`)
 
+// resolveInbox checks the inbox pattern's options and resolves its
+// schema and outbox URL.
 func resolveInbox(r resolved) (resolved, error) {
 	o := r.Options
-	bad := func(option, value, reason string) (resolved, error) {
-		return resolved{}, &OptionError{Option: option, Value: value, Reason: reason}
+	for _, check := range []func() error{o.checkInboxReceiver, o.checkInboxEvents, o.checkInboxSchema, o.checkInboxLimits, o.checkOutbox} {
+		if err := check(); err != nil {
+			return resolved{}, err
+		}
 	}
+	r.inbox = pgsql.Inbox{Schema: o.DBSchema}
+	r.OutboxURL = strings.TrimSuffix(o.OutboxURL, "/")
+	return r, nil
+}
+
+// checkInboxReceiver checks the receiver and the hashing mode that saves
+// its receipt: a Code node or, in n8n's receiver, the community node on
+// PostgreSQL.
+func (o Options) checkInboxReceiver() error {
 	switch o.Receiver {
 	case ReceiverN8N, ReceiverKeysvc:
 	default:
-		return bad("receiver", string(o.Receiver), "use n8n or keysvc")
+		return optionError("receiver", string(o.Receiver), "use n8n or keysvc")
 	}
 	switch {
 	case o.Hashing == HashingCodeNode:
 	case o.Hashing == HashingNode && o.Receiver == ReceiverN8N && o.NodeStore == NodeStoreKeysvc:
-		return bad("node store", o.NodeStore, "the community node saves the inbox's receipt in PostgreSQL: use --node-store postgres (keysvc has an inbox of its own: --receiver keysvc)")
+		return optionError("node store", o.NodeStore, "the community node saves the inbox's receipt in PostgreSQL: use --node-store postgres (keysvc has an inbox of its own: --receiver keysvc)")
 	case o.Hashing == HashingNode && o.Receiver == ReceiverN8N:
 	case o.Hashing == HashingNode:
-		return bad("hashing mode", string(o.Hashing), "keysvc saves the receipt with --receiver keysvc: leave --hashing out")
+		return optionError("hashing mode", string(o.Hashing), "keysvc saves the receipt with --receiver keysvc: leave --hashing out")
 	default:
-		return bad("hashing mode", string(o.Hashing), "the inbox pattern saves its receipt with a Code node (code-node) or the community node (node)")
+		return optionError("hashing mode", string(o.Hashing), "the inbox pattern saves its receipt with a Code node (code-node) or the community node (node)")
 	}
+	return nil
+}
+
+// checkInboxEvents checks the default account, that there are rules, and
+// that the allowlist holds distinct event types the rules handle.
+func (o Options) checkInboxEvents() error {
 	if !eventkey.ValidID(o.Account) {
-		return bad("account", o.Account, "must be 1-255 bytes of UTF-8 with no control character")
+		return optionError("account", o.Account, "must be 1-255 bytes of UTF-8 with no control character")
 	}
 	if o.Rules == nil {
-		return bad("rules", "", "no rules: name a preset or a rules file")
+		return optionError("rules", "", "no rules: name a preset or a rules file")
 	}
 	seen := map[string]bool{}
 	handled := o.Rules.Types()
 	for _, e := range o.Events {
 		if !eventTypePattern.MatchString(e) || seen[e] {
-			return bad("events", strings.Join(o.Events, ","), fmt.Sprintf("%q: give distinct event types of letters, digits, '.', '_', ':', '/' and '-'", e))
+			return optionError("events", strings.Join(o.Events, ","), fmt.Sprintf("%q: give distinct event types of letters, digits, '.', '_', ':', '/' and '-'", e))
 		}
 		if !slices.Contains(handled, e) {
-			return bad("events", strings.Join(o.Events, ","), fmt.Sprintf("the rules (%s) have no rule for %q: the allowlist must be a subset of the types they handle (%s); leave --events out to allow them all",
+			return optionError("events", strings.Join(o.Events, ","), fmt.Sprintf("the rules (%s) have no rule for %q: the allowlist must be a subset of the types they handle (%s); leave --events out to allow them all",
 				o.Rules.Source, e, strings.Join(handled, ",")))
 		}
 		seen[e] = true
 	}
+	return nil
+}
+
+// checkInboxSchema checks the database schema: an unqualified identifier.
+func (o Options) checkInboxSchema() error {
 	if o.DBSchema != "" {
 		t, err := pgsql.ParseTable(o.DBSchema)
 		if err != nil || t.Schema != "" {
-			return bad("database schema", o.DBSchema, "a lower-case identifier that is not a reserved word")
+			return optionError("database schema", o.DBSchema, "a lower-case identifier that is not a reserved word")
 		}
 	}
-	r.inbox = pgsql.Inbox{Schema: o.DBSchema}
+	return nil
+}
+
+// checkInboxLimits checks the worker's, recoverer's and outbox's durations
+// and counts against their bounds, and that n8n's schedule can run the
+// sweep interval.
+func (o Options) checkInboxLimits() error {
 	durations := []struct {
 		name     string
-		d        *time.Duration
+		d        time.Duration
 		min, max time.Duration
 		unit     time.Duration
 	}{
-		{"defer limit", &r.DeferLimit, time.Minute, 30 * 24 * time.Hour, time.Second},
-		{"claim lease", &r.ClaimLease, 5 * time.Second, time.Hour, time.Second},
-		{"sweep interval", &r.SweepEvery, time.Minute, 24 * time.Hour, time.Minute},
-		{"retry backoff", &r.RetryBackoff, 100 * time.Millisecond, 15 * time.Minute, time.Millisecond},
-		{"outbox backoff", &r.OutboxBackoff, 100 * time.Millisecond, time.Hour, time.Millisecond},
-		{"outbox timeout", &r.OutboxTimeout, time.Second, 5 * time.Minute, time.Second},
+		{"defer limit", o.DeferLimit, time.Minute, 30 * 24 * time.Hour, time.Second},
+		{"claim lease", o.ClaimLease, 5 * time.Second, time.Hour, time.Second},
+		{"sweep interval", o.SweepEvery, time.Minute, 24 * time.Hour, time.Minute},
+		{"retry backoff", o.RetryBackoff, 100 * time.Millisecond, 15 * time.Minute, time.Millisecond},
+		{"outbox backoff", o.OutboxBackoff, 100 * time.Millisecond, time.Hour, time.Millisecond},
+		{"outbox timeout", o.OutboxTimeout, time.Second, 5 * time.Minute, time.Second},
 	}
 	for _, d := range durations {
-		if *d.d < d.min || *d.d > d.max || *d.d%d.unit != 0 {
-			return bad(d.name, d.d.String(), fmt.Sprintf("must be between %s and %s, in whole %s", d.min, d.max, unitName(d.unit)))
+		if d.d < d.min || d.d > d.max || d.d%d.unit != 0 {
+			return optionError(d.name, d.d.String(), fmt.Sprintf("must be between %s and %s, in whole %s", d.min, d.max, unitName(d.unit)))
 		}
 	}
 	ints := []struct {
@@ -696,27 +765,32 @@ func resolveInbox(r resolved) (resolved, error) {
 	}
 	for _, n := range ints {
 		if n.n < n.min || n.n > n.max {
-			return bad(n.name, fmt.Sprint(n.n), fmt.Sprintf("must be between %d and %d", n.min, n.max))
+			return optionError(n.name, fmt.Sprint(n.n), fmt.Sprintf("must be between %d and %d", n.min, n.max))
 		}
 	}
 	// n8n's schedule takes 1-59 minutes, 1-23 hours or whole days.
-	if (r.SweepEvery >= time.Hour && r.SweepEvery%time.Hour != 0) || (r.SweepEvery > time.Hour && r.SweepEvery < 24*time.Hour && r.SweepEvery%time.Hour != 0) {
-		return bad("sweep interval", r.SweepEvery.String(), "use whole minutes below an hour, whole hours below a day, or 24h")
+	if (o.SweepEvery >= time.Hour && o.SweepEvery%time.Hour != 0) || (o.SweepEvery > time.Hour && o.SweepEvery < 24*time.Hour && o.SweepEvery%time.Hour != 0) {
+		return optionError("sweep interval", o.SweepEvery.String(), "use whole minutes below an hour, whole hours below a day, or 24h")
 	}
+	return nil
+}
+
+// checkOutbox checks the outbox's API URL and credential; a credential
+// needs a URL.
+func (o Options) checkOutbox() error {
 	if o.OutboxURL == "" {
 		if o.OutboxCredential != "" {
-			return bad("outbox credential", o.OutboxCredential, "the outbox calls an API only with --outbox-url")
+			return optionError("outbox credential", o.OutboxCredential, "the outbox calls an API only with --outbox-url")
 		}
-		return r, nil
+		return nil
 	}
 	if !plainHTTPURL(o.OutboxURL) {
-		return bad("outbox URL", o.OutboxURL, "use http(s)://host[:port][/path] with no credentials, query or fragment")
+		return optionError("outbox URL", o.OutboxURL, "use http(s)://host[:port][/path] with no credentials, query or fragment")
 	}
-	r.OutboxURL = strings.TrimSuffix(o.OutboxURL, "/")
 	if !oneLine(o.OutboxCredential, false) {
-		return bad("outbox credential", o.OutboxCredential, "must be at most 128 characters on one line")
+		return optionError("outbox credential", o.OutboxCredential, "must be at most 128 characters on one line")
 	}
-	return r, nil
+	return nil
 }
 
 // plainHTTPURL: http or https, a host, and no credentials, query or

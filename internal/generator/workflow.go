@@ -230,26 +230,8 @@ func addGuardHead(g *graph, r resolved, answer answerer, onNew func(from string)
 		addNodeGuardHead(g, r, answer, from, onNew)
 		return nil
 	}
-	afterKey, err := addKeyNodes(g, r)
-	if err != nil {
+	if err := addKeyBuilt(g, r, answer, from); err != nil {
 		return err
-	}
-	g.connect(from, 0, afterKey.first)
-	// An empty body has no key: answer 400 and reserve nothing.
-	g.add(ifNode(g, NodeKeyBuilt, g.at(1, 0), "={{ $json.key }}", opStringNotEmpty, ""))
-	g.connect(afterKey.last, 0, NodeKeyBuilt)
-	g.connect(NodeKeyBuilt, 1, g.addNode(answer(NodeRespond400, g.at(2, 2), 400,
-		`{"status":"rejected","error":"empty body: there is nothing to derive an idempotency key from"}`)))
-
-	respond := func(status, extra string) string {
-		return "={{ JSON.stringify({ status: '" + status + "', key: " + keyExpr + extra + " }) }}"
-	}
-	// The reservation failed (the database is unreachable): nothing was
-	// reserved and nothing ran, so the provider is told to retry.
-	unavailable := func(from string) {
-		g.connect(from, 1, g.addNode(answer(NodeRespond503DB, g.at(3, 3), 503,
-			`{"status":"unavailable","error":"the idempotency key could not be reserved (the database did not answer); nothing was processed: retry later"}`,
-			[2]string{"Retry-After", "5"})))
 	}
 	// keyParams binds the key, and in a workflow `idemhook guard` edited
 	// the execution that holds it.
@@ -261,34 +243,77 @@ func addGuardHead(g *graph, r resolved, answer answerer, onNew func(from string)
 	}
 	switch r.Guard {
 	case GuardReserve:
-		reserve := postgresNode(NodeReserve, g.at(2, 0), reserveSQL, keyParams, r.CredentialName)
-		reserve.OnError = "continueErrorOutput"
-		g.add(reserve)
-		g.connect(NodeKeyBuilt, 0, NodeReserve)
-		unavailable(NodeReserve)
-		// On a conflict the Postgres node outputs {"success": true} rather
-		// than no item, so test for the returned column.
-		g.add(ifNode(g, NodeRowReturned, g.at(3, 0), "={{ $json.key }}", opStringExist, ""))
-		g.connect(NodeReserve, 0, NodeRowReturned)
-		onNew(NodeRowReturned)
-		g.connect(NodeRowReturned, 1, g.addNode(answer(NodeRespondDup, g.at(4, 1), 200, respond("duplicate", ""))))
-
+		addReserveDecision(g, r, answer, reserveSQL, keyParams, onNew)
 	case GuardLease:
-		acquire := postgresNode(NodeAcquireLease, g.at(2, 0), acquireSQL, keyParams, r.CredentialName)
-		acquire.OnError = "continueErrorOutput"
-		g.add(acquire)
-		g.connect(NodeKeyBuilt, 0, NodeAcquireLease)
-		unavailable(NodeAcquireLease)
-		g.add(ifNode(g, NodeLeaseAcquired, g.at(3, 0), "={{ $json.outcome }}", opStringEq, pgsql.OutcomeAcquired))
-		g.connect(NodeAcquireLease, 0, NodeLeaseAcquired)
-		onNew(NodeLeaseAcquired)
-		g.add(ifNode(g, NodeAlreadyDone, g.at(4, 1), "={{ $json.outcome }}", opStringEq, pgsql.OutcomeDone))
-		g.connect(NodeLeaseAcquired, 1, NodeAlreadyDone)
-		g.connect(NodeAlreadyDone, 0, g.addNode(answer(NodeRespondDup, g.at(5, 1), 200, respond("duplicate", ""))))
-		retryAfter := fmt.Sprint(int64(min(r.Lease, 300e9) / 1e9))
-		g.connect(NodeAlreadyDone, 1, g.addNode(answer(NodeRespond409, g.at(5, 2), 409, respond("in_progress", ""), [2]string{"Retry-After", retryAfter})))
+		addLeaseDecision(g, r, answer, acquireSQL, keyParams, onNew)
 	}
 	return nil
+}
+
+// addKeyBuilt adds the key nodes after from, and the If node that sends an
+// empty body, which has no key, to a 400 that reserves nothing.
+func addKeyBuilt(g *graph, r resolved, answer answerer, from string) error {
+	afterKey, err := addKeyNodes(g, r)
+	if err != nil {
+		return err
+	}
+	g.connect(from, 0, afterKey.first)
+	g.add(ifNode(g, NodeKeyBuilt, g.at(1, 0), "={{ $json.key }}", opStringNotEmpty, ""))
+	g.connect(afterKey.last, 0, NodeKeyBuilt)
+	g.connect(NodeKeyBuilt, 1, g.addNode(answer(NodeRespond400, g.at(2, 2), 400,
+		`{"status":"rejected","error":"empty body: there is nothing to derive an idempotency key from"}`)))
+	return nil
+}
+
+// guardAnswerBody is the body of the guard's answer with status: the
+// status and the key.
+func guardAnswerBody(status string) string {
+	return "={{ JSON.stringify({ status: '" + status + "', key: " + keyExpr + " }) }}"
+}
+
+// addUnavailable answers from's error output, a reservation that failed
+// (the database is unreachable): nothing was reserved and nothing ran, so
+// the provider is told to retry.
+func addUnavailable(g *graph, answer answerer, from string) {
+	g.connect(from, 1, g.addNode(answer(NodeRespond503DB, g.at(3, 3), 503,
+		`{"status":"unavailable","error":"the idempotency key could not be reserved (the database did not answer); nothing was processed: retry later"}`,
+		[2]string{"Retry-After", "5"})))
+}
+
+// addReserveDecision adds the reserve guard's reservation (reserveSQL,
+// bound to keyParams) and its decision: a returned row is a new event
+// (onNew), none a duplicate.
+func addReserveDecision(g *graph, r resolved, answer answerer, reserveSQL, keyParams string, onNew func(from string)) {
+	reserve := postgresNode(NodeReserve, g.at(2, 0), reserveSQL, keyParams, r.CredentialName)
+	reserve.OnError = "continueErrorOutput"
+	g.add(reserve)
+	g.connect(NodeKeyBuilt, 0, NodeReserve)
+	addUnavailable(g, answer, NodeReserve)
+	// On a conflict the Postgres node outputs {"success": true} rather
+	// than no item, so test for the returned column.
+	g.add(ifNode(g, NodeRowReturned, g.at(3, 0), "={{ $json.key }}", opStringExist, ""))
+	g.connect(NodeReserve, 0, NodeRowReturned)
+	onNew(NodeRowReturned)
+	g.connect(NodeRowReturned, 1, g.addNode(answer(NodeRespondDup, g.at(4, 1), 200, guardAnswerBody("duplicate"))))
+}
+
+// addLeaseDecision adds the lease guard's acquisition (acquireSQL, bound
+// to keyParams) and its decision: an acquired lease is a new event
+// (onNew), a key done a duplicate, else an attempt in progress (409).
+func addLeaseDecision(g *graph, r resolved, answer answerer, acquireSQL, keyParams string, onNew func(from string)) {
+	acquire := postgresNode(NodeAcquireLease, g.at(2, 0), acquireSQL, keyParams, r.CredentialName)
+	acquire.OnError = "continueErrorOutput"
+	g.add(acquire)
+	g.connect(NodeKeyBuilt, 0, NodeAcquireLease)
+	addUnavailable(g, answer, NodeAcquireLease)
+	g.add(ifNode(g, NodeLeaseAcquired, g.at(3, 0), "={{ $json.outcome }}", opStringEq, pgsql.OutcomeAcquired))
+	g.connect(NodeAcquireLease, 0, NodeLeaseAcquired)
+	onNew(NodeLeaseAcquired)
+	g.add(ifNode(g, NodeAlreadyDone, g.at(4, 1), "={{ $json.outcome }}", opStringEq, pgsql.OutcomeDone))
+	g.connect(NodeLeaseAcquired, 1, NodeAlreadyDone)
+	g.connect(NodeAlreadyDone, 0, g.addNode(answer(NodeRespondDup, g.at(5, 1), 200, guardAnswerBody("duplicate"))))
+	retryAfter := fmt.Sprint(int64(min(r.Lease, 300e9) / 1e9))
+	g.connect(NodeAlreadyDone, 1, g.addNode(answer(NodeRespond409, g.at(5, 2), 409, guardAnswerBody("in_progress"), [2]string{"Retry-After", retryAfter})))
 }
 
 // Node names of the transactional guard.

@@ -199,13 +199,38 @@ const (
 
 // Flow returns the flows.json of o: one tab holding the guard.
 func Flow(o Options) ([]byte, error) {
+	f := newFlow(o)
+	f.addReservation(o)
+	f.addNewEvent(o)
+	f.addAnswers()
+	f.addFailures(o)
+
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(f.nodes); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// newFlow starts o's flow with its tab, whose info says what the flow
+// does and what Node-RED's environment must set.
+func newFlow(o Options) *flow {
 	f := &flow{seed: o.Path}
 	f.tab = f.id("tab")
 	tab := node{"id": f.tab, "type": "tab", "label": o.Name, "disabled": false, "env": []any{},
 		"info": "Put in by `idemhook generate --target node-red`: keysvc verifies, derives and reserves each delivery's key; " +
 			"only a new event reaches your step. Set KEYSVC_URL and KEYSVC_TOKEN (an admin token) in Node-RED's environment. See README.md."}
 	f.nodes = append(f.nodes, tab)
+	return f
+}
 
+// reservationQuery is the query of keysvc's reservation for o ("" or
+// "?…"): the lease, the provider keysvc verifies, the preset and the
+// scope.
+func reservationQuery(o Options) string {
 	query := url.Values{}
 	if o.Lease > 0 {
 		query.Set("lease", fmt.Sprintf("%ds", int64(o.Lease.Seconds())))
@@ -219,10 +244,15 @@ func Flow(o Options) ([]byte, error) {
 	if o.Scope != "" {
 		query.Set("scope", o.Scope)
 	}
-	q := ""
-	if len(query) > 0 {
-		q = "?" + query.Encode()
+	if len(query) == 0 {
+		return ""
 	}
+	return "?" + query.Encode()
+}
+
+// forwardedHeaders are the request headers passed on to keysvc: the
+// provider's signature headers, then the preset's id headers.
+func forwardedHeaders(o Options) []string {
 	forward := []string{}
 	if o.Verify != "" {
 		forward = append(forward, provider.Headers(o.Verify)...)
@@ -232,10 +262,15 @@ func Flow(o Options) ([]byte, error) {
 			forward = append(forward, h)
 		}
 	}
+	return forward
+}
 
+// addReservation adds the Webhook, the reservation sent to keysvc, and the
+// Switch on keysvc's answer: a new event, a duplicate, or anything else.
+func (f *flow) addReservation(o Options) {
 	f.add(NodeIn, "http in", 120, 100, node{"url": "/" + o.Path, "method": "post", "upload": false, "skipBodyParsing": true, "swaggerDoc": ""},
 		[]string{NodePrepare})
-	f.add(NodePrepare, "function", 330, 100, prepare(o, q, forward), []string{NodeReserve}, []string{NodeResponse})
+	f.add(NodePrepare, "function", 330, 100, prepare(o, reservationQuery(o), forwardedHeaders(o)), []string{NodeReserve}, []string{NodeResponse})
 	f.add(NodeReserve, "http request", 560, 100, request("POST"), []string{NodeDecide})
 	f.add(NodeDecide, "switch", 760, 100, node{"property": "statusCode", "propertyType": "msg",
 		"rules": []any{
@@ -244,6 +279,11 @@ func Flow(o Options) ([]byte, error) {
 			map[string]any{"t": "else"},
 		}, "checkall": "false", "repair": false, "outputs": 3},
 		[]string{NodeEvent}, []string{"Answer duplicate"}, []string{"Answer with keysvc's status"})
+}
+
+// addNewEvent adds what a new event runs: the event for the user's step,
+// the step, and with a lease the key marked done.
+func (f *flow) addNewEvent(o Options) {
 	f.add(NodeEvent, "function", 980, 40, function(eventCode, 1), []string{NodeStep})
 	after := "Answer processed"
 	if o.Lease > 0 {
@@ -254,6 +294,11 @@ func Flow(o Options) ([]byte, error) {
 		f.add(NodeMarkDone, "function", 1420, 40, function(keyCall("POST", "/done", "the answer"), 1), []string{NodeDone})
 		f.add(NodeDone, "http request", 1620, 40, request("POST"), []string{"Answer processed"})
 	}
+}
+
+// addAnswers adds the flow's answers, each wired to the one HTTP Response
+// node, and that node.
+func (f *flow) addAnswers() {
 	answer := func(name string, x, y int, code string) {
 		f.add(name, "function", x, y, function(code, 1), []string{NodeResponse})
 	}
@@ -264,7 +309,11 @@ func Flow(o Options) ([]byte, error) {
 	answer("Answer 500 failed", 1840, 340, answerCaught(500, `{ status: 'failed', key: msg.key, released: msg.statusCode === 204 }`, "", ""))
 	answer("Answer 500 failed, key kept", 1840, 420, answerCaught(500, `{ status: 'failed', key: msg.key, released: false }`, "", "your step failed and its key could not be released"))
 	f.add(NodeResponse, "http response", 2080, 200, node{"statusCode": "", "headers": map[string]any{}})
+}
 
+// addFailures adds the Catch nodes and what they run: keysvc unreachable
+// answers 503; the user's step failing releases its key and answers 500.
+func (f *flow) addFailures(o Options) {
 	unreachable := []string{NodePrepare, NodeReserve}
 	if o.Lease > 0 {
 		unreachable = append(unreachable, NodeMarkDone, NodeDone)
@@ -274,15 +323,6 @@ func Flow(o Options) ([]byte, error) {
 	f.add(NodeRelease, "function", 1420, 340, function(keyCall("DELETE", "", "the release"), 1), []string{NodeReleased})
 	f.add(NodeReleased, "http request", 1620, 340, request("DELETE"), []string{"Answer 500 failed"})
 	f.add("Release unreachable", "catch", 1420, 420, node{"scope": f.ids(NodeRelease, NodeReleased), "uncaught": false}, []string{"Answer 500 failed, key kept"})
-
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(f.nodes); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 func (f *flow) ids(names ...string) []string {
