@@ -114,48 +114,15 @@ func (in *Inbox) Act(ctx context.Context, a Action) (ActionResult, error) {
 			return ActionResult{Action: a.Kind, DryRun: a.DryRun, IDs: []int64{}}, nil
 		}
 	}
-	endpoints := []string{}
-	for name := range in.endpoints {
-		if a.Query.Endpoint == "" || a.Query.Endpoint == name {
-			endpoints = append(endpoints, name)
-		}
-	}
-	sort.Strings(endpoints)
 	res := ActionResult{Action: a.Kind, DryRun: a.DryRun, IDs: []int64{}}
 	tx, err := in.pool.Begin(ctx)
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", a.Kind, err)
 	}
 	defer tx.Rollback(ctx)
-	args := a.Query.filterArgs(endpoints, states)
-	var ids any
-	if a.IDs != nil {
-		ids = a.IDs
-	}
-	args = append(args, ids, MaxSelection+1, deliveryKind)
-	rows, err := tx.Query(ctx, in.tables.SelectEntries(), args...)
+	sel, err := in.selectForAction(ctx, tx, a, states)
 	if err != nil {
-		return res, fmt.Errorf("%s: %w", a.Kind, err)
-	}
-	var sel []selected
-	for rows.Next() {
-		var s selected
-		var job *int64
-		if err := rows.Scan(&s.id, &s.endpoint, &job, &s.jobState); err != nil {
-			rows.Close()
-			return res, err
-		}
-		if job != nil {
-			s.job = *job
-		}
-		sel = append(sel, s)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return res, fmt.Errorf("%s: %w", a.Kind, err)
-	}
-	if len(sel) > MaxSelection {
-		return res, ErrSelectionTooLarge // before any is left out: there may be more
+		return res, err
 	}
 	if a.Kind == ActionRetryNow {
 		sel = slices.DeleteFunc(sel, func(s selected) bool { return s.jobState == "running" })
@@ -170,26 +137,81 @@ func (in *Inbox) Act(ctx context.Context, a Action) (ActionResult, error) {
 	if a.DryRun || len(sel) == 0 {
 		return res, nil
 	}
-	switch a.Kind {
-	case ActionReplay:
-		err = in.replay(ctx, tx, res.IDs)
-	case ActionRetryNow:
-		err = in.retryNow(ctx, tx, sel)
-	}
-	if err != nil {
-		return res, fmt.Errorf("%s: %w", a.Kind, err)
-	}
-	if _, err := tx.Exec(ctx, in.tables.RecordAction(), res.IDs, a.Kind, a.Actor); err != nil {
-		return res, fmt.Errorf("%s: %w", a.Kind, err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return res, fmt.Errorf("%s: commit: %w", a.Kind, err)
+	if err := in.commitAction(ctx, tx, a, res.IDs, sel); err != nil {
+		return res, err
 	}
 	res.Done = res.Matched
 	for _, s := range sel {
 		in.metrics.actions.WithLabelValues(s.endpoint, a.Kind).Inc()
 	}
 	return res, nil
+}
+
+// selectForAction locks, in tx, the entries a applies to that are in one
+// of states and belong to a configured endpoint the query selects: at
+// most MaxSelection, else ErrSelectionTooLarge (there may be more than
+// were read).
+func (in *Inbox) selectForAction(ctx context.Context, tx pgx.Tx, a Action, states []string) ([]selected, error) {
+	endpoints := []string{}
+	for name := range in.endpoints {
+		if a.Query.Endpoint == "" || a.Query.Endpoint == name {
+			endpoints = append(endpoints, name)
+		}
+	}
+	sort.Strings(endpoints)
+	args := a.Query.filterArgs(endpoints, states)
+	var ids any
+	if a.IDs != nil {
+		ids = a.IDs
+	}
+	args = append(args, ids, MaxSelection+1, deliveryKind)
+	rows, err := tx.Query(ctx, in.tables.SelectEntries(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", a.Kind, err)
+	}
+	var sel []selected
+	for rows.Next() {
+		var s selected
+		var job *int64
+		if err := rows.Scan(&s.id, &s.endpoint, &job, &s.jobState); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if job != nil {
+			s.job = *job
+		}
+		sel = append(sel, s)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", a.Kind, err)
+	}
+	if len(sel) > MaxSelection {
+		return nil, ErrSelectionTooLarge // before any is left out: there may be more
+	}
+	return sel, nil
+}
+
+// commitAction replays or retries the selected entries, records a in
+// each one's history, and commits tx.
+func (in *Inbox) commitAction(ctx context.Context, tx pgx.Tx, a Action, ids []int64, sel []selected) error {
+	var err error
+	switch a.Kind {
+	case ActionReplay:
+		err = in.replay(ctx, tx, ids)
+	case ActionRetryNow:
+		err = in.retryNow(ctx, tx, sel)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", a.Kind, err)
+	}
+	if _, err := tx.Exec(ctx, in.tables.RecordAction(), ids, a.Kind, a.Actor); err != nil {
+		return fmt.Errorf("%s: %w", a.Kind, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("%s: commit: %w", a.Kind, err)
+	}
+	return nil
 }
 
 // replay puts ids back to received and queues a delivery of each.

@@ -63,34 +63,7 @@ type batchItem struct {
 // events in particular: they go again in a batch.
 func (w *deliveryWorker) forwardBatch(ctx context.Context, e *Endpoint, job *river.Job[deliveryArgs]) error {
 	in := w.in
-	jobs := []*river.Job[deliveryArgs]{job}
-	more, err := in.claimMore(ctx, e, e.Batch-1)
-	if err != nil {
-		in.logger.Warn("inbox: a batch forward goes with fewer events: the database did not give more", "endpoint", e.Name, "error", err)
-	}
-	jobs = append(jobs, more...)
-	var items []*batchItem
-	size := 0
-	for _, j := range jobs {
-		ev, err := in.loadEvent(ctx, j.Args.InboxID)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			in.finish(e, j, in.settle(ctx, e, j, outcome{})) // the entry is gone: nothing to forward
-			continue
-		case err != nil:
-			in.finish(e, j, in.settle(ctx, e, j, outcome{retryAt: time.Now().Add(in.opts.Backoff), uncounted: true}))
-			continue
-		case ev.state != pgsql.StateReceived:
-			in.finish(e, j, in.settle(ctx, e, j, outcome{}))
-			continue
-		case len(items) > 0 && size+len(ev.body) > maxBatchBytes:
-			// Not sent: the next forward takes it, and the attempt is not spent.
-			in.finish(e, j, in.settle(ctx, e, j, outcome{retryAt: time.Now(), uncounted: true}))
-			continue
-		}
-		size += len(ev.body)
-		items = append(items, &batchItem{job: j, ev: ev})
-	}
+	items := in.batchItems(ctx, e, job)
 	if len(items) == 0 {
 		return nil
 	}
@@ -123,6 +96,42 @@ func (w *deliveryWorker) forwardBatch(ctx context.Context, e *Endpoint, job *riv
 		}
 	}
 	return first
+}
+
+// batchItems is what one batch forward carries: job's entry and the
+// waiting ones claimed with it, each loaded, within maxBatchBytes. A job
+// whose entry is gone, is no longer received, could not be loaded or does
+// not fit is settled here, and left out.
+func (in *Inbox) batchItems(ctx context.Context, e *Endpoint, job *river.Job[deliveryArgs]) []*batchItem {
+	jobs := []*river.Job[deliveryArgs]{job}
+	more, err := in.claimMore(ctx, e, e.Batch-1)
+	if err != nil {
+		in.logger.Warn("inbox: a batch forward goes with fewer events: the database did not give more", "endpoint", e.Name, "error", err)
+	}
+	jobs = append(jobs, more...)
+	var items []*batchItem
+	size := 0
+	for _, j := range jobs {
+		ev, err := in.loadEvent(ctx, j.Args.InboxID)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			in.finish(e, j, in.settle(ctx, e, j, outcome{})) // the entry is gone: nothing to forward
+			continue
+		case err != nil:
+			in.finish(e, j, in.settle(ctx, e, j, outcome{retryAt: time.Now().Add(in.opts.Backoff), uncounted: true}))
+			continue
+		case ev.state != pgsql.StateReceived:
+			in.finish(e, j, in.settle(ctx, e, j, outcome{}))
+			continue
+		case len(items) > 0 && size+len(ev.body) > maxBatchBytes:
+			// Not sent: the next forward takes it, and the attempt is not spent.
+			in.finish(e, j, in.settle(ctx, e, j, outcome{retryAt: time.Now(), uncounted: true}))
+			continue
+		}
+		size += len(ev.body)
+		items = append(items, &batchItem{job: j, ev: ev})
+	}
+	return items
 }
 
 // claimMore takes up to n more waiting delivery jobs of e's queue for a
@@ -170,27 +179,16 @@ func (in *Inbox) finish(e *Endpoint, j *river.Job[deliveryArgs], err error) {
 // callBatch makes one batch forward and sets each item's result.
 func (w *deliveryWorker) callBatch(ctx context.Context, e *Endpoint, items []*batchItem) {
 	start := time.Now()
-	set := func(r callResult) {
-		r.took = time.Since(start)
-		for _, it := range items {
-			it.res = r
-		}
-	}
-	events := make([]batchEvent, len(items))
-	for i, it := range items {
-		events[i] = batchEvent{InboxID: strconv.FormatInt(it.job.Args.InboxID, 10), Key: it.ev.key, Account: it.ev.account,
-			Headers: it.ev.headers, Body: base64.StdEncoding.EncodeToString(it.ev.body)}
-	}
-	body, err := json.Marshal(map[string]any{"events": events})
+	body, err := batchBody(items)
 	if err != nil {
-		set(callResult{err: err})
+		setBatchResult(items, start, callResult{err: err})
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.in.opts.DeliveryTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.Target, bytes.NewReader(body))
 	if err != nil {
-		set(callResult{err: err})
+		setBatchResult(items, start, callResult{err: err})
 		return
 	}
 	req.Header.Set("Content-Type", "application/json")
@@ -204,35 +202,63 @@ func (w *deliveryWorker) callBatch(ctx context.Context, e *Endpoint, items []*ba
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		set(callResult{err: err})
+		setBatchResult(items, start, callResult{err: err})
 		return
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	readBatchAnswer(items, start, resp, answer)
+}
+
+// batchBody is the body of a batch forward: {"events": [...]}, each item's
+// event with its body in base64.
+func batchBody(items []*batchItem) ([]byte, error) {
+	events := make([]batchEvent, len(items))
+	for i, it := range items {
+		events[i] = batchEvent{InboxID: strconv.FormatInt(it.job.Args.InboxID, 10), Key: it.ev.key, Account: it.ev.account,
+			Headers: it.ev.headers, Body: base64.StdEncoding.EncodeToString(it.ev.body)}
+	}
+	return json.Marshal(map[string]any{"events": events})
+}
+
+// setBatchResult gives every item of a batch forward made at start the
+// result r.
+func setBatchResult(items []*batchItem, start time.Time, r callResult) {
+	r.took = time.Since(start)
+	for _, it := range items {
+		it.res = r
+	}
+}
+
+// readBatchAnswer sets each item's result from the target's answer to a
+// batch forward made at start: the answer's status for all of them, and
+// over it, when the target answered 2xx with a result per event, each
+// event's own (a refused event its status, a missing one an error).
+func readBatchAnswer(items []*batchItem, start time.Time, resp *http.Response, answer []byte) {
 	base := callResult{status: resp.StatusCode}
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
 		base.retryAfter = time.Duration(s) * time.Second
 	}
 	if resp.StatusCode/100 != 2 {
-		set(base)
+		setBatchResult(items, start, base)
 		return
 	}
 	if bytes.HasPrefix(answer, n8nStartingUp) {
 		// n8n is not serving workflows yet: no event was refused.
-		set(callResult{status: resp.StatusCode, err: errN8NStartingUp})
+		setBatchResult(items, start, callResult{status: resp.StatusCode, err: errN8NStartingUp})
 		return
 	}
 	var a batchAnswer
 	if err := json.Unmarshal(answer, &a); err != nil {
 		base.err = fmt.Errorf("the target answered %d without a result per event (%v): sent again alone", resp.StatusCode, err)
-		set(base)
+		setBatchResult(items, start, base)
 		return
 	}
 	byID := map[string]int{}
 	for _, r := range a.Results {
 		byID[r.InboxID.String()] = r.Status
 	}
-	set(base)
+	setBatchResult(items, start, base)
 	for _, it := range items {
 		status, ok := byID[strconv.FormatInt(it.job.Args.InboxID, 10)]
 		switch {

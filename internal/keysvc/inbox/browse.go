@@ -149,61 +149,21 @@ type Summary struct {
 func (in *Inbox) Summary(ctx context.Context) (Summary, error) {
 	byName := map[string]*EndpointSummary{}
 	get := func(name string) *EndpointSummary {
-		if s, ok := byName[name]; ok {
-			return s
+		s, ok := byName[name]
+		if !ok {
+			s = in.newEndpointSummary(name)
+			byName[name] = s
 		}
-		s := &EndpointSummary{Name: name, States: []StateCount{}, Queue: map[string]int{}}
-		if e, ok := in.endpoints[name]; ok {
-			s.Configured, s.Concurrency, s.MaxAttempts = true, e.Concurrency, e.MaxAttempts
-			if u, err := url.Parse(e.Target); err == nil {
-				s.TargetHost = u.Host
-			}
-		}
-		byName[name] = s
 		return s
 	}
 	for name := range in.endpoints {
 		get(name)
 	}
-	rows, err := in.pool.Query(ctx, in.tables.SummarizeEntries())
-	if err != nil {
-		return Summary{}, fmt.Errorf("inbox summary: %w", err)
+	if err := in.summarizeEntries(ctx, get); err != nil {
+		return Summary{}, err
 	}
-	for rows.Next() {
-		var name string
-		var c StateCount
-		if err := rows.Scan(&name, &c.State, &c.Count, &c.OldestReceivedAt, &c.OldestAgeSeconds); err != nil {
-			rows.Close()
-			return Summary{}, err
-		}
-		s := get(name)
-		s.States = append(s.States, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return Summary{}, fmt.Errorf("inbox summary: %w", err)
-	}
-	queues := map[string]string{}
-	for name, e := range in.endpoints {
-		queues[e.queue()] = name
-	}
-	rows, err = in.pool.Query(ctx, in.tables.SummarizeJobs(), deliveryKind)
-	if err != nil {
-		return Summary{}, fmt.Errorf("inbox summary: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var queue, state string
-		var n int
-		if err := rows.Scan(&queue, &state, &n); err != nil {
-			return Summary{}, err
-		}
-		if name, ok := queues[queue]; ok {
-			get(name).Queue[state] = n
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return Summary{}, fmt.Errorf("inbox summary: %w", err)
+	if err := in.summarizeJobs(ctx, get); err != nil {
+		return Summary{}, err
 	}
 	sum := Summary{GeneratedAt: time.Now().UTC(), Endpoints: []EndpointSummary{}}
 	for _, s := range byName {
@@ -211,6 +171,71 @@ func (in *Inbox) Summary(ctx context.Context) (Summary, error) {
 	}
 	sort.Slice(sum.Endpoints, func(i, j int) bool { return sum.Endpoints[i].Name < sum.Endpoints[j].Name })
 	return sum, nil
+}
+
+// newEndpointSummary is name's summary before anything is counted: with
+// its configuration when name is a configured endpoint.
+func (in *Inbox) newEndpointSummary(name string) *EndpointSummary {
+	s := &EndpointSummary{Name: name, States: []StateCount{}, Queue: map[string]int{}}
+	if e, ok := in.endpoints[name]; ok {
+		s.Configured, s.Concurrency, s.MaxAttempts = true, e.Concurrency, e.MaxAttempts
+		if u, err := url.Parse(e.Target); err == nil {
+			s.TargetHost = u.Host
+		}
+	}
+	return s
+}
+
+// summarizeEntries adds the entries' counts by state to the summary get
+// returns for their endpoint.
+func (in *Inbox) summarizeEntries(ctx context.Context, get func(name string) *EndpointSummary) error {
+	rows, err := in.pool.Query(ctx, in.tables.SummarizeEntries())
+	if err != nil {
+		return fmt.Errorf("inbox summary: %w", err)
+	}
+	for rows.Next() {
+		var name string
+		var c StateCount
+		if err := rows.Scan(&name, &c.State, &c.Count, &c.OldestReceivedAt, &c.OldestAgeSeconds); err != nil {
+			rows.Close()
+			return err
+		}
+		s := get(name)
+		s.States = append(s.States, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("inbox summary: %w", err)
+	}
+	return nil
+}
+
+// summarizeJobs adds the configured endpoints' delivery jobs by River
+// state to the summary get returns for each.
+func (in *Inbox) summarizeJobs(ctx context.Context, get func(name string) *EndpointSummary) error {
+	queues := map[string]string{}
+	for name, e := range in.endpoints {
+		queues[e.queue()] = name
+	}
+	rows, err := in.pool.Query(ctx, in.tables.SummarizeJobs(), deliveryKind)
+	if err != nil {
+		return fmt.Errorf("inbox summary: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var queue, state string
+		var n int
+		if err := rows.Scan(&queue, &state, &n); err != nil {
+			return err
+		}
+		if name, ok := queues[queue]; ok {
+			get(name).Queue[state] = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("inbox summary: %w", err)
+	}
+	return nil
 }
 
 // States are the states of an inbox entry, as a filter accepts them.

@@ -117,7 +117,22 @@ func LoadEndpoints(path string, providerSecrets map[signature.Provider][]string)
 	return f.Endpoints, nil
 }
 
+// resolve checks e and fills in its defaults, its allowlist, its target
+// token and its signing secrets (by default providerSecrets' for its
+// provider).
 func (e *Endpoint) resolve(providerSecrets map[signature.Provider][]string) error {
+	if err := e.resolveRoute(); err != nil {
+		return err
+	}
+	if err := e.resolveLimits(); err != nil {
+		return err
+	}
+	return e.resolveSecrets(providerSecrets)
+}
+
+// resolveRoute checks what the endpoint receives and where it forwards it:
+// its name, provider, account, target and allowlist.
+func (e *Endpoint) resolveRoute() error {
 	if len(e.Name) > maxEndpointName || !endpointName.MatchString(e.Name) {
 		return fmt.Errorf("name must be words of a-z and 0-9 joined by one '_' or '-' (such as stripe-live), at most %d characters", maxEndpointName)
 	}
@@ -145,6 +160,12 @@ func (e *Endpoint) resolve(providerSecrets map[signature.Provider][]string) erro
 		}
 		e.allowed[t] = true
 	}
+	return nil
+}
+
+// resolveLimits defaults and bounds the endpoint's deliveries: its max
+// attempts, concurrency and batch.
+func (e *Endpoint) resolveLimits() error {
 	if e.MaxAttempts == 0 {
 		e.MaxAttempts = DefaultMaxDeliveries
 	}
@@ -163,6 +184,14 @@ func (e *Endpoint) resolve(providerSecrets map[signature.Provider][]string) erro
 	if e.Batch < 1 || e.Batch > MaxBatch {
 		return fmt.Errorf("batch must be between 1 and %d", MaxBatch)
 	}
+	return nil
+}
+
+// resolveSecrets reads the target token and the signing secrets (one per
+// line of secret_env or secret_file, else providerSecrets' for the
+// provider), and checks a provider has secrets of its form.
+func (e *Endpoint) resolveSecrets(providerSecrets map[signature.Provider][]string) error {
+	var err error
 	if e.targetToken, err = secretValue(e.TargetTokenEnv, e.TargetTokenFile); err != nil {
 		return fmt.Errorf("target token: %w", err)
 	}

@@ -107,31 +107,9 @@ func (in *Inbox) Endpoint(name string) (*Endpoint, bool) {
 // Open prepares the inbox on pool (creating its tables and River's when
 // asked) and starts River's workers. Close stops them.
 func Open(ctx context.Context, pool *pgxpool.Pool, endpoints []Endpoint, opts Options) (*Inbox, error) {
-	if opts.DeliveryTimeout == 0 {
-		opts.DeliveryTimeout = 30 * time.Second
-	}
-	if opts.Backoff == 0 {
-		opts.Backoff = time.Second
-	}
-	if opts.MaxBackoff == 0 {
-		opts.MaxBackoff = 5 * time.Minute
-	}
-	if opts.RecoverAfter == 0 {
-		opts.RecoverAfter = 2 * time.Minute
-	}
-	if opts.RescueAfter == 0 {
-		opts.RescueAfter = DefaultRescueAfter
-	}
-	if opts.RescueAfter < 5*time.Second {
-		return nil, fmt.Errorf("inbox rescue-after %s: at least 5s, so that a lease outlives a few missed renewals", opts.RescueAfter)
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Schema != "" {
-		if t, err := pgsql.ParseTable(opts.Schema); err != nil || t.Schema != "" {
-			return nil, fmt.Errorf("inbox schema %q: a lower-case identifier that is not a reserved word", opts.Schema)
-		}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	in := &Inbox{pool: pool, tables: pgsql.Inbox{Schema: opts.Schema}, endpoints: map[string]*Endpoint{},
 		http: &http.Client{Timeout: opts.DeliveryTimeout}, logger: opts.Logger, metrics: newMetrics(), opts: opts}
@@ -146,15 +124,8 @@ func Open(ctx context.Context, pool *pgxpool.Pool, endpoints []Endpoint, opts Op
 	}
 	driver := riverpgxv5.New(pool)
 	if opts.CreateSchema {
-		if err := execDDL(ctx, pool, in.tables.KeysvcDDL()); err != nil {
-			return nil, fmt.Errorf("create the inbox tables: %w", err)
-		}
-		migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: opts.Schema, Logger: opts.Logger})
-		if err != nil {
+		if err := in.createSchema(ctx, driver); err != nil {
 			return nil, err
-		}
-		if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-			return nil, fmt.Errorf("River migrations: %w", err)
 		}
 	}
 	if err := in.check(ctx); err != nil {
@@ -177,6 +148,54 @@ func Open(ctx context.Context, pool *pgxpool.Pool, endpoints []Endpoint, opts Op
 	}
 	in.river = client
 	return in, nil
+}
+
+// withDefaults fills in o's zero fields, and checks the rescue-after
+// and the schema.
+func (o Options) withDefaults() (Options, error) {
+	if o.DeliveryTimeout == 0 {
+		o.DeliveryTimeout = 30 * time.Second
+	}
+	if o.Backoff == 0 {
+		o.Backoff = time.Second
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = 5 * time.Minute
+	}
+	if o.RecoverAfter == 0 {
+		o.RecoverAfter = 2 * time.Minute
+	}
+	if o.RescueAfter == 0 {
+		o.RescueAfter = DefaultRescueAfter
+	}
+	if o.RescueAfter < 5*time.Second {
+		return o, fmt.Errorf("inbox rescue-after %s: at least 5s, so that a lease outlives a few missed renewals", o.RescueAfter)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Schema != "" {
+		if t, err := pgsql.ParseTable(o.Schema); err != nil || t.Schema != "" {
+			return o, fmt.Errorf("inbox schema %q: a lower-case identifier that is not a reserved word", o.Schema)
+		}
+	}
+	return o, nil
+}
+
+// createSchema creates the inbox's tables and runs River's migrations
+// (Options.CreateSchema).
+func (in *Inbox) createSchema(ctx context.Context, driver *riverpgxv5.Driver) error {
+	if err := execDDL(ctx, in.pool, in.tables.KeysvcDDL()); err != nil {
+		return fmt.Errorf("create the inbox tables: %w", err)
+	}
+	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: in.opts.Schema, Logger: in.opts.Logger})
+	if err != nil {
+		return err
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("River migrations: %w", err)
+	}
+	return nil
 }
 
 // check fails with a message naming --create-schema when a table is missing.
