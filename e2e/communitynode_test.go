@@ -210,16 +210,16 @@ func TestCommunityNodeAgainstRemoveDuplicates(t *testing.T) {
 		}
 	}
 
-	// A full history: Remove Duplicates with room for 5 keys, given 6
+	// A full history: Remove Duplicates with room for 5 keys, given 8
 	// distinct events one after the other.
 	small := "cnr_rd5_business_log"
 	execSQL(t, "CREATE TABLE IF NOT EXISTS "+small+" (id bigserial PRIMARY KEY, event_key text NOT NULL, event_type text, created_at timestamptz NOT NULL DEFAULT now())")
 	rd5 := deployWorkflowFile(t, "cnr-rd5", removeDuplicatesWorkflow("idemhookE2eCnrRd5", "cnr-rd5-hook", small, 5))
 	var statuses []int
-	for i := range 6 {
+	for i := range 8 {
 		statuses = append(statuses, post(t, rd5, "application/json", []byte(fmt.Sprintf(`{"id":"evt_cnr_h%d"}`, i)), nil).status)
 	}
-	t.Logf("Remove Duplicates with historySize 5, six distinct events: answers %v, %d business rows", statuses, countRows(t, small))
+	t.Logf("Remove Duplicates with historySize 5, eight distinct events: answers %v, %d business rows", statuses, countRows(t, small))
 }
 
 // deployWorkflowFile deploys a hand-made workflow through n8n's public API
