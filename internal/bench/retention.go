@@ -33,7 +33,7 @@ type RetentionRun struct {
 	// transaction.
 	Longest, Took time.Duration
 	// Rate of the reservations beside it, per second; their p99 in the
-	// 10 s before the cleanup and during it, each measured from when the
+	// 30 s before the cleanup and during it, each measured from when the
 	// reservation was due (a stall counts for every reservation it
 	// delayed).
 	Rate                 int
@@ -56,7 +56,7 @@ var (
 )
 
 // retentionBefore is how long reservations run before the cleanup starts.
-const retentionBefore = 10 * time.Second
+const retentionBefore = 30 * time.Second
 
 // retentionAge is the retention the runs prune by; expired keys were first
 // seen 40 days ago, live ones a day ago.

@@ -22,6 +22,8 @@ type BoltStore struct {
 	// that arrives while the previous transaction commits.
 	reserves *coalescer[string, reserveResult]
 	leases   *coalescer[leaseRequest, leaseResult]
+	// sweep lets the cleanup's deletes ride the reservations' commits.
+	sweep sweep
 }
 
 var boltBucket = []byte("reservations")
@@ -97,10 +99,21 @@ func (s *BoltStore) Reserve(ctx context.Context, key string) (Reservation, bool,
 
 // reserveBatch reserves keys in one write transaction, so one fsync commits
 // them all; a key repeated in the batch is reserved by its first request.
+// The transaction also deletes the cleanup's chunk on offer, if any (see
+// sweep).
 func (s *BoltStore) reserveBatch(_ context.Context, keys []string) ([]reserveResult, error) {
 	out := make([]reserveResult, len(keys))
+	chunk := s.sweep.take()
+	var swept int64
+	start := time.Now()
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(boltBucket)
+		if chunk != nil {
+			var err error
+			if swept, err = deleteUnchanged(b, chunk.recs); err != nil {
+				return err
+			}
+		}
 		for i, key := range keys {
 			rec, found, err := get(b, key)
 			if err != nil {
@@ -118,6 +131,7 @@ func (s *BoltStore) reserveBatch(_ context.Context, keys []string) ([]reserveRes
 		}
 		return nil
 	})
+	s.sweep.committed(chunk, swept, time.Since(start), err)
 	return out, err
 }
 
@@ -234,14 +248,15 @@ func (s *BoltStore) Lookup(_ context.Context, key string) (r Reservation, err er
 }
 
 // Cleanup walks the keys in order: a read transaction finds the expired
-// ones among the next keys (readers never wait for the writer), and a write
-// transaction of its own deletes at most boltDeleteChunk of them (fewer
-// with a smaller batch), then rests boltCleanupPause: bbolt's one writer is
-// every reservation's too, and a reservation waits for the transaction in
-// front of it. The file does not shrink: bbolt keeps the freed pages for
-// the keys that come next (docs/speed.md measures it).
+// ones among the next keys (readers never wait for the writer), and their
+// deletion rides the next reservations' write transaction, at most
+// boltSweepChunk (or batch, when smaller) at a time, or runs in a
+// transaction of its own when no reservation is coming (see sweep): a
+// reservation never waits for a commit of the cleanup's. The file does not
+// shrink: bbolt keeps the freed pages for the keys that come next
+// (docs/speed.md measures it).
 func (s *BoltStore) Cleanup(ctx context.Context, cutoff time.Time, batch int) (Cleaned, error) {
-	chunk := min(batch, boltDeleteChunk)
+	chunk := min(batch, boltSweepChunk)
 	var c Cleaned
 	var after []byte // the last key looked at
 	for {
@@ -250,17 +265,13 @@ func (s *BoltStore) Cleanup(ctx context.Context, cutoff time.Time, batch int) (C
 			return c, err
 		}
 		if len(expired) > 0 {
-			start := time.Now()
-			deleted, err := s.deleteUnchanged(expired)
-			if err != nil {
-				return c, fmt.Errorf("cleanup: %w", err)
+			r := s.deleteChunk(ctx, expired)
+			if r.err != nil {
+				return c, fmt.Errorf("cleanup: %w", r.err)
 			}
-			c.took(time.Since(start))
-			c.Deleted += deleted
+			c.took(r.took)
+			c.Deleted += r.deleted
 			c.Transactions++
-			if err := rest(ctx, boltCleanupPause); err != nil {
-				return c, err
-			}
 		}
 		if last == nil {
 			return c, nil
@@ -269,36 +280,8 @@ func (s *BoltStore) Cleanup(ctx context.Context, cutoff time.Time, batch int) (C
 	}
 }
 
-// The embedded store's cleanup: the keys one write transaction deletes at
-// most, and the rest after it (see Cleanup). A reservation waits for at
-// most one such transaction: with 5,000 keys in each, its p99 was 15 times
-// its p99 without a cleanup; with 50, 1.3 times (docs/speed.md).
-const (
-	boltDeleteChunk  = 50
-	boltCleanupPause = time.Millisecond
-)
-
 // record is a key and its stored value as a read transaction saw it.
 type record struct{ key, value []byte }
-
-// deleteUnchanged deletes, in one write transaction, each key whose value
-// is still the one read: a key released and reserved again meanwhile is a
-// new reservation, and stays.
-func (s *BoltStore) deleteUnchanged(recs []record) (deleted int64, err error) {
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(boltBucket)
-		for _, r := range recs {
-			if bytes.Equal(b.Get(r.key), r.value) {
-				if err := b.Delete(r.key); err != nil {
-					return err
-				}
-				deleted++
-			}
-		}
-		return nil
-	})
-	return deleted, err
-}
 
 // expiredAfter reads, in one read transaction, up to batch records first
 // seen before cutoff among the keys after after (from the first when nil),
@@ -328,18 +311,6 @@ func (s *BoltStore) expiredAfter(after []byte, cutoff time.Time, batch int) (exp
 		return nil
 	})
 	return expired, last, err
-}
-
-// rest waits d, or until ctx ends.
-func rest(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func (s *BoltStore) Ping(context.Context) error {

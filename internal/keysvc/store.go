@@ -86,6 +86,18 @@ type Cleaned struct {
 	Longest      time.Duration
 }
 
+// rest waits d, or until ctx ends.
+func rest(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // took records one cleanup transaction that lasted d.
 func (c *Cleaned) took(d time.Duration) { c.Longest = max(c.Longest, d) }
 
