@@ -712,7 +712,7 @@ var guidedChoices = []choice{
 	{Provider: "github", Guarantee: "lease", Options: map[string]string{"lease": "90s"}},
 	{Provider: "shopify", Guarantee: "transactional", Options: map[string]string{"business-table": "shop.orders"}},
 	{Provider: "stripe", Guarantee: "crypto-node"},
-	{Provider: "standardwebhooks", Guarantee: "keysvc", Options: map[string]string{"keysvc-url": "http://keysvc:8080", "keysvc-credential": "keysvc token"}},
+	{Provider: "standardwebhooks", Guarantee: "keysvc", Options: map[string]string{"keysvc-url": "http://keysvc:8080", "keysvc-credential": "keysvc prod token"}},
 	{Provider: "slack", Guarantee: "keysvc", Options: map[string]string{"guard": "lease", "lease": "2m"}},
 	{Provider: "github", Guarantee: "node"},
 	{Provider: "stripe", Guarantee: "node", Options: map[string]string{"guard": "lease", "node-type": "CUSTOM.idempotencyGuardPostgres"}},

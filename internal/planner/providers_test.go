@@ -2,6 +2,7 @@ package planner_test
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/idemhook/idemhook/eventkey"
+	"github.com/idemhook/idemhook/internal/communitynode"
 	"github.com/idemhook/idemhook/signature/provider"
 )
 
@@ -97,4 +99,39 @@ func sampleNames(sample, header string) bool {
 		}
 	}
 	return false
+}
+
+// The page's GUARD_STORES (web/planner.js: each type name of idemhook's
+// community nodes and the store it reserves in, which draws the node's
+// outputs and hides --node-store once --node-type names the package) is
+// package communitynode's table.
+func TestPageGuardTypesAreTheCommunityNodes(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join("web", "planner.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := regexp.MustCompile(`(?ms)^const GUARD_STORES = .*?;$`).Find(page)
+	if d == nil {
+		t.Fatal("web/planner.js declares no GUARD_STORES")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not on PATH: the page's tables cannot be read (install Node.js, see README)")
+	}
+	out, err := exec.Command(node, "-e", string(d)+"\nprocess.stdout.write(JSON.stringify(GUARD_STORES));\n").Output()
+	if err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	var got map[string]string
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	want := map[string]string{}
+	for _, p := range communitynode.Packages {
+		want[p.Type()] = p.Store
+		want[p.CustomType()] = p.Store
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("GUARD_STORES is %v; package communitynode's types and stores are %v", got, want)
+	}
 }

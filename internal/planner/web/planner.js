@@ -63,7 +63,8 @@ const READS = {
   lease: (m) => m.guard === 'lease',
   'keysvc-url': (m) => m.hashing === 'keysvc',
   'keysvc-credential': (m) => m.hashing === 'keysvc' || nodeOnKeysvc(m),
-  'node-store': (m) => m.hashing === 'node',
+  // The node's type names its package, and so its store.
+  'node-store': (m) => m.hashing === 'node' && !m.nodeTyped,
   'node-type': (m) => m.hashing === 'node',
   'verify-credential': n8nVerifies,
   tolerance: n8nVerifies,
@@ -416,7 +417,8 @@ function rawValues() {
 function modeOf(raw) {
   return {
     pattern: raw.pattern || 'reserve', hashing: raw.hashing || 'code-node', guard: raw.guard || 'reserve',
-    receiver: raw.receiver || 'n8n', outbox: raw['outbox-url'] !== '', verify: '', 'node-store': raw['node-store'] || 'postgres',
+    receiver: raw.receiver || 'n8n', outbox: raw['outbox-url'] !== '', verify: '',
+    'node-store': GUARD_STORES[raw['node-type']] || raw['node-store'] || 'postgres', nodeTyped: raw['node-type'] !== '',
   };
 }
 
@@ -597,10 +599,17 @@ const NODE_KINDS = {
   'n8n-nodes-base.stopAndError': ['Stop', 'respond'],
   'n8n-nodes-base.httpRequest': ['HTTP', 'call'],
   'n8n-nodes-base.executeWorkflow': ['Workflow', 'call'],
-  // idemhook's community node, under either name n8n loads it by.
-  'n8n-nodes-idemhook.idempotencyGuard': ['Guard', 'db'],
-  'CUSTOM.idempotencyGuard': ['Guard', 'db'],
 };
+// idemhook's community nodes, under either name n8n loads each by, and the
+// store each reserves in (package communitynode's table: a test,
+// planner/providers_test.go, fails when they disagree).
+const GUARD_STORES = {
+  'n8n-nodes-idemhook.idempotencyGuard': 'keysvc',
+  'CUSTOM.idempotencyGuard': 'keysvc',
+  'n8n-nodes-idemhook-postgres.idempotencyGuardPostgres': 'postgres',
+  'CUSTOM.idempotencyGuardPostgres': 'postgres',
+};
+for (const type of Object.keys(GUARD_STORES)) NODE_KINDS[type] = ['Guard', 'db'];
 const STICKY = 'n8n-nodes-base.stickyNote';
 
 let shownFile = null;
