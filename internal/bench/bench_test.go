@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemhook/idemhook/internal/generator"
+	"github.com/idemhook/idemhook/internal/pgsql"
 )
 
 func TestPercentilesAndRatios(t *testing.T) {
@@ -221,5 +222,28 @@ func TestScaleReportRenders(t *testing.T) {
 		if !strings.Contains(svg, want) {
 			t.Errorf("the charts lack %q", want)
 		}
+	}
+}
+
+// Every workflow the n8n part deploys is one the generator accepts, each
+// reserving in a table of its own: the bench only meets a refused option
+// minutes into a run, after the stack and the throughput runs (the node on
+// keysvc's table once had a '-' in its name).
+func TestGuardModesGenerate(t *testing.T) {
+	tables := map[string]string{}
+	for _, m := range guardModes("http://127.0.0.1:1", pgsql.MustParseTable("bench_business"), true) {
+		if m.opts == nil {
+			continue
+		}
+		if _, err := generator.Files(*m.opts); err != nil {
+			t.Errorf("%s: %v", m.name, err)
+		}
+		if other, ok := tables[m.opts.EventsTable]; ok {
+			t.Errorf("%s and %s reserve in the same table %s", m.name, other, m.opts.EventsTable)
+		}
+		tables[m.opts.EventsTable] = m.name
+	}
+	if len(tables) < 8 {
+		t.Errorf("%d generated workflows, want the 6 guards and the node's 2", len(tables))
 	}
 }

@@ -151,7 +151,9 @@ func n8nModes(ctx context.Context, st *sandbox.Stack, opts Options, withNode boo
 // keysvcURL.
 func guardModes(keysvcURL string, business pgsql.Table, withNode bool) []workflow {
 	gen := func(path string, o generator.Options) *generator.Options {
-		return benchOptions(path, "bench_events_"+strings.TrimPrefix(path, "bench-"), o)
+		// Each workflow reserves in a table of its own, named after its path
+		// (a table name takes '_' where the path has '-').
+		return benchOptions(path, "bench_events_"+strings.ReplaceAll(strings.TrimPrefix(path, "bench-"), "-", "_"), o)
 	}
 	lease, tx := generator.ReserveOptions{Guard: generator.GuardLease}, generator.ReserveOptions{Guard: generator.GuardTransactional}
 	modes := []workflow{
