@@ -176,7 +176,7 @@ func TestInboxRun(t *testing.T) {
 func TestScaleReportRenders(t *testing.T) {
 	points := []ScalePoint{
 		{Series: scaleKeysvcPG, Keys: 0, Throughput: 7000, P50: time.Millisecond},
-		{Series: scaleKeysvcPG, Keys: 10000000, Throughput: 6000, P50: 1300 * time.Microsecond, BytesPerKey: 250},
+		{Series: scaleKeysvcPG, Keys: 10000000, Throughput: 6000, P50: 1300 * time.Microsecond, BytesPerKey: 250, WAL: walPerKey{Bytes: 4100, FullPages: 0.5}},
 		{Series: scaleUnguarded, Keys: 0, P50: 49 * time.Millisecond, VsUnguarded: 1},
 		{Series: scaleNode, Keys: 0, P50: 50 * time.Millisecond, VsUnguarded: 1.02},
 		{Series: scaleUnguarded, Keys: 10000000, P50: 60 * time.Millisecond, VsUnguarded: 1},
@@ -197,7 +197,7 @@ func TestScaleReportRenders(t *testing.T) {
 	r := &Report{Date: time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC), CPUs: 2, PostgreSQL: "16", Scale: points, Retention: runs}
 	md := r.Markdown()
 	for _, want := range []string{
-		"| keysvc on PostgreSQL | 10,000,000 | 6000 /s | 1.30 ms |", "**1.30**",
+		"| keysvc on PostgreSQL | 10,000,000 | 6000 /s | 1.30 ms |", "**1.30** | 250 | 4100 bytes | 0.50 |",
 		"keysvc on PostgreSQL: p50 with 10,000,000 keys ÷ p50 at the first size = 1.30 (goal ≤ 1.2): **missed**",
 		"community node in n8n (PostgreSQL store): p50 with 10,000,000 keys ÷ p50 at the first size = 1.10 (goal ≤ 1.2): met",
 		"| Remove Duplicates, history 100000 | 100,000 |", "**4.00**",

@@ -27,9 +27,13 @@ func scaleMarkdown(points []ScalePoint, runs []RetentionRun) string {
 	}
 	if len(svc) > 0 {
 		b.WriteString("\n**Reservations as the table grows (keysvc, each run new random keys)**\n\n")
-		b.WriteString("| series | keys | reservations/s | p50 | p99 | p50 ÷ p50 at the first size | bytes per key on disk |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		b.WriteString("| series | keys | reservations/s | p50 | p99 | p50 ÷ p50 at the first size | bytes per key on disk | WAL per reservation | full-page images per reservation |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 		for _, p := range svc {
-			fmt.Fprintf(&b, "| %s | %s | %.0f /s | %s | %s | %s | %.0f |\n", p.Series, count(p.Keys), p.Throughput, ms(p.P50), ms(p.P99), bold(p.VsFirst), p.BytesPerKey)
+			wal, fpi := "", ""
+			if p.Series == scaleKeysvcPG {
+				wal, fpi = fmt.Sprintf("%.0f bytes", p.WAL.Bytes), fmt.Sprintf("%.2f", p.WAL.FullPages)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.0f /s | %s | %s | %s | %.0f | %s | %s |\n", p.Series, count(p.Keys), p.Throughput, ms(p.P50), ms(p.P99), bold(p.VsFirst), p.BytesPerKey, wal, fpi)
 		}
 	}
 	if len(n8n) > 0 {

@@ -80,6 +80,16 @@ type ScalePoint struct {
 	// BytesPerKey on disk: the table and its indexes (PostgreSQL), the file
 	// (embedded store).
 	BytesPerKey float64
+	// WAL is what PostgreSQL wrote to its write-ahead log per reservation
+	// (keysvc on PostgreSQL only): a commit waits for it to reach the disk.
+	WAL walPerKey
+}
+
+// walPerKey is the write-ahead log per reservation: its bytes, and the
+// full-page images among them (the first change to a page after a
+// checkpoint logs the whole 8 kB page).
+type walPerKey struct {
+	Bytes, FullPages float64
 }
 
 func (o ScaleOptions) withDefaults() ScaleOptions {
@@ -199,6 +209,12 @@ func (s *scaleRun) run(ctx context.Context) ([]ScalePoint, error) {
 	var points []ScalePoint
 	for i, size := range s.opts.Sizes {
 		if err := s.grow(ctx, size); err != nil {
+			return nil, err
+		}
+		// A table filled a moment ago is still being checkpointed and
+		// vacuumed (PostgreSQL vacuums after many inserts); a user's table
+		// of that size grew over days: measure the size, not the fill.
+		if err := quiesce(ctx, s.st, &s.table); err != nil {
 			return nil, err
 		}
 		if i == 0 || size >= KeysvcScaleMin {
@@ -334,12 +350,22 @@ func (s *scaleRun) keysvcPoints(ctx context.Context) ([]ScalePoint, error) {
 		}
 		s.step("scale: %s with %d keys, %d clients, %s", store.series, keys, s.opts.Clients, s.opts.Duration)
 		started := time.Now()
+		walBefore, err := s.walWritten(ctx)
+		if err != nil {
+			return nil, err
+		}
 		p, err := keysvcRun(ctx, store.cfg, s.opts.Clients, s.opts.Duration)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", store.series, err)
 		}
 		p.Series, p.Keys = store.series, keys
 		if store.cfg.DatabaseURL != "" {
+			var walAfter walPerKey
+			if walAfter, err = s.walWritten(ctx); err != nil {
+				return nil, err
+			}
+			reserved := p.Throughput * s.opts.Duration.Seconds()
+			p.WAL = walPerKey{(walAfter.Bytes - walBefore.Bytes) / reserved, (walAfter.FullPages - walBefore.FullPages) / reserved}
 			p.BytesPerKey, err = s.pgBytesPerKey(ctx, keys)
 			if err == nil {
 				_, err = s.st.Business.Exec(ctx, "DELETE FROM "+s.table.String()+" WHERE first_seen >= $1", started)
@@ -371,6 +397,14 @@ func keysvcRun(ctx context.Context, cfg keysvc.ServiceConfig, c int, d time.Dura
 	}
 	p50, p99 := percentiles(lat)
 	return ScalePoint{Throughput: float64(n) / d.Seconds(), P50: p50, P99: p99}, nil
+}
+
+// walWritten is what PostgreSQL has written to its write-ahead log since
+// its statistics were reset: bytes and full-page images.
+func (s *scaleRun) walWritten(ctx context.Context) (walPerKey, error) {
+	var w walPerKey
+	err := s.st.Business.QueryRow(ctx, "SELECT wal_bytes::float8, wal_fpi::float8 FROM pg_stat_wal").Scan(&w.Bytes, &w.FullPages)
+	return w, err
 }
 
 // pgBytesPerKey is the table's size on disk with its indexes, per key.
