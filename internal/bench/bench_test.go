@@ -176,7 +176,7 @@ func TestInboxRun(t *testing.T) {
 func TestScaleReportRenders(t *testing.T) {
 	points := []ScalePoint{
 		{Series: scaleKeysvcPG, Keys: 0, Throughput: 7000, P50: time.Millisecond},
-		{Series: scaleKeysvcPG, Keys: 10000000, Throughput: 6000, P50: 1300 * time.Microsecond, BytesPerKey: 250, WAL: walPerKey{Bytes: 4100, FullPages: 0.5}},
+		{Series: scaleKeysvcPG, Keys: 10000000, Throughput: 6000, P50: 1300 * time.Microsecond, BytesPerKey: 250, WAL: wal{Bytes: 4100, FullPages: 0.5}},
 		{Series: scaleUnguarded, Keys: 0, P50: 49 * time.Millisecond, VsUnguarded: 1},
 		{Series: scaleNode, Keys: 0, P50: 50 * time.Millisecond, VsUnguarded: 1.02},
 		{Series: scaleUnguarded, Keys: 10000000, P50: 60 * time.Millisecond, VsUnguarded: 1},

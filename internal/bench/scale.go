@@ -82,14 +82,22 @@ type ScalePoint struct {
 	BytesPerKey float64
 	// WAL is what PostgreSQL wrote to its write-ahead log per reservation
 	// (keysvc on PostgreSQL only): a commit waits for it to reach the disk.
-	WAL walPerKey
+	WAL wal
 }
 
-// walPerKey is the write-ahead log per reservation: its bytes, and the
-// full-page images among them (the first change to a page after a
-// checkpoint logs the whole 8 kB page).
-type walPerKey struct {
+// wal is an amount of write-ahead log: its bytes, and the full-page images
+// among them (the first change to a page after a checkpoint logs the whole
+// 8 kB page).
+type wal struct {
 	Bytes, FullPages float64
+}
+
+// per is the log written since before, shared among n reservations.
+func (w wal) per(before wal, n float64) wal {
+	if n <= 0 {
+		return wal{}
+	}
+	return wal{(w.Bytes - before.Bytes) / n, (w.FullPages - before.FullPages) / n}
 }
 
 func (o ScaleOptions) withDefaults() ScaleOptions {
@@ -359,19 +367,19 @@ func (s *scaleRun) keysvcPoints(ctx context.Context) ([]ScalePoint, error) {
 			return nil, fmt.Errorf("%s: %w", store.series, err)
 		}
 		p.Series, p.Keys = store.series, keys
+		reserved := p.Throughput * s.opts.Duration.Seconds()
 		if store.cfg.DatabaseURL != "" {
-			var walAfter walPerKey
+			var walAfter wal
 			if walAfter, err = s.walWritten(ctx); err != nil {
 				return nil, err
 			}
-			reserved := p.Throughput * s.opts.Duration.Seconds()
-			p.WAL = walPerKey{(walAfter.Bytes - walBefore.Bytes) / reserved, (walAfter.FullPages - walBefore.FullPages) / reserved}
+			p.WAL = walAfter.per(walBefore, reserved)
 			p.BytesPerKey, err = s.pgBytesPerKey(ctx, keys)
 			if err == nil {
 				_, err = s.st.Business.Exec(ctx, "DELETE FROM "+s.table.String()+" WHERE first_seen >= $1", started)
 			}
 		} else {
-			s.boltKeys += int64(p.Throughput * s.opts.Duration.Seconds())
+			s.boltKeys += int64(reserved)
 			p.BytesPerKey, err = fileBytesPerKey(s.bolt, s.boltKeys)
 		}
 		if err != nil {
@@ -401,8 +409,8 @@ func keysvcRun(ctx context.Context, cfg keysvc.ServiceConfig, c int, d time.Dura
 
 // walWritten is what PostgreSQL has written to its write-ahead log since
 // its statistics were reset: bytes and full-page images.
-func (s *scaleRun) walWritten(ctx context.Context) (walPerKey, error) {
-	var w walPerKey
+func (s *scaleRun) walWritten(ctx context.Context) (wal, error) {
+	var w wal
 	err := s.st.Business.QueryRow(ctx, "SELECT wal_bytes::float8, wal_fpi::float8 FROM pg_stat_wal").Scan(&w.Bytes, &w.FullPages)
 	return w, err
 }
