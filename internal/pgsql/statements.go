@@ -186,6 +186,73 @@ func MarkDone(events Table) string {
 	return fmt.Sprintf("UPDATE %s SET state = 'done', lease_until = NULL WHERE key = $1 RETURNING key", events)
 }
 
+// LeaseLostPrefix begins the error of a statement fenced by a lease
+// (BusinessInsertDone, MarkAttemptDone) when the attempt no longer holds
+// the key: another attempt took the lease over after it expired, or the key
+// was released. The workflow's node fails, its execution answers 5xx, and
+// the provider retries: a retry then finds the key done (a duplicate), held
+// (409) or free (it runs), never a 200 for a step that did not commit.
+const LeaseLostPrefix = "idemhook: this attempt no longer holds the lease on key "
+
+// failUnlessDone completes a statement whose CTE done holds the fenced
+// update's row: it returns that row's key, or fails with LeaseLostPrefix
+// when there is none. Plain SQL has no RAISE, so the failure is a cast of
+// the message to integer, which PostgreSQL reports with the message in its
+// text ('invalid input syntax for type integer: "idemhook: …"'). The
+// message is a column of a subquery that OFFSET 0 keeps from being pulled
+// up, so the planner cannot fold the cast into a constant and fail at plan
+// time; the cast runs only for the row the WHERE lets through, when done is
+// empty. The key ($1) reaches the message as a bound value, never as SQL text.
+const failUnlessDone = `SELECT key FROM done
+UNION ALL
+SELECT CAST(m.message AS integer)::text
+FROM (SELECT '` + LeaseLostPrefix + `' || $1::text || ': it was taken over after the lease expired, or released; nothing was marked done. Answer 5xx: the provider''s retry finds it done, in progress or free.' AS message OFFSET 0) m
+WHERE NOT EXISTS (SELECT 1 FROM done)`
+
+// BusinessInsertDone is the lease guard's example business step: the
+// business row for key $1 (event type $2) and the key's 'done' in one
+// statement, so in one transaction, fenced by attempt $3 (AcquireLease's
+// attempt). Both commit or neither: an attempt that dies after its commit
+// leaves the key done, and the retry is a duplicate, not a second row; one
+// that dies before leaves the key processing, and the retry takes the lease
+// over once it expires and writes the row once. Only the attempt that holds
+// the lease writes: the update requires state 'processing' and attempts =
+// $3, so an attempt whose lease expired and was taken over (attempts went
+// up), or whose key is already done, writes nothing and fails
+// (LeaseLostPrefix). The update's row lock orders it against a concurrent
+// takeover (AcquireLease's ON CONFLICT DO UPDATE re-checks the row it
+// waited for), so one of the two wins and the other sees its result.
+// Users whose step is SQL on the same database put their own write in the
+// business CTE, reading the key from done.
+func BusinessInsertDone(events, business Table) string {
+	return fmt.Sprintf(`WITH done AS (
+  UPDATE %s SET state = 'done', lease_until = NULL
+  WHERE key = $1 AND attempts = $3 AND state = 'processing'
+  RETURNING key
+), business AS (
+  -- The business step: replace this insert with your own write, reading the key from done.
+  INSERT INTO %s (event_key, event_type) SELECT key, NULLIF($2, '') FROM done
+)
+`, events, business) + failUnlessDone
+}
+
+// MarkAttemptDone is MarkDone fenced by attempt $2, for the lease guard's
+// Mark Done after the user's own steps: it marks key $1 done only while
+// attempt $2 holds it (a key this attempt already marked done, as
+// BusinessInsertDone does, is left done), and fails with LeaseLostPrefix
+// otherwise, so an execution whose lease was taken over answers 5xx, not
+// 200: the attempt that took it over decides, and if it fails the
+// provider's retry runs the step again (at least once for steps outside
+// the database).
+func MarkAttemptDone(events Table) string {
+	return fmt.Sprintf(`WITH done AS (
+  UPDATE %s SET state = 'done', lease_until = NULL
+  WHERE key = $1 AND attempts = $2
+  RETURNING key
+)
+`, events) + failUnlessDone
+}
+
 // MarkExecutionDone is MarkDone for the keys n8n execution $1 holds, for
 // a workflow whose last nodes cannot name the key (a node of the user's
 // between them and the guard may not keep n8n's paired items).
