@@ -107,7 +107,7 @@ func answeredByWorkflow(r response) bool {
 func crashTargets(t *testing.T, prefix string) []*crashTarget {
 	t.Helper()
 	var targets []*crashTarget
-	for _, guard := range []generator.Guard{generator.GuardReserve, generator.GuardLease, generator.GuardTransactional} {
+	for _, guard := range []generator.Guard{generator.GuardAtMostOnce, generator.GuardLease, generator.GuardTransactional} {
 		targets = append(targets, guardCrashTarget(t, prefix+string(guard[0]), generator.HashingCodeNode, guard))
 	}
 	api := newOpsAPI(t, true)
@@ -131,7 +131,7 @@ func guardCrashTarget(t *testing.T, prefix string, hashing generator.Hashing, gu
 	}
 	return &crashTarget{
 		name:      name,
-		mayLose:   guard == generator.GuardReserve,
+		mayLose:   guard == generator.GuardAtMostOnce,
 		mayRepeat: guard != generator.GuardTransactional,
 		paths:     []string{opts.WebhookPath},
 		attempt: func(i int) response {

@@ -34,8 +34,8 @@ func TestReservationWithDatabaseDown(t *testing.T) {
 		guard   generator.Guard
 	}
 	for _, v := range []variant{
-		{generator.HashingCodeNode, generator.GuardReserve}, {generator.HashingCodeNode, generator.GuardLease},
-		{generator.HashingNode, generator.GuardReserve}, {generator.HashingNode, generator.GuardLease},
+		{generator.HashingCodeNode, generator.GuardAtMostOnce}, {generator.HashingCodeNode, generator.GuardLease},
+		{generator.HashingNode, generator.GuardAtMostOnce}, {generator.HashingNode, generator.GuardLease},
 	} {
 		name := string(v.guard)
 		if v.hashing == generator.HashingNode {

@@ -95,7 +95,7 @@ func TestDeployThroughTheAPI(t *testing.T) {
 	}
 	remote := []string{"--n8n-url", s.N8NURL, "--api-key-file", keyFile, "--credential", credentialName}
 	opts := generator.Options{CredentialName: credentialName}
-	for _, guard := range []generator.Guard{generator.GuardReserve, generator.GuardLease} {
+	for _, guard := range []generator.Guard{generator.GuardAtMostOnce, generator.GuardLease} {
 		opts.Guard = guard
 		sql, err := generator.Schema(opts)
 		if err != nil {

@@ -197,7 +197,7 @@ func guardBodyPair(t *testing.T, ctx context.Context, name string, shape webhook
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := generator.Options{CredentialName: credentialName, ReserveOptions: generator.ReserveOptions{Guard: generator.GuardReserve, EventsTable: name + "_events"}}
+	opts := generator.Options{CredentialName: credentialName, ReserveOptions: generator.ReserveOptions{Guard: generator.GuardAtMostOnce, EventsTable: name + "_events"}}
 	res, err := guard.Guard(w, guard.Options{Generate: opts})
 	if err != nil {
 		t.Fatal(err)

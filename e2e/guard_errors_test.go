@@ -142,7 +142,7 @@ func TestGuardKeepsTheErrorWorkflow(t *testing.T) {
 	ctx := context.Background()
 	crm := newFlakyCRM(t)
 	ordersRaw, alertsRaw := errorFixtures(t, crm.URL)
-	opts := generator.Options{CredentialName: credentialName, ReserveOptions: generator.ReserveOptions{Guard: generator.GuardReserve, EventsTable: "ge_events"}}
+	opts := generator.Options{CredentialName: credentialName, ReserveOptions: generator.ReserveOptions{Guard: generator.GuardAtMostOnce, EventsTable: "ge_events"}}
 	res, err := guard.Guard(parse(t, ordersRaw), guard.Options{Generate: opts, ErrorWorkflow: parse(t, alertsRaw)})
 	if err != nil {
 		t.Fatal(err)

@@ -68,7 +68,7 @@ func TestGuardExports(t *testing.T) {
 		}
 		c := &guardCase{file: f, name: strings.TrimSuffix(filepath.Base(f), ".json"), plainText: strings.Contains(f, "text-plain")}
 		c.export = bytes.ReplaceAll(raw, []byte("http://IDEMHOOK_E2E_ECHO"), []byte(echo.URL))
-		c.mode = generator.GuardReserve
+		c.mode = generator.GuardAtMostOnce
 		if i%3 == 1 { // a third of them with the lease guard
 			c.mode = generator.GuardLease
 		}

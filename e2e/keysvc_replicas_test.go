@@ -98,7 +98,7 @@ func TestNodeOnKeysvcReplicas(t *testing.T) {
 	}
 
 	t.Run("32 concurrent deliveries of one event", func(t *testing.T) {
-		opts, d := nodeOn("kr1", generator.GuardReserve)
+		opts, d := nodeOn("kr1", generator.GuardAtMostOnce)
 		testConcurrentOnce(t, d, opts.BusinessTable, "evt_kr_concurrent", 32)
 	})
 
@@ -131,13 +131,13 @@ func TestNodeOnKeysvcReplicas(t *testing.T) {
 	t.Run("one replica killed and restarted under load", func(t *testing.T) {
 		var targets []*crashTarget
 		var refused, withoutRetryAfter atomic.Int64
-		for _, guard := range []generator.Guard{generator.GuardReserve, generator.GuardLease} {
+		for _, guard := range []generator.Guard{generator.GuardAtMostOnce, generator.GuardLease} {
 			prefix := "kr" + string(guard[0])
 			opts, d := nodeOn(prefix, guard)
 			evt := "evt_" + prefix + "_"
 			targets = append(targets, &crashTarget{
 				name:      string(guard) + " (node, keysvc)",
-				mayLose:   guard == generator.GuardReserve,
+				mayLose:   guard == generator.GuardAtMostOnce,
 				mayRepeat: guard == generator.GuardLease,
 				paths:     []string{opts.WebhookPath},
 				attempt: func(i int) response {

@@ -47,11 +47,11 @@ func TestQueueMode(t *testing.T) {
 		guard        generator.Guard
 	}
 	for _, v := range []variant{
-		{"reserve", "qr", generator.HashingCodeNode, generator.GuardReserve},
+		{"reserve", "qr", generator.HashingCodeNode, generator.GuardAtMostOnce},
 		{"lease", "ql", generator.HashingCodeNode, generator.GuardLease},
 		// The community node, run by the workers (they load the package
 		// from the user folder they share with the main process).
-		{"node", "qn", generator.HashingNode, generator.GuardReserve},
+		{"node", "qn", generator.HashingNode, generator.GuardAtMostOnce},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			prefix, guard := v.prefix, v.guard
@@ -132,7 +132,7 @@ func TestQueueMode(t *testing.T) {
 	t.Run("worker killed mid-load", func(t *testing.T) {
 		// The community node's guards too: the workers run them.
 		targets := append(crashTargets(t, "xw"),
-			guardCrashTarget(t, "xwmr", generator.HashingNode, generator.GuardReserve),
+			guardCrashTarget(t, "xwmr", generator.HashingNode, generator.GuardAtMostOnce),
 			guardCrashTarget(t, "xwml", generator.HashingNode, generator.GuardLease))
 		loadWithFault(t, targets, "queue worker 1 killed (SIGKILL) and restarted", func() error {
 			if err := q.KillWorker(ctx, 1); err != nil {

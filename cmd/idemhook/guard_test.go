@@ -24,7 +24,7 @@ func TestGuardWritesTheWorkflowAndItsFiles(t *testing.T) {
 		}
 	}
 	guarded, _ := os.ReadFile(out)
-	for _, want := range []string{"shop_events", `"Postgres (shop)"`, "Acquire Lease", `"errorWorkflow"`} {
+	for _, want := range []string{"shop_events", `"Postgres (shop)"`, "Reserve Key (lease)", `"errorWorkflow"`} {
 		if !strings.Contains(string(guarded), want) {
 			t.Errorf("the guarded workflow lacks %s", want)
 		}

@@ -64,23 +64,23 @@ func TestDrift(t *testing.T) {
 			[]string{"no signature check in front of the key"}},
 		{"another hashing mode", mainWorkflow(t, generator.Options{Hashing: generator.HashingKeysvc}), live,
 			[]string{generator.NodeKeysvcReserve + ": no such node", generator.NodeBuildKey + ": a code node the options do not give"}},
-		{"another guard", mainWorkflow(t, generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease}}), live,
-			[]string{generator.NodeAcquireLease + ": no such node", generator.NodeReserve + ": a postgres node the options do not give"}},
+		{"another guard", mainWorkflow(t, generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardAtMostOnce}}), live,
+			[]string{generator.NodeReserve + ": no such node", generator.NodeAcquireLease + ": a postgres node the options do not give"}},
 		{"another events table", mainWorkflow(t, generator.Options{ReserveOptions: generator.ReserveOptions{EventsTable: "other_events"}}), live,
-			[]string{generator.NodeReserve + ": query differs"}},
+			[]string{generator.NodeAcquireLease + ": query differs"}},
 		{"another path", mainWorkflow(t, generator.Options{WebhookPath: "other"}), live,
 			[]string{`Webhook: path differs (n8n has "idempotent-webhook", the options give "other")`}},
 		{"another credential", mainWorkflow(t, generator.Options{CredentialName: "Postgres (prod)"}), live,
-			[]string{generator.NodeReserve + `: postgres credential "Postgres (idemhook)", the options give "Postgres (prod)"`}},
+			[]string{generator.NodeAcquireLease + `: postgres credential "Postgres (idemhook)", the options give "Postgres (prod)"`}},
 		{"an error output removed", live, edited(func(w *n8napi.Workflow) {
 			delete(node(w, generator.BusinessNodeName(generator.DefaultBusinessTable)), "onError")
 		}), []string{generator.BusinessNodeName(generator.DefaultBusinessTable) + `: onError is null, the options give "continueErrorOutput"`}},
 		{"a connection moved", live, edited(func(w *n8napi.Workflow) {
-			w.Connections[generator.NodeRowReturned] = map[string]any{"main": []any{
-				[]any{map[string]any{"node": generator.NodeRespondDup, "type": "main", "index": 0}},
+			w.Connections[generator.NodeLeaseAcquired] = map[string]any{"main": []any{
+				[]any{map[string]any{"node": generator.NodeAlreadyDone, "type": "main", "index": 0}},
 				[]any{map[string]any{"node": generator.BusinessNodeName(generator.DefaultBusinessTable), "type": "main", "index": 0}},
 			}}
-		}), []string{generator.NodeRowReturned + ": its connections differ"}},
+		}), []string{generator.NodeLeaseAcquired + ": its connections differ"}},
 		{"a setting changed", live, edited(func(w *n8napi.Workflow) { w.Settings["executionOrder"] = "v0" }),
 			[]string{`settings: executionOrder is "v0", the options give "v1"`}},
 		{"a node of the user's", live, edited(func(w *n8napi.Workflow) {

@@ -64,7 +64,7 @@ func ErrorWorkflowName(workflow string) string {
 // GuardFragment takes: the key is built in n8n, and held apart from the
 // user's own nodes.
 var (
-	FragmentGuards   = []Guard{GuardReserve, GuardLease}
+	FragmentGuards   = []Guard{GuardAtMostOnce, GuardLease}
 	FragmentHashings = []Hashing{HashingCodeNode, HashingCryptoNode, HashingNode}
 )
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/idemhook/idemhook/internal/communitynode"
+	"github.com/idemhook/idemhook/internal/pgsql"
 )
 
 // Node names of the community node mode (HashingNode).
@@ -35,10 +36,18 @@ func keyExprOf(r resolved) string {
 // businessStepOf is the example business step of r: with the community
 // node it follows the guard directly and reads its key from $json.
 func businessStepOf(r resolved, pos [2]int) node {
+	key, eventType, attempt := keyExpr, eventTypeExpr, attemptExpr
 	if r.Hashing == HashingNode {
-		return businessStep(r, pos, "$json.idempotency.key", "$json.idempotency.eventType")
+		key, eventType, attempt = "$json.idempotency.key", "$json.idempotency.eventType", "$json.idempotency.attempt"
 	}
-	return businessStep(r, pos, keyExpr, eventTypeExpr)
+	if r.Guard == GuardLease && !r.nodeOnKeysvc() {
+		// The row and the key's done in one statement: once, whatever dies when.
+		n := postgresNode(BusinessNodeName(r.BusinessTable), pos, pgsql.BusinessInsertDone(r.events, r.business),
+			"={{ [ "+key+", "+eventType+", "+attempt+" ] }}", r.CredentialName)
+		n.OnError = "continueErrorOutput"
+		return n
+	}
+	return businessStep(r, pos, key, eventType)
 }
 
 // guardNode is the Idempotency Guard running operation in r's store: the

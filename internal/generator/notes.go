@@ -161,39 +161,59 @@ func guardNote(r resolved) []string {
 	if r.Verify != "" && r.Hashing != HashingKeysvc {
 		lines = append(lines, "The "+r.Verify+" signature is checked on the raw body first: a forged request gets 401 and reserves nothing.")
 	}
+	lease := retentionText(r.Lease)
+	takeover := "; if its attempt dies, a retry takes the key over once the lease has expired"
 	switch {
 	case r.nodeOnKeysvc():
-		lease := ""
+		held := ""
 		if r.Guard == GuardLease {
-			lease = ", or leases it for " + r.Lease.String() + " (In Progress answers 409)"
+			held = ", or leases it for " + lease + " (In Progress answers 409" + takeover + ")"
 		}
-		lines = append(lines, "The **Idempotency Guard** sends the exact bytes to keysvc, which derives the key and reserves it once"+lease+": New runs your step, Duplicate answers 200. Its error output: keysvc's refusal of the delivery (an empty body 400, a signature 401), keysvc down 503, a setup to fix 500.")
+		lines = append(lines, "The **Idempotency Guard** sends the exact bytes to keysvc, which derives the key and reserves it once"+held+": New runs your step, Duplicate answers 200. Its error output: keysvc's refusal of the delivery (an empty body 400, a signature 401), keysvc down 503, a setup to fix 500.")
+	case r.Hashing == HashingKeysvc && r.Guard == GuardLease:
+		lines = append(lines, "keysvc derives the key from the exact bytes and leases it for "+lease+": 201 runs your step once; 200 is a duplicate; 409 means another attempt is running"+takeover+"; keysvc unreachable answers 503, so the provider retries.")
 	case r.Hashing == HashingKeysvc:
 		lines = append(lines, "keysvc derives the key from the exact bytes and reserves it: 201 runs your step once; 200 is a duplicate; keysvc unreachable answers 503, so the provider retries.")
 	case r.Guard == GuardTransactional:
 		lines = append(lines, "The key is built from the exact bytes; **Reserve and Write** reserves it and writes in one statement: both happen or neither. A duplicate is answered 200, a failure 500 (nothing kept, the retry runs it).")
 	case r.Hashing == HashingNode && r.Guard == GuardLease:
-		lines = append(lines, "The **Idempotency Guard** builds the key from the exact bytes and leases it for "+r.Lease.String()+" in one step: New runs your step, Duplicate (finished) answers 200, In Progress 409. Its error output: an empty body 400, the database down 503, a setup to fix 500.")
+		lines = append(lines, "The **Idempotency Guard** builds the key from the exact bytes and leases it for "+lease+" in one step: New runs your step, Duplicate (finished) answers 200, In Progress 409"+takeover+". Its error output: an empty body 400, the database down 503, a setup to fix 500.")
 	case r.Hashing == HashingNode:
-		lines = append(lines, "The **Idempotency Guard** builds the key from the exact bytes and reserves it once (INSERT … ON CONFLICT) in one step: New runs your step, Duplicate answers 200. Its error output: an empty body 400, the database down 503, a setup to fix 500.")
+		lines = append(lines, "The **Idempotency Guard** builds the key from the exact bytes and reserves it at first sight (at most once) in one step: New runs your step, Duplicate answers 200. Its error output: an empty body 400, the database down 503, a setup to fix 500.")
 	case r.Guard == GuardLease:
-		lines = append(lines, "The key is built from the exact bytes and leased for "+r.Lease.String()+": a new event runs your step, a finished one is a duplicate (200), one still running gets 409. The database down: 503.")
+		lines = append(lines, "The key is built from the exact bytes and leased for "+lease+": a new event runs your step, a finished one is a duplicate (200), one still running gets 409 with Retry-After"+takeover+". An empty body: 400. The database down: 503.")
 	default:
-		lines = append(lines, "The key is built from the exact bytes and reserved once (INSERT … ON CONFLICT): a new event runs your step, a replay is answered 200 duplicate. An empty body: 400. The database down: 503.")
+		lines = append(lines, "The key is built from the exact bytes and reserved at first sight (INSERT … ON CONFLICT, at most once): a new event runs your step, a replay is answered 200 duplicate, also while the first attempt still runs; an attempt that dies keeps the key, and its event is lost. An empty body: 400. The database down: 503.")
 	}
 	return lines
 }
 
-// businessNote says where the user's own step goes.
+// businessNote says where the user's own step goes, and what the guard
+// promises it.
 func businessNote(r resolved) []string {
 	lines := []string{"## Your business step", ""}
 	switch {
 	case r.Guard == GuardTransactional:
 		return append(lines, "Replace the example write in **Reserve and Write**'s statement (its business CTE) with your own SQL, reading the key from `reserved`.")
+	case r.Guard == GuardLease && r.nodeOnKeysvc(), r.Guard == GuardLease && r.Hashing == HashingKeysvc:
+		return append(lines, "Replace this node with your own. Keep its error output wired to **Release Key** (the retry runs it again) and its success to **Mark Done**.",
+			"Your steps run at least once: an attempt that dies after them and before **Mark Done** is run again by a retry, with the same key. "+passTheKey(r))
 	case r.Guard == GuardLease:
-		return append(lines, "Replace this node with your own. Keep its error output wired to **Release Key** (the retry runs it again) and its success to **Mark Done**.")
+		return append(lines, "This example writes its row and marks the key done in one statement, so it runs once whatever dies when; SQL of yours on this database can go in its business CTE.",
+			"Replace it with your own nodes: keep **Mark Done** after them and their error output wired to **Release Key**. Steps outside this database (an HTTP call, an email) run at least once: an attempt that dies after them and before **Mark Done** is run again by a retry, with the same key. "+passTheKey(r))
 	}
-	return append(lines, "Replace this node with your own. Keep its error output wired to **Release Key**: a failure gives the key up, so the provider's retry runs it again.")
+	return append(lines, "Replace this node with your own. Keep its error output wired to **Release Key**: a failure gives the key up, so the provider's retry runs it again.",
+		"At most once: an attempt that dies before its step commits keeps the key, and its event is lost. [at-most-once]("+Docs+"modes.md#at-most-once)")
+}
+
+// passTheKey says how a step outside the database does its effect once
+// across attempts: it passes the key on to whoever does the effect.
+func passTheKey(r resolved) string {
+	key := keyExprOf(r)
+	if r.Hashing == HashingKeysvc {
+		key = keysvcKeyExpr
+	}
+	return "Pass it on so the target does the effect once: `{{ " + key + " }}` as the `Idempotency-Key` header (Stripe's API honours it), or an upsert on it. [Your own steps](" + Docs + "modes.md#your-own-steps)"
 }
 
 // cleanupNote explains a cleanup workflow that deletes what (keys, or

@@ -53,17 +53,29 @@ const (
 type Guard string
 
 const (
-	// GuardReserve is the seed template: INSERT … ON CONFLICT DO NOTHING, a
-	// release (DELETE) when the business step fails.
-	GuardReserve Guard = "reserve"
-	// GuardLease records a state and a lease expiry: a retry during a running
-	// attempt gets 409, a retry after the lease expired takes over.
+	// GuardLease, the default, records a state and a lease expiry: a retry
+	// during a running attempt gets 409, a retry after the lease expired
+	// takes over, a failed step releases the key. The example business step
+	// writes its row and marks the key done in one statement
+	// (pgsql.BusinessInsertDone), so it runs once whatever dies when.
 	GuardLease Guard = "lease"
+	// GuardAtMostOnce is the seed template, the default before lease: INSERT
+	// … ON CONFLICT DO NOTHING, first sight wins, a release (DELETE) when the
+	// business step fails. At most once: an attempt that dies before its
+	// step commits keeps the key, and every retry is answered duplicate; a
+	// retry during a running attempt is answered duplicate at once, and lost
+	// if that attempt then fails.
+	GuardAtMostOnce Guard = "at-most-once"
 	// GuardTransactional reserves the key and runs the business write in one
 	// SQL statement (pgsql.ReserveAndWrite): for business steps that are SQL
 	// on the same database. Atomic, so no release branch and nothing lost on
 	// a crash, and the fewest nodes.
 	GuardTransactional Guard = "transactional"
+
+	// guardReserveRenamed is GuardAtMostOnce's name until lease became the
+	// default: refused with the new names, so that no script that wrote it
+	// gets another guard without a word.
+	guardReserveRenamed Guard = "reserve"
 )
 
 // Pattern chooses what the generated files do with a delivery.
@@ -317,7 +329,7 @@ func (o Options) withDefaults() Options {
 func (o ReserveOptions) withDefaults() ReserveOptions {
 	setDefault(&o.EventsTable, DefaultEventsTable)
 	setDefault(&o.BusinessTable, DefaultBusinessTable)
-	setDefault(&o.Guard, GuardReserve)
+	setDefault(&o.Guard, GuardLease)
 	setDefault(&o.Lease, DefaultLease)
 	setDefault(&o.KeysvcURL, DefaultKeysvcURL)
 	return o
@@ -642,13 +654,15 @@ func resolveReserve(r resolved) (resolved, error) {
 		return bad("keysvc credential", o.KeysvcCredential, "the Idempotency Guard calls keysvc with a credential of its own: name one, or leave the default")
 	}
 	switch o.Guard {
-	case GuardReserve, GuardLease:
+	case GuardLease, GuardAtMostOnce:
+	case guardReserveRenamed:
+		return bad("guard mode", string(o.Guard), "reserve is now named at-most-once (first sight wins: an attempt that dies loses its event), and the default is lease, which loses none: leave --guard out, or write --guard at-most-once to keep the old behaviour (CHANGELOG.md)")
 	case GuardTransactional:
 		if o.Hashing == HashingKeysvc || o.Hashing == HashingNode {
 			return bad("guard mode", string(o.Guard), string(o.Hashing)+" reserves in its own statement: the transactional guard needs the reservation and the business write in one, with --hashing code-node or crypto-node")
 		}
 	default:
-		return bad("guard mode", string(o.Guard), "use reserve, lease or transactional")
+		return bad("guard mode", string(o.Guard), "use lease, transactional or at-most-once")
 	}
 	if o.Lease < 5*time.Second || o.Lease > 24*time.Hour || o.Lease%time.Second != 0 {
 		return bad("lease", o.Lease.String(), "must be between 5s and 24h, in whole seconds")

@@ -17,11 +17,11 @@ func Templates() []Template {
 	return []Template{
 		{Name: "default", Options: Options{}},
 		{Name: "crypto-node", Options: Options{Hashing: HashingCryptoNode}},
-		{Name: "lease", Options: Options{ReserveOptions: ReserveOptions{Guard: GuardLease}}},
+		{Name: "at-most-once", Options: Options{ReserveOptions: ReserveOptions{Guard: GuardAtMostOnce}}},
 		{Name: "transactional", Options: Options{ReserveOptions: ReserveOptions{Guard: GuardTransactional}}},
 		{Name: "keysvc", Options: Options{Hashing: HashingKeysvc}},
 		{Name: "node", Options: Options{Hashing: HashingNode}},
-		{Name: "node-lease", Options: Options{Hashing: HashingNode, ReserveOptions: ReserveOptions{Guard: GuardLease}}},
+		{Name: "node-at-most-once", Options: Options{Hashing: HashingNode, ReserveOptions: ReserveOptions{Guard: GuardAtMostOnce}}},
 		{Name: "node-keysvc", Options: Options{Hashing: HashingNode, NodeStore: NodeStoreKeysvc, Verify: "stripe"}},
 		{Name: "verify-stripe", Options: Options{Verify: "stripe"}},
 		{Name: "inbox", Options: Options{Pattern: PatternInbox}},

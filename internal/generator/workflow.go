@@ -24,8 +24,8 @@ const (
 	NodeRelease         = "Release Key"
 	NodeRespond500      = "Respond 500 released"
 	NodeRespond503DB    = "Respond 503 database unavailable"
-	NodeAcquireLease    = "Acquire Lease"
-	NodeLeaseAcquired   = "Lease Acquired?"
+	NodeAcquireLease    = "Reserve Key (lease)"
+	NodeLeaseAcquired   = "Row Returned? (lease acquired)"
 	NodeAlreadyDone     = "Already Done?"
 	NodeRespond409      = "Respond 409 in progress"
 	NodeMarkDone        = "Mark Done"
@@ -40,10 +40,12 @@ func BusinessNodeName(businessTable string) string {
 	return "Business Step (insert " + businessTable + ")"
 }
 
-// Expressions that read the key built for the current item.
+// Expressions that read the key built for the current item, and the
+// attempt that holds its lease.
 const (
 	keyExpr       = "$('" + NodeBuildKey + "').item.json.key"
 	eventTypeExpr = "$('" + NodeBuildKey + "').item.json.eventType"
+	attemptExpr   = "$('" + NodeAcquireLease + "').item.json.attempt"
 )
 
 // WorkflowIDs returns the ids of the main and cleanup workflows. They depend
@@ -95,14 +97,14 @@ func modeAnchor(r resolved) string {
 	switch {
 	case r.Hashing == HashingKeysvc:
 		return "keysvc"
-	case r.Guard != GuardReserve:
+	case r.Guard != GuardLease:
 		return string(r.Guard)
 	case r.Hashing == HashingCryptoNode:
 		return "crypto-node"
 	case r.Hashing == HashingNode:
 		return "node"
 	}
-	return "reserve"
+	return "lease"
 }
 
 // firstGuardNode is the node the guard starts with, after the Webhook.
@@ -173,11 +175,7 @@ func addLocalFlow(g *graph, r resolved) error {
 		g.add(businessStepOf(r, g.at(4, -1)))
 		g.connect(from, 0, business)
 		if r.Guard == GuardLease {
-			markDone := postgresNode(NodeMarkDone, g.at(5, -1), pgsql.MarkDone(r.events), "={{ [ "+key+" ] }}", r.CredentialName)
-			if r.Hashing == HashingNode {
-				markDone = nodeMarkDone(r, g.at(5, -1))
-			}
-			g.add(markDone)
+			g.add(markDoneOf(r, g.at(5, -1)))
 			g.connect(business, 0, NodeMarkDone)
 			g.add(respondNode(NodeRespond200, g.at(6, -1), 200, respond("processed", "")))
 			g.connect(NodeMarkDone, 0, NodeRespond200)
@@ -195,7 +193,7 @@ func addLocalFlow(g *graph, r resolved) error {
 		release = nodeRelease(r, g.at(5, 0))
 	case r.Guard == GuardLease:
 		release = postgresNode(NodeRelease, g.at(5, 0), pgsql.ReleaseLease(r.events),
-			"={{ [ "+key+", $('"+NodeAcquireLease+"').item.json.attempt ] }}", r.CredentialName)
+			"={{ [ "+key+", "+attemptExpr+" ] }}", r.CredentialName)
 	}
 	g.add(release)
 	g.connect(business, 1, NodeRelease)
@@ -203,6 +201,18 @@ func addLocalFlow(g *graph, r resolved) error {
 	g.add(respondNode(NodeRespond500, g.at(6, 0), 500, respond("failed", ", released: true")))
 	g.connect(NodeRelease, 0, NodeRespond500)
 	return nil
+}
+
+// markDoneOf is the lease guard's Mark Done after the business step: the
+// community node's Complete, or the statement that marks the key done only
+// while this attempt holds its lease (pgsql.MarkAttemptDone). The example
+// step already marked it done in its own statement; Mark Done is there for
+// the user's own steps, which replace it.
+func markDoneOf(r resolved, pos [2]int) node {
+	if r.Hashing == HashingNode {
+		return nodeMarkDone(r, pos)
+	}
+	return postgresNode(NodeMarkDone, pos, pgsql.MarkAttemptDone(r.events), "={{ [ "+keyExprOf(r)+", "+attemptExpr+" ] }}", r.CredentialName)
 }
 
 // answerer makes the node that gives one of the guard's own answers: a
@@ -242,7 +252,7 @@ func addGuardHead(g *graph, r resolved, answer answerer, onNew func(from string)
 		reserveSQL, acquireSQL = pgsql.ReserveForExecution(r.events), pgsql.AcquireLeaseForExecution(r.events, r.Lease)
 	}
 	switch r.Guard {
-	case GuardReserve:
+	case GuardAtMostOnce:
 		addReserveDecision(g, r, answer, reserveSQL, keyParams, onNew)
 	case GuardLease:
 		addLeaseDecision(g, r, answer, acquireSQL, keyParams, onNew)

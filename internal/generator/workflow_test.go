@@ -210,8 +210,73 @@ func checkEveryPathAnswers(t *testing.T, w wf) {
 	}
 }
 
-func TestDefaultWorkflowReproducesTheSeed(t *testing.T) {
+// The default guard keeps the card's shape (the Webhook, the Code node that
+// builds the key, the Postgres reserve, "Row Returned?" and "Respond 200
+// duplicate") and holds the key with a lease: the example step writes its
+// row and marks the key done in one statement fenced by the attempt, a
+// retry meanwhile gets 409, a failed step releases only its own attempt.
+func TestDefaultWorkflowHoldsALease(t *testing.T) {
 	w := generate(t, generator.Options{})
+	checkCommon(t, w, generator.DefaultCredentialName)
+	checkEveryPathAnswers(t, w)
+	card := map[string]string{"Webhook": "n8n-nodes-base.webhook", "Build Idempotency Key": "n8n-nodes-base.code",
+		"Respond 200 duplicate": "n8n-nodes-base.respondToWebhook"}
+	for name, typ := range card {
+		if got := w.node(name).Get("type").String(); got != typ {
+			t.Errorf("%s is a %s, want %s", name, got, typ)
+		}
+	}
+	// Names may gain words, not lose the card's.
+	if !strings.Contains(generator.NodeAcquireLease, "Reserve Key") || !strings.Contains(generator.NodeLeaseAcquired, "Row Returned?") {
+		t.Errorf("the lease's nodes %q and %q lost the card's names", generator.NodeAcquireLease, generator.NodeLeaseAcquired)
+	}
+	if got := w.node(generator.NodeAcquireLease).Get("type").String(); got != "n8n-nodes-base.postgres" {
+		t.Errorf("%s is a %s", generator.NodeAcquireLease, got)
+	}
+	events, business := pgsql.MustParseTable("processed_events"), pgsql.MustParseTable("business_log")
+	for name, want := range map[string]string{
+		generator.NodeAcquireLease:            pgsql.AcquireLease(events, generator.DefaultLease),
+		"Business Step (insert business_log)": pgsql.BusinessInsertDone(events, business),
+		generator.NodeMarkDone:                pgsql.MarkAttemptDone(events),
+		generator.NodeRelease:                 pgsql.ReleaseLease(events),
+	} {
+		if got := w.node(name).Get("parameters.query").String(); got != want {
+			t.Errorf("%s runs\n%s\nwant\n%s", name, got, want)
+		}
+	}
+	// The fenced statements are bound to the attempt that holds the lease.
+	attempt := "$('" + generator.NodeAcquireLease + "').item.json.attempt"
+	for _, name := range []string{"Business Step (insert business_log)", generator.NodeMarkDone, generator.NodeRelease} {
+		if got := w.node(name).Get("parameters.options.queryReplacement").String(); !strings.Contains(got, attempt) {
+			t.Errorf("%s is bound to %s, not to the lease's attempt", name, got)
+		}
+	}
+	if w.node("Business Step (insert business_log)").Get("onError").String() != "continueErrorOutput" {
+		t.Error("the business step has no error output")
+	}
+	w.wantEdge("Webhook", 0, "Build Idempotency Key")
+	w.wantEdge("Build Idempotency Key", 0, "Key Built?")
+	w.wantEdge("Key Built?", 0, generator.NodeAcquireLease)
+	w.wantEdge(generator.NodeAcquireLease, 0, generator.NodeLeaseAcquired)
+	w.wantEdge(generator.NodeLeaseAcquired, 0, "Business Step (insert business_log)")
+	w.wantEdge(generator.NodeLeaseAcquired, 1, "Already Done?")
+	w.wantEdge("Already Done?", 0, "Respond 200 duplicate")
+	w.wantEdge("Already Done?", 1, "Respond 409 in progress")
+	w.wantEdge("Business Step (insert business_log)", 0, generator.NodeMarkDone)
+	w.wantEdge(generator.NodeMarkDone, 0, "Respond 200")
+	w.wantEdge("Business Step (insert business_log)", 1, "Release Key")
+	w.wantEdge("Release Key", 0, "Respond 500 released")
+	for name, status := range map[string]int64{"Respond 200": 200, "Respond 200 duplicate": 200, "Respond 409 in progress": 409, "Respond 400 empty body": 400, "Respond 500 released": 500} {
+		if got := w.node(name).Get("parameters.options.responseCode").Int(); got != status {
+			t.Errorf("%s answers %d", name, got)
+		}
+	}
+}
+
+// The at-most-once guard is the seed's template as it was written: reserve
+// at first sight, release on failure.
+func TestAtMostOnceWorkflowIsTheSeedTemplate(t *testing.T) {
+	w := generate(t, generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardAtMostOnce}})
 	checkCommon(t, w, generator.DefaultCredentialName)
 	checkEveryPathAnswers(t, w)
 
@@ -291,16 +356,16 @@ func TestLeaseWorkflow(t *testing.T) {
 	w := generate(t, generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease, Lease: 90 * time.Second}})
 	checkCommon(t, w, generator.DefaultCredentialName)
 	checkEveryPathAnswers(t, w)
-	acquire := w.node("Acquire Lease").Get("parameters.query").String()
+	acquire := w.node(generator.NodeAcquireLease).Get("parameters.query").String()
 	for _, want := range []string{"ON CONFLICT (key) DO UPDATE", "interval '90 seconds'", "e.lease_until < now()"} {
 		if !strings.Contains(acquire, want) {
-			t.Errorf("Acquire Lease query lacks %q:\n%s", want, acquire)
+			t.Errorf("%s query lacks %q:\n%s", generator.NodeAcquireLease, want, acquire)
 		}
 	}
-	w.wantEdge("Key Built?", 0, "Acquire Lease")
-	w.wantEdge("Acquire Lease", 0, "Lease Acquired?")
-	w.wantEdge("Lease Acquired?", 0, "Business Step (insert business_log)")
-	w.wantEdge("Lease Acquired?", 1, "Already Done?")
+	w.wantEdge("Key Built?", 0, generator.NodeAcquireLease)
+	w.wantEdge(generator.NodeAcquireLease, 0, generator.NodeLeaseAcquired)
+	w.wantEdge(generator.NodeLeaseAcquired, 0, "Business Step (insert business_log)")
+	w.wantEdge(generator.NodeLeaseAcquired, 1, "Already Done?")
 	w.wantEdge("Already Done?", 0, "Respond 200 duplicate")
 	w.wantEdge("Already Done?", 1, "Respond 409 in progress")
 	w.wantEdge("Business Step (insert business_log)", 0, "Mark Done")
@@ -359,10 +424,10 @@ func TestIDsAreDeterministic(t *testing.T) {
 
 func TestIdentifiersReachSQLValidated(t *testing.T) {
 	w := generate(t, generator.Options{ReserveOptions: generator.ReserveOptions{EventsTable: "hooks.processed_events", BusinessTable: "app.orders"}})
-	if q := w.node("Reserve Key").Get("parameters.query").String(); !strings.HasPrefix(q, "INSERT INTO hooks.processed_events (key)") {
+	if q := w.node(generator.NodeAcquireLease).Get("parameters.query").String(); !strings.Contains(q, "INSERT INTO hooks.processed_events AS e (key") {
 		t.Errorf("reservation query %q", q)
 	}
-	if q := w.node("Business Step (insert app.orders)").Get("parameters.query").String(); !strings.HasPrefix(q, "INSERT INTO app.orders ") {
+	if q := w.node("Business Step (insert app.orders)").Get("parameters.query").String(); !strings.Contains(q, "UPDATE hooks.processed_events SET state = 'done'") || !strings.Contains(q, "INSERT INTO app.orders ") {
 		t.Errorf("business query %q", q)
 	}
 }
@@ -419,7 +484,7 @@ func TestKeysvcWorkflow(t *testing.T) {
 	checkEveryPathAnswers(t, w)
 	reserve := w.node("Reserve via keysvc")
 	p := reserve.Get("parameters")
-	if p.Get("method").String() != "POST" || p.Get("url").String() != "https://keys.internal:8443/v1/reservations" ||
+	if p.Get("method").String() != "POST" || p.Get("url").String() != "https://keys.internal:8443/v1/reservations?lease=300s" ||
 		p.Get("contentType").String() != "binaryData" || p.Get("inputDataFieldName").String() != "data" ||
 		!p.Get("options.response.response.fullResponse").Bool() || !p.Get("options.response.response.neverError").Bool() {
 		t.Errorf("Reserve via keysvc parameters %s", p.Raw)
@@ -506,7 +571,7 @@ func TestVerifyWorkflow(t *testing.T) {
 func TestKeysvcVerifyForwardsHeaders(t *testing.T) {
 	w := generate(t, generator.Options{Hashing: generator.HashingKeysvc, Verify: "github", Scope: "org"})
 	p := w.node("Reserve via keysvc").Get("parameters")
-	if got := p.Get("url").String(); got != "http://127.0.0.1:8080/v1/reservations?provider=github&scope=org" {
+	if got := p.Get("url").String(); got != "http://127.0.0.1:8080/v1/reservations?lease=300s&provider=github&scope=org" {
 		t.Errorf("url %q", got)
 	}
 	var names []string
@@ -663,9 +728,9 @@ func TestNotesSayWhatToDo(t *testing.T) {
 		file string
 		want []string
 	}{
-		{generator.Options{}, generator.FileWorkflow, []string{"schema.sql", "**Postgres (idemhook)**", "NODE_FUNCTION_ALLOW_BUILTIN=crypto", "wired to **Release Key**", "docs/modes.md#reserve"}},
-		{generator.Options{Hashing: generator.HashingCryptoNode}, generator.FileWorkflow, []string{"docs/modes.md#crypto-node", "reserved once"}},
-		{generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease}}, generator.FileWorkflow, []string{"**Mark Done**", "leased for 5m0s", "docs/modes.md#lease"}},
+		{generator.Options{}, generator.FileWorkflow, []string{"schema.sql", "**Postgres (idemhook)**", "NODE_FUNCTION_ALLOW_BUILTIN=crypto", "wired to **Release Key**", "docs/modes.md#lease", "**Mark Done**", "leased for 5m", "Idempotency-Key"}},
+		{generator.Options{Hashing: generator.HashingCryptoNode}, generator.FileWorkflow, []string{"docs/modes.md#crypto-node", "leased for"}},
+		{generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease}}, generator.FileWorkflow, []string{"**Mark Done**", "leased for 5m", "docs/modes.md#lease"}},
 		{generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardTransactional}}, generator.FileWorkflow, []string{"business CTE", "docs/modes.md#transactional"}},
 		{generator.Options{Hashing: generator.HashingKeysvc, ReserveOptions: generator.ReserveOptions{KeysvcCredential: "keysvc token"}}, generator.FileWorkflow, []string{"**keysvc token**", "docs/modes.md#keysvc"}},
 		{generator.Options{Verify: "stripe"}, generator.FileWorkflow, []string{"Crypto credential **Webhook signing secret (idemhook)**", "401"}},
@@ -698,7 +763,7 @@ func TestUnreachableDatabaseAnswers503(t *testing.T) {
 	for _, c := range []struct {
 		guard   generator.Guard
 		reserve string
-	}{{generator.GuardReserve, generator.NodeReserve}, {generator.GuardLease, generator.NodeAcquireLease}} {
+	}{{generator.GuardAtMostOnce, generator.NodeReserve}, {generator.GuardLease, generator.NodeAcquireLease}} {
 		w := generate(t, generator.Options{ReserveOptions: generator.ReserveOptions{Guard: c.guard}})
 		w.wantEdge(c.reserve, 1, generator.NodeRespond503DB)
 		respond := w.node(generator.NodeRespond503DB)

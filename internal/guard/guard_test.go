@@ -90,7 +90,7 @@ func guardFile(t *testing.T, file string, o generator.Options) (*guard.Result, [
 // error workflow is named in the settings; nothing overlaps.
 func TestGuardKeepsTheUsersNodes(t *testing.T) {
 	for _, file := range exports(t) {
-		for _, mode := range []generator.Guard{generator.GuardReserve, generator.GuardLease} {
+		for _, mode := range []generator.Guard{generator.GuardAtMostOnce, generator.GuardLease} {
 			t.Run(filepath.Base(file)+"/"+string(mode), func(t *testing.T) {
 				res, raw := guardFile(t, file, generator.Options{ReserveOptions: generator.ReserveOptions{Guard: mode}})
 				before, after := read(t, raw), read(t, res.Workflow)
@@ -209,9 +209,9 @@ func TestLeaseMarksDoneAtEveryEnd(t *testing.T) {
 	if answer == nil || !strings.Contains(answer["parameters"].(map[string]any)["jsCode"].(string), `return $("Result").all(0);`) {
 		t.Errorf("lastNode: no node gives Result's output back after Mark Done: %v", answer)
 	}
-	res, _ = guardFile(t, "testdata/exports/v2.1-lastnode-code.json", generator.Options{})
+	res, _ = guardFile(t, "testdata/exports/v2.1-lastnode-code.json", generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardAtMostOnce}})
 	if slices.ContainsFunc(res.Inserted, func(n string) bool { return strings.HasPrefix(n, "Mark Done") }) {
-		t.Errorf("the reserve guard marks done: %v", res.Inserted)
+		t.Errorf("the at-most-once guard marks done: %v", res.Inserted)
 	}
 }
 
@@ -219,7 +219,9 @@ func TestLeaseMarksDoneAtEveryEnd(t *testing.T) {
 // references to it; the guard's node takes another name, and the guard's
 // expressions follow it.
 func TestGuardNamesDoNotCollide(t *testing.T) {
-	res, _ := guardFile(t, "testdata/exports/name-collision.json", generator.Options{})
+	// The fixture's user named a node "Reserve Key", the at-most-once
+	// guard's reservation.
+	res, _ := guardFile(t, "testdata/exports/name-collision.json", generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardAtMostOnce}})
 	after := read(t, res.Workflow)
 	mine := after.node("Build Idempotency Key")
 	if mine == nil || mine["type"] != "n8n-nodes-base.set" {

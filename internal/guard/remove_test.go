@@ -50,7 +50,7 @@ func readFile(t *testing.T, path string) []byte {
 // with each guard, comes back as it was exported.
 func TestRemoveGivesTheExportBack(t *testing.T) {
 	for _, file := range exports(t) {
-		for _, mode := range []generator.Guard{generator.GuardReserve, generator.GuardLease} {
+		for _, mode := range []generator.Guard{generator.GuardAtMostOnce, generator.GuardLease} {
 			t.Run(filepath.Base(file)+"/"+string(mode), func(t *testing.T) {
 				res, raw := guardFile(t, file, generator.Options{ReserveOptions: generator.ReserveOptions{Guard: mode}})
 				removed, err := guard.Remove(parse(t, res.Workflow), guard.RemoveOptions{})
@@ -103,7 +103,7 @@ func isRefused(err error) bool {
 func TestGuardKeepsTheUsersErrorWorkflow(t *testing.T) {
 	raw := readFile(t, "testdata/error-workflow/orders.json")
 	alertsRaw := readFile(t, "testdata/error-workflow/alerts.json")
-	opts := generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardReserve, EventsTable: "orders_events"}}
+	opts := generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardAtMostOnce, EventsTable: "orders_events"}}
 	var need *guard.ErrorWorkflowNeededError
 	if _, err := guard.Guard(parse(t, raw), guard.Options{Generate: opts}); !errors.As(err, &need) || need.ID != "AlertsWf0000001" {
 		t.Fatalf("without the error workflow: %v, want ErrorWorkflowNeededError for AlertsWf0000001", err)

@@ -61,8 +61,8 @@ type Options struct {
 var routePath = regexp.MustCompile(`^[a-z0-9_-]+(/[a-z0-9_-]+)*$`)
 
 // FromGenerate reads the flow's options from generate's, with generate's
-// defaults. It fails, with a *generator.OptionError, for a guard other than
-// reserve or lease, a path Node-RED would not serve raw, an unknown
+// defaults (the lease guard). It fails, with a *generator.OptionError, for a
+// guard other than lease or at-most-once, a path Node-RED would not serve raw, an unknown
 // provider or preset, an invalid scope, a receiver other than keysvc, and
 // --verify with --receiver keysvc (the inbox verified the delivery).
 func FromGenerate(o generator.Options) (Options, error) {
@@ -83,8 +83,8 @@ func FromGenerate(o generator.Options) (Options, error) {
 		return bad("workflow name", out.Name, "must be 1-128 characters on one line")
 	}
 	switch o.Guard {
-	case "", generator.GuardReserve:
-	case generator.GuardLease:
+	case generator.GuardAtMostOnce:
+	case "", generator.GuardLease:
 		out.Lease = o.Lease
 		if out.Lease == 0 {
 			out.Lease = 5 * time.Minute
@@ -93,7 +93,7 @@ func FromGenerate(o generator.Options) (Options, error) {
 			return bad("lease", out.Lease.String(), "between 1s and 24h")
 		}
 	default:
-		return bad("guard mode", string(o.Guard), "the Node-RED flow holds the key in keysvc: use reserve or lease")
+		return bad("guard mode", string(o.Guard), "the Node-RED flow holds the key in keysvc: use lease or at-most-once")
 	}
 	switch o.Receiver {
 	case "", generator.ReceiverN8N:

@@ -17,14 +17,16 @@ func TestFromGenerate(t *testing.T) {
 		want   Options
 		option string // the *generator.OptionError's option, "" for none
 	}{
-		{name: "defaults", want: Options{Path: generator.DefaultWebhookPath, Name: generator.DefaultWorkflowName}},
-		{name: "lease default", in: generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease}},
-			want: Options{Path: generator.DefaultWebhookPath, Name: generator.DefaultWorkflowName, Lease: 5 * time.Minute}},
+		{name: "defaults: a lease of 5 minutes", want: Options{Path: generator.DefaultWebhookPath, Name: generator.DefaultWorkflowName, Lease: 5 * time.Minute}},
+		{name: "lease", in: generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease, Lease: 90 * time.Second}},
+			want: Options{Path: generator.DefaultWebhookPath, Name: generator.DefaultWorkflowName, Lease: 90 * time.Second}},
+		{name: "at most once: no lease", in: generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardAtMostOnce}},
+			want: Options{Path: generator.DefaultWebhookPath, Name: generator.DefaultWorkflowName}},
 		{name: "stripe verified, its preset", in: generator.Options{WebhookPath: "hooks/stripe", Verify: "stripe"},
-			want: Options{Path: "hooks/stripe", Name: generator.DefaultWorkflowName, Verify: "stripe", Preset: "stripe"}},
+			want: Options{Path: "hooks/stripe", Name: generator.DefaultWorkflowName, Verify: "stripe", Preset: "stripe", Lease: 5 * time.Minute}},
 		{name: "inbox target", in: generator.Options{InboxOptions: generator.InboxOptions{Receiver: generator.ReceiverKeysvc}},
-			want: Options{Path: generator.DefaultWebhookPath, Name: generator.DefaultWorkflowName, InboxTarget: true}},
-		{name: "verify none", in: generator.Options{Verify: "none"}, want: Options{Path: generator.DefaultWebhookPath, Name: generator.DefaultWorkflowName}},
+			want: Options{Path: generator.DefaultWebhookPath, Name: generator.DefaultWorkflowName, InboxTarget: true, Lease: 5 * time.Minute}},
+		{name: "verify none", in: generator.Options{Verify: "none"}, want: Options{Path: generator.DefaultWebhookPath, Name: generator.DefaultWorkflowName, Lease: 5 * time.Minute}},
 		{name: "upper-case path", in: generator.Options{WebhookPath: "Stripe"}, option: "webhook path"},
 		{name: "path parameter", in: generator.Options{WebhookPath: "hooks/:id"}, option: "webhook path"},
 		{name: "two-line name", in: generator.Options{WorkflowName: "a\nb"}, option: "workflow name"},

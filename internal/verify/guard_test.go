@@ -44,14 +44,16 @@ func TestFindGeneratedGuards(t *testing.T) {
 		newOutput                int
 		keysvc                   string
 	}{
-		{opts: generator.Options{}, reserve: "Reserve Key", decision: "Row Returned?", first: "Business Step (insert business_log)"},
-		{opts: generator.Options{Hashing: generator.HashingCryptoNode}, reserve: "Reserve Key", decision: "Row Returned?", first: "Business Step (insert business_log)"},
-		{opts: generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease}}, reserve: "Acquire Lease", decision: "Lease Acquired?", first: "Business Step (insert business_log)", lease: true},
-		{opts: generator.Options{Verify: "stripe", ReserveOptions: generator.ReserveOptions{EventsTable: "stripe_events"}}, reserve: "Reserve Key", decision: "Row Returned?", first: "Business Step (insert business_log)"},
+		{opts: generator.Options{}, reserve: generator.NodeAcquireLease, decision: generator.NodeLeaseAcquired, first: "Business Step (insert business_log)", lease: true},
+		{opts: generator.Options{Hashing: generator.HashingCryptoNode}, reserve: generator.NodeAcquireLease, decision: generator.NodeLeaseAcquired, first: "Business Step (insert business_log)", lease: true},
+		{opts: generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardAtMostOnce}}, reserve: "Reserve Key", decision: "Row Returned?", first: "Business Step (insert business_log)"},
+		{opts: generator.Options{Verify: "stripe", ReserveOptions: generator.ReserveOptions{EventsTable: "stripe_events", Guard: generator.GuardAtMostOnce}}, reserve: "Reserve Key", decision: "Row Returned?", first: "Business Step (insert business_log)"},
+		{opts: generator.Options{Verify: "stripe", ReserveOptions: generator.ReserveOptions{EventsTable: "stripe_events"}}, reserve: generator.NodeAcquireLease, decision: generator.NodeLeaseAcquired, first: "Business Step (insert business_log)", lease: true},
+		{opts: generator.Options{Hashing: generator.HashingKeysvc, ReserveOptions: generator.ReserveOptions{KeysvcURL: "http://keysvc.internal:8080", Guard: generator.GuardAtMostOnce}}, reserve: "Reserve via keysvc", decision: "Reserved?", first: "Business Step (insert business_log)", keysvc: "http://keysvc.internal:8080"},
 		{opts: generator.Options{Hashing: generator.HashingKeysvc, ReserveOptions: generator.ReserveOptions{KeysvcURL: "http://keysvc.internal:8080"}}, reserve: "Reserve via keysvc", decision: "Reserved?", first: "Business Step (insert business_log)", keysvc: "http://keysvc.internal:8080"},
 		// The community node reserves and decides in one node.
-		{opts: generator.Options{Hashing: generator.HashingNode}, reserve: "Idempotency Guard", decision: "Idempotency Guard", first: "Business Step (insert business_log)"},
-		{opts: generator.Options{Hashing: generator.HashingNode, ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease, EventsTable: "shop.events"}}, reserve: "Idempotency Guard", decision: "Idempotency Guard", first: "Business Step (insert business_log)", lease: true},
+		{opts: generator.Options{Hashing: generator.HashingNode, ReserveOptions: generator.ReserveOptions{Guard: generator.GuardAtMostOnce}}, reserve: "Idempotency Guard", decision: "Idempotency Guard", first: "Business Step (insert business_log)"},
+		{opts: generator.Options{Hashing: generator.HashingNode, ReserveOptions: generator.ReserveOptions{EventsTable: "shop.events"}}, reserve: "Idempotency Guard", decision: "Idempotency Guard", first: "Business Step (insert business_log)", lease: true},
 	} {
 		g, err := Find(generated(t, tc.opts))
 		if err != nil {
@@ -89,8 +91,11 @@ func TestFindRefuses(t *testing.T) {
 		change func(t *testing.T, w *n8napi.Workflow)
 		want   any
 	}{
-		{"reservation turned into a SELECT", generator.Options{}, func(t *testing.T, w *n8napi.Workflow) {
+		{"reservation turned into a SELECT", generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardAtMostOnce}}, func(t *testing.T, w *n8napi.Workflow) {
 			node(t, *w, "Reserve Key")["parameters"].(map[string]any)["query"] = "SELECT key FROM processed_events WHERE key = $1"
+		}, new(*NotAGuardError)},
+		{"lease turned into a SELECT", generator.Options{}, func(t *testing.T, w *n8napi.Workflow) {
+			node(t, *w, generator.NodeAcquireLease)["parameters"].(map[string]any)["query"] = "SELECT key, 'acquired' AS outcome FROM processed_events WHERE key = $1"
 		}, new(*NotAGuardError)},
 		{"no webhook", generator.Options{}, func(t *testing.T, w *n8napi.Workflow) {
 			node(t, *w, "Webhook")["type"] = "n8n-nodes-base.manualTrigger"
@@ -109,16 +114,19 @@ func TestFindRefuses(t *testing.T) {
 // A user who inverted the decision's condition keeps the wiring: the new
 // output is still the one from which the key is released.
 func TestFindNewOutputFromTheRelease(t *testing.T) {
-	w := generated(t, generator.Options{})
-	rows := w.Connections["Row Returned?"].(map[string]any)["main"].([]any)
-	rows[0], rows[1] = rows[1], rows[0]
-	g, err := Find(w)
-	if err != nil {
-		t.Fatal(err)
+	for guard, decision := range map[generator.Guard]string{generator.GuardLease: generator.NodeLeaseAcquired, generator.GuardAtMostOnce: "Row Returned?"} {
+		w := generated(t, generator.Options{ReserveOptions: generator.ReserveOptions{Guard: guard}})
+		rows := w.Connections[decision].(map[string]any)["main"].([]any)
+		rows[0], rows[1] = rows[1], rows[0]
+		g, err := Find(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.NewOutput != 1 || g.FirstBusiness() != "Business Step (insert business_log)" {
+			t.Errorf("%s: new output %d, first business %q", guard, g.NewOutput, g.FirstBusiness())
+		}
 	}
-	if g.NewOutput != 1 || g.FirstBusiness() != "Business Step (insert business_log)" {
-		t.Errorf("new output %d, first business %q", g.NewOutput, g.FirstBusiness())
-	}
+	w := generated(t, generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardAtMostOnce}})
 	// Without any release, the graph does not tell; Run decides.
 	node(t, w, "Release Key")["parameters"].(map[string]any)["query"] = "SELECT 1"
 	if g, _ := Find(w); g.NewOutput != -1 {
@@ -129,7 +137,7 @@ func TestFindNewOutputFromTheRelease(t *testing.T) {
 // Without a release the first new event's execution settles the new
 // output; a duplicate's execution, read before or after, does not.
 func TestLearnNewOutputFromTheFirstNewEvent(t *testing.T) {
-	w := generated(t, generator.Options{})
+	w := generated(t, generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardAtMostOnce}})
 	rows := w.Connections["Row Returned?"].(map[string]any)["main"].([]any)
 	rows[0], rows[1] = rows[1], rows[0]
 	node(t, w, "Release Key")["parameters"].(map[string]any)["query"] = "SELECT 1"
