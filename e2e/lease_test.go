@@ -9,16 +9,18 @@ import (
 	"github.com/idemhook/idemhook/internal/generator"
 )
 
-// Lease mode: a retry during a slow attempt gets 409; the slow attempt fails
-// and releases; the next retry is processed; one business row in the end. An
-// expired lease is taken over; an unexpired one is not.
+// The default guard (the lease): a retry during a slow attempt gets 409, not
+// 200 duplicate; the slow attempt fails and releases; the next retry is
+// processed; one business row in the end. An expired lease is taken over;
+// an unexpired one is not. The at-most-once guard (the default before)
+// answers that retry 200 duplicate and loses the event.
 func TestLeaseGuard(t *testing.T) {
 	needStack(t)
 	testLeaseGuard(t, "s6", seedOptions("s6", generator.HashingCodeNode))
 }
 
+// testLeaseGuard runs TestLeaseGuard on opts with the default guard.
 func testLeaseGuard(t *testing.T, prefix string, opts generator.Options) {
-	opts.Guard = generator.GuardLease
 	opts.Lease = 60 * time.Second
 	d := deploy(t, opts)
 	ctx := context.Background()
