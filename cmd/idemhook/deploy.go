@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -149,7 +150,33 @@ func (r *remote) client() (*n8napi.Client, error) {
 }
 
 func (r *remote) deployOptions(stderr io.Writer) deploy.Options {
-	return deploy.Options{WebhookURL: r.webhookURL, Progress: stderr}
+	return deploy.Options{WebhookURL: r.webhookURL, Progress: stderr, Alternatives: r.otherGuards()}
+}
+
+// otherGuards are the files of r's options with each other guard, so that
+// check and deploy name a live workflow that is one of them (the guard it
+// was deployed with, or an older idemhook's default) rather than list its
+// differences as edits. None with --from or the inbox pattern.
+func (r *remote) otherGuards() []deploy.Alternative {
+	if r.from != "" || r.opts.Pattern == generator.PatternInbox {
+		return nil
+	}
+	current := cmp.Or(r.opts.Guard, generator.DefaultGuard)
+	var out []deploy.Alternative
+	for _, g := range generator.Guards {
+		o := r.opts
+		o.Guard = g
+		files, err := generator.Files(o)
+		if g == current || err != nil {
+			continue // one these options cannot have (transactional with keysvc)
+		}
+		ws, err := deploy.Load(files)
+		if err != nil {
+			continue
+		}
+		out = append(out, deploy.Alternative{Options: "--guard " + string(g), Change: generator.GuardChange(g, current), Workflows: ws})
+	}
+	return out
 }
 
 type multiFlag []string
@@ -180,6 +207,11 @@ func runDeploy(ctx context.Context, args []string, std stdio) error {
 		return deployError(err)
 	}
 	printDeployed(std.out, deployed)
+	for _, d := range deployed {
+		if d.Replaced != nil {
+			fmt.Fprintf(std.out, "\n%s replaced the workflow of %s. %s\nIts schema must be in the database before the first delivery (idemhook schema [same options] | psql …): until then every delivery fails and is retried.\n", d.File, d.Replaced.Options, d.Replaced.Change)
+		}
+	}
 	if r.probe {
 		seen, err := r.runProbe(ctx, client, ws, credIDs, opts)
 		if err != nil {

@@ -6,8 +6,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/idemhook/idemhook/internal/fingerprint"
 	"github.com/idemhook/idemhook/internal/n8napi"
 )
+
+const stickyNoteType = "n8n-nodes-base.stickyNote"
 
 // Problem is one thing Check found wrong, and what to do about it.
 type Problem struct {
@@ -52,7 +55,7 @@ func Check(ctx context.Context, c *n8napi.Client, ws []Workflow, opts Options) (
 			problems = append(problems, *missing)
 			continue
 		}
-		drift, err := driftProblems(w, live, assigned)
+		drift, err := driftProblems(w, live, assigned, opts.Alternatives)
 		if err != nil {
 			return nil, err
 		}
@@ -105,25 +108,82 @@ func liveWorkflow(w Workflow, existing []n8napi.Workflow) (n8napi.Workflow, *Pro
 }
 
 // driftProblems lists where live is not the workflow w's file describes,
-// the file's sub-workflow references pointed at the assigned ids.
-func driftProblems(w Workflow, live n8napi.Workflow, assigned map[string]string) ([]Problem, error) {
-	want, err := w.Doc.Clone()
+// the file's sub-workflow references pointed at the assigned ids, and says
+// where the differences come from: only the notes' text (another idemhook
+// version wrote them), a workflow idemhook generated and nobody edited since
+// (another version or other options: its recorded fingerprint matches its
+// nodes), the same files with other options (alternatives), or an edit.
+func driftProblems(w Workflow, live n8napi.Workflow, assigned map[string]string, alternatives []Alternative) ([]Problem, error) {
+	want, err := withAssignedIDs(w.Doc, assigned)
 	if err != nil {
 		return nil, err
 	}
-	for _, n := range want.Nodes {
+	live = live.Live()
+	differences := Drift(want, live)
+	if len(differences) == 0 {
+		return nil, nil
+	}
+	drift := func(what, fix string) Problem { return Problem{Workflow: w.File, What: what, Fix: fix, Drift: true} }
+	if len(Drift(withoutNotes(want), withoutNotes(live))) == 0 {
+		return []Problem{drift("only the sticky notes' text differs from what these options give: another idemhook version wrote it (not an edit; nothing the workflow does differs)",
+			"Run idemhook deploy with these options to update the notes.")}, nil
+	}
+	if alt := matchingAlternative(w.File, live, alternatives, assigned); alt != nil {
+		return []Problem{drift("this is the workflow of "+alt.Options+", not of these options (nothing edited). "+alt.Change,
+			"To switch, apply the schema these options give (idemhook schema [these options] | psql …: it changes the events table in place), then run idemhook deploy with these options; to keep it, check with "+alt.Options+".")}, nil
+	}
+	fix := "Run idemhook deploy with these options to put them live (it replaces the edits), or check with the options it was deployed with."
+	if recorded := fingerprint.Recorded(fingerprintOf(live)); recorded != "" && recorded == fingerprint.Of(fingerprintOf(live)) {
+		fix = "Not edited since idemhook generated it (its nodes match the fingerprint idemhook wrote): an older idemhook or other options. Run idemhook deploy with these options to replace it with what they give, or check with the options it was generated with."
+	}
+	var problems []Problem
+	for _, d := range differences {
+		problems = append(problems, drift(d, fix))
+	}
+	return problems, nil
+}
+
+// matchingAlternative is the alternative whose file is live, notes aside,
+// or nil.
+func matchingAlternative(file string, live n8napi.Workflow, alternatives []Alternative, assigned map[string]string) *Alternative {
+	for i, alt := range alternatives {
+		for _, other := range alt.Workflows {
+			if other.File != file {
+				continue
+			}
+			if a, err := withAssignedIDs(other.Doc, assigned); err == nil && len(Drift(withoutNotes(a), withoutNotes(live))) == 0 {
+				return &alternatives[i]
+			}
+		}
+	}
+	return nil
+}
+
+// withAssignedIDs is a copy of doc whose sub-workflow references point at
+// the ids n8n assigned.
+func withAssignedIDs(doc n8napi.Workflow, assigned map[string]string) (n8napi.Workflow, error) {
+	out, err := doc.Clone()
+	if err != nil {
+		return n8napi.Workflow{}, err
+	}
+	for _, n := range out.Nodes {
 		if ref := subWorkflowRef(n); ref != nil {
 			if id, ok := assigned[fmt.Sprint(ref["value"])]; ok {
 				ref["value"] = id
 			}
 		}
 	}
-	var problems []Problem
-	for _, d := range Drift(want, live.Live()) {
-		problems = append(problems, Problem{Workflow: w.File, What: d, Drift: true,
-			Fix: "Run idemhook deploy with these options to put them live, or check with the options it was deployed with."})
-	}
-	return problems, nil
+	return out, nil
+}
+
+// withoutNotes is w without its sticky notes, which explain and do nothing.
+func withoutNotes(w n8napi.Workflow) n8napi.Workflow {
+	w.Nodes = slices.DeleteFunc(slices.Clone(w.Nodes), func(n map[string]any) bool { return n["type"] == stickyNoteType })
+	return w
+}
+
+func fingerprintOf(w n8napi.Workflow) fingerprint.Workflow {
+	return fingerprint.Workflow{Nodes: w.Nodes, Connections: w.Connections, Settings: w.Settings}
 }
 
 // credentialProblems lists the credentials live's nodes are bound to that

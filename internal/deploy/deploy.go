@@ -29,6 +29,21 @@ type Options struct {
 	LiveTimeout time.Duration
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
+	// Alternatives are the same files generated with other options (each
+	// other guard): Check names the one a live workflow is, rather than
+	// listing its differences as edits.
+	Alternatives []Alternative
+}
+
+// Alternative is the files of other options than the ones checked.
+type Alternative struct {
+	// Options are the options that differ, as the command line gives
+	// them: "--guard at-most-once".
+	Options string
+	// Change says what the checked options change against these, and
+	// what to run to switch or to keep them.
+	Change    string
+	Workflows []Workflow
 }
 
 // ProductionURL is the production URL of a webhook on path: under
@@ -66,6 +81,9 @@ type Deployed struct {
 	// URL is the production webhook URL to give the provider, if the
 	// workflow has a webhook.
 	URL string
+	// Replaced is the alternative of Options whose workflow this one
+	// replaced (another guard's), or nil.
+	Replaced *Alternative
 }
 
 // Deploy creates or updates (by name) every workflow of ws in n8n, binds
@@ -155,6 +173,7 @@ func put(ctx context.Context, c *n8napi.Client, w Workflow, doc n8napi.Workflow,
 	}
 	var version string
 	if ok {
+		d.Replaced = matchingAlternative(w.File, e.Live(), opts.Alternatives, nil)
 		id := e.ID
 		got, err := c.UpdateWorkflow(ctx, id, doc)
 		if err != nil {

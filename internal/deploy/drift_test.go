@@ -125,3 +125,86 @@ func TestDriftCredentialIDs(t *testing.T) {
 		t.Errorf("another bound id: %q", d)
 	}
 }
+
+// loaded is the files generate writes for o, as Load reads them.
+func loaded(t *testing.T, o generator.Options) []Workflow {
+	t.Helper()
+	files, err := generator.Files(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := Load(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+// Check tells where a live workflow's differences come from: only another
+// version's notes, another guard's workflow (the default before), a
+// workflow idemhook generated and nobody edited since, or an edit.
+func TestDriftProblemsSayWhereTheDifferencesComeFrom(t *testing.T) {
+	file := func(ws []Workflow) Workflow {
+		for _, w := range ws {
+			if w.File == generator.FileWorkflow {
+				return w
+			}
+		}
+		t.Fatal("no workflow.json")
+		return Workflow{}
+	}
+	wanted := file(loaded(t, generator.Options{}))
+	atMostOnce := generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardAtMostOnce}}
+	alternatives := []Alternative{{Options: "--guard at-most-once", Change: generator.GuardChange(generator.GuardAtMostOnce, generator.GuardLease), Workflows: loaded(t, atMostOnce)}}
+	edit := func(w n8napi.Workflow, change func(n map[string]any)) n8napi.Workflow {
+		c, err := w.Clone()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range c.Nodes {
+			change(n)
+		}
+		return c
+	}
+	notesRewritten := edit(wanted.Doc, func(n map[string]any) {
+		if n["name"] == "Note: Setup" {
+			n["parameters"].(map[string]any)["content"] = "## Setup\n\nAn older version's words."
+		}
+	})
+	otherTable := file(loaded(t, generator.Options{ReserveOptions: generator.ReserveOptions{EventsTable: "hooks_events"}})).Doc
+	edited := edit(wanted.Doc, func(n map[string]any) {
+		if n["name"] == generator.NodeMarkDone {
+			n["parameters"].(map[string]any)["query"] = "SELECT 1"
+		}
+	})
+	for _, c := range []struct {
+		name     string
+		live     n8napi.Workflow
+		problems int
+		says     string
+	}{
+		{"only the notes", notesRewritten, 1, "only the sticky notes' text differs"},
+		{"the old default", file(loaded(t, atMostOnce)).Doc, 1, "this is the workflow of --guard at-most-once"},
+		{"generated with other options, untouched", otherTable, -1, "Not edited since idemhook generated it"},
+		{"edited", edited, -1, "it replaces the edits"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			problems, err := driftProblems(wanted, c.live, nil, alternatives)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var text []string
+			for _, p := range problems {
+				text = append(text, p.String())
+			}
+			joined := strings.Join(text, "\n")
+			if len(problems) == 0 || (c.problems > 0 && len(problems) != c.problems) || !strings.Contains(joined, c.says) {
+				t.Errorf("problems:\n%s\nwant %d saying %q", joined, c.problems, c.says)
+			}
+		})
+	}
+	old := file(loaded(t, atMostOnce)).Doc
+	if problems, _ := driftProblems(wanted, old, nil, alternatives); len(problems) == 1 && !strings.Contains(problems[0].String(), "409") {
+		t.Errorf("the old default's problem does not say what changes: %s", problems[0])
+	}
+}

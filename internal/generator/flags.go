@@ -132,7 +132,7 @@ var Flags = []Flag{
 	{Name: "node-type", Option: "node type", Choices: []string{communitynode.PostgresType, communitynode.PostgresCustomType, communitynode.KeysvcType, communitynode.KeysvcCustomType},
 		Usage: "with --hashing node, the community node's `TYPE` as n8n loaded it: <package>.<node> (a package in ~/.n8n/nodes, the default) or CUSTOM.<node> (N8N_CUSTOM_EXTENSIONS)",
 		set:   nonEmpty(func(o *Options) *string { return &o.NodeType })},
-	{Name: "guard", Option: "guard mode", Default: string(GuardLease), Choices: []string{string(GuardLease), string(GuardTransactional), string(GuardAtMostOnce)},
+	{Name: "guard", Option: "guard mode", Default: string(DefaultGuard), Choices: []string{string(GuardLease), string(GuardTransactional), string(GuardAtMostOnce)},
 		Usage: "how the key is held while the business step runs, a `MODE`: lease (a retry meanwhile gets 409, a dead attempt's key is taken over after the lease), transactional (one SQL statement reserves and writes), or at-most-once (first sight wins: an attempt that dies loses its event)",
 		set:   nonEmpty(func(o *Options) *Guard { return &o.Guard })},
 	{Name: "lease", Option: "lease", Default: "5m",

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/idemhook/idemhook/internal/communitynode"
+	"github.com/idemhook/idemhook/internal/fingerprint"
 	"github.com/tidwall/pretty"
 )
 
@@ -81,6 +82,9 @@ type node struct {
 	// result (the Postgres node outputs nothing for a SELECT of no rows), so
 	// the branch after it still runs.
 	AlwaysOutputData bool `json:"alwaysOutputData,omitempty"`
+	// Notes are the node's own notes (its settings' Notes field): the first
+	// node's carry the workflow's fingerprint (fingerprint.Note).
+	Notes string `json:"notes,omitempty"`
 }
 
 type link struct {
@@ -172,6 +176,14 @@ func (g *graph) render(id, name string, x Executions) ([]byte, error) {
 		doc.Connections[from] = map[string][][]link{"main": outs}
 	}
 	raw, err := marshal(doc)
+	if err == nil && len(doc.Nodes) > 0 {
+		// The fingerprint leaves notes out: writing it changes nothing it covers.
+		var w fingerprint.Workflow
+		if err = json.Unmarshal(raw, &w); err == nil {
+			doc.Nodes[0].Notes = fingerprint.Note(fingerprint.Of(w))
+			raw, err = marshal(doc)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("render workflow %q: %w", name, err)
 	}

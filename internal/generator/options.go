@@ -78,6 +78,26 @@ const (
 	guardReserveRenamed Guard = "reserve"
 )
 
+// Guards lists the guards, the default first.
+var Guards = []Guard{GuardLease, GuardTransactional, GuardAtMostOnce}
+
+// GuardChange says what moving a deployed workflow of guard from to guard
+// to changes for its events: idemhook check and deploy say it of a live
+// workflow that is another guard's.
+func GuardChange(from, to Guard) string {
+	var b strings.Builder
+	switch {
+	case from == GuardAtMostOnce && to == GuardLease:
+		b.WriteString("These options give the lease guard, the default since at-most-once (then named reserve) stopped being it: a retry during a running attempt gets 409 instead of 200 duplicate, and an attempt that died is taken over after --lease instead of its event being lost.")
+	case to == GuardAtMostOnce:
+		b.WriteString("These options give the at-most-once guard: first sight wins, and an attempt that dies, or fails while a retry was answered duplicate, loses its event.")
+	default:
+		b.WriteString("These options give the " + string(to) + " guard.")
+	}
+	b.WriteString(" The guards: " + Docs + "modes.md#which-guard")
+	return b.String()
+}
+
 // Pattern chooses what the generated files do with a delivery.
 type Pattern string
 
@@ -102,6 +122,7 @@ const (
 	DefaultCredentialName = "Postgres (idemhook)"
 	DefaultRetention      = 30 * 24 * time.Hour
 	DefaultLease          = 5 * time.Minute
+	DefaultGuard          = GuardLease
 	DefaultKeysvcURL      = "http://127.0.0.1:8080"
 	// DefaultVerifyCredential names the n8n Crypto credential whose HMAC
 	// secret is the provider's signing secret (--verify).
@@ -329,7 +350,7 @@ func (o Options) withDefaults() Options {
 func (o ReserveOptions) withDefaults() ReserveOptions {
 	setDefault(&o.EventsTable, DefaultEventsTable)
 	setDefault(&o.BusinessTable, DefaultBusinessTable)
-	setDefault(&o.Guard, GuardLease)
+	setDefault(&o.Guard, DefaultGuard)
 	setDefault(&o.Lease, DefaultLease)
 	setDefault(&o.KeysvcURL, DefaultKeysvcURL)
 	return o
