@@ -155,15 +155,15 @@ func guardModes(keysvcURL string, business pgsql.Table, withNode bool) []workflo
 		// (a table name takes '_' where the path has '-').
 		return benchOptions(path, "bench_events_"+strings.ReplaceAll(strings.TrimPrefix(path, "bench-"), "-", "_"), o)
 	}
-	lease, tx := generator.ReserveOptions{Guard: generator.GuardLease}, generator.ReserveOptions{Guard: generator.GuardTransactional}
+	atMostOnce, tx := generator.ReserveOptions{Guard: generator.GuardAtMostOnce}, generator.ReserveOptions{Guard: generator.GuardTransactional}
 	modes := []workflow{
 		{name: "bare Webhook → Respond", file: workflowWithout("idemhookBenchBare", "bench-bare", nil), baseline: unguarded},
 		{name: unguarded, file: workflowWithout("idemhookBenchUngd", "bench-unguarded", &business)},
-		{name: "default (code-node, reserve)", opts: gen("bench-default", generator.Options{}), baseline: unguarded},
+		{name: "default (code-node, lease)", opts: gen("bench-default", generator.Options{}), baseline: unguarded},
+		{name: "at-most-once (the default before lease)", opts: gen("bench-at-most-once", generator.Options{ReserveOptions: atMostOnce}), baseline: unguarded},
 		{name: "transactional (code-node)", opts: gen("bench-transactional", generator.Options{ReserveOptions: tx}), baseline: unguarded},
 		{name: "crypto-node", opts: gen("bench-cryptonode", generator.Options{Hashing: generator.HashingCryptoNode}), baseline: unguarded},
 		{name: "transactional (crypto-node)", opts: gen("bench-txcrypto", generator.Options{Hashing: generator.HashingCryptoNode, ReserveOptions: tx}), baseline: unguarded},
-		{name: "lease", opts: gen("bench-lease", generator.Options{ReserveOptions: lease}), baseline: unguarded},
 		{name: "keysvc", opts: gen("bench-keysvc", generator.Options{Hashing: generator.HashingKeysvc, ReserveOptions: generator.ReserveOptions{KeysvcURL: keysvcURL, KeysvcCredential: benchKeysvcBearer}}), baseline: unguarded},
 	}
 	if withNode {
