@@ -16,15 +16,15 @@ import (
 // they are killed: more than one worker's share, so that both hold some.
 const nodeKillEvents = 6
 
-// testNodeWorkersKilled deploys the community node's guard on q (queue
-// mode), holds every business step of nodeKillEvents new events at a gate
-// after the node reserved (or leased) their keys, SIGKILLs both workers
-// while they hold them, restarts them, opens the gate, and returns what
-// each event's first delivery was answered and the options.
-func testNodeWorkersKilled(t *testing.T, q *sandbox.Stack, prefix string, guard generator.Guard) (generator.Options, deployment, []response) {
+// testWorkersKilled deploys the guard of hashing and guard ("" for the
+// default) on q (queue mode), holds every business step of nodeKillEvents
+// new events at a gate after the guard reserved (or leased) their keys,
+// SIGKILLs both workers while they hold them, restarts them, opens the gate,
+// and returns what each event's first delivery was answered and the options.
+func testWorkersKilled(t *testing.T, q *sandbox.Stack, prefix string, hashing generator.Hashing, guard generator.Guard) (generator.Options, deployment, []response) {
 	t.Helper()
 	ctx := context.Background()
-	opts := seedOptions(prefix, generator.HashingNode)
+	opts := seedOptions(prefix, hashing)
 	opts.Guard = guard
 	opts.Lease = 20 * time.Second
 	d := deploy(t, opts)
@@ -90,8 +90,8 @@ END $$`)
 // leased) its key: what the provider was answered, what its retry gets,
 // and what runs the step.
 func testQueueNodeWorkersKilled(t *testing.T, q *sandbox.Stack) {
-	t.Run("reserve: the key stays reserved; released, the retry runs the step", func(t *testing.T) {
-		opts, d, firsts := testNodeWorkersKilled(t, q, "qkr", generator.GuardAtMostOnce)
+	t.Run("at-most-once: the key stays reserved; released, the retry runs the step", func(t *testing.T) {
+		opts, d, firsts := testWorkersKilled(t, q, "qkr", generator.HashingNode, generator.GuardAtMostOnce)
 		for i, r := range firsts {
 			t.Logf("event %d, first delivery: %d %.160q", i, r.status, r.body)
 			if r.status == 200 {
@@ -115,46 +115,61 @@ func testQueueNodeWorkersKilled(t *testing.T, q *sandbox.Stack) {
 		}
 	})
 	t.Run("lease: the retry is refused until the lease expires, then runs the step once, with the same key", func(t *testing.T) {
-		opts, d, firsts := testNodeWorkersKilled(t, q, "qkl", generator.GuardLease)
-		for i, r := range firsts {
-			t.Logf("event %d, first delivery: %d %.160q", i, r.status, r.body)
-			if r.status == 200 {
-				t.Errorf("event %d: the delivery whose worker died was answered 200 (%s)", i, r.body)
-			}
-		}
-		expires := time.Now()
-		var until time.Time
-		if err := st.Business.QueryRow(context.Background(), "SELECT max(lease_until) FROM "+opts.EventsTable).Scan(&until); err == nil {
-			expires = until
-		}
-		if time.Until(expires) > time.Second {
-			if r := post(t, d.url, "application/json", []byte(`{"id":"evt_qkl_0","type":"t"}`), nil); r.status != 409 {
-				t.Errorf("a retry within the dead attempt's lease: %d %s, want 409", r.status, r.body)
-			}
-		}
-		time.Sleep(time.Until(expires) + time.Second)
-		for i := range nodeKillEvents {
-			body := fmt.Appendf(nil, `{"id":"evt_qkl_%d","type":"t"}`, i)
-			r, ok := deliverUntil(func() response { return postNoFatal(d.url, "application/json", body) }, func(first time.Time) time.Time { return first.Add(time.Minute) })
-			if !ok || !strings.Contains(r.body, `"processed"`) {
-				t.Errorf("event %d after its lease expired: %d %s, want 200 processed", i, r.status, r.body)
-			}
-		}
-		rows := countPerEvent(t, "SELECT substr(event_key, $2) FROM "+opts.BusinessTable+" WHERE event_key LIKE $1", "evt:evt\\_qkl\\_%", len("evt:evt_qkl_")+1)
-		var attempts []int
-		for i := range nodeKillEvents {
-			if rows[i] != 1 {
-				t.Errorf("event %d ran its step %d times, want once", i, rows[i])
-			}
-			var a int
-			st.Business.QueryRow(context.Background(), "SELECT attempts FROM "+opts.EventsTable+" WHERE key = $1", fmt.Sprintf("evt:evt_qkl_%d", i)).Scan(&a)
-			attempts = append(attempts, a)
-		}
-		t.Logf("attempts per event after the takeover: %v", attempts)
-		for i, a := range attempts {
-			if a != 2 {
-				t.Errorf("event %d: %d attempts, want 2 (the dead one, the one that took the lease over)", i, a)
-			}
-		}
+		testRetriesAfterLease(t, "qkl", generator.HashingNode, q)
 	})
+}
+
+// The default guard (the lease, the Code node) on queue mode's workers,
+// both SIGKILLed while every business step of six events waited after the
+// guard had leased its key: each retry is refused until the lease expires,
+// then takes it over and runs the step once.
+func testQueueDefaultWorkersKilled(t *testing.T, q *sandbox.Stack) {
+	testRetriesAfterLease(t, "qkd", generator.HashingCodeNode, q)
+}
+
+// testRetriesAfterLease kills q's workers while hashing's lease guard holds
+// nodeKillEvents keys, then retries each event as a provider would: 409
+// within the dead attempt's lease, then each step once, on attempt 2.
+func testRetriesAfterLease(t *testing.T, prefix string, hashing generator.Hashing, q *sandbox.Stack) {
+	opts, d, firsts := testWorkersKilled(t, q, prefix, hashing, "")
+	for i, r := range firsts {
+		t.Logf("event %d, first delivery: %d %.160q", i, r.status, r.body)
+		if r.status == 200 {
+			t.Errorf("event %d: the delivery whose worker died was answered 200 (%s)", i, r.body)
+		}
+	}
+	expires := time.Now()
+	var until time.Time
+	if err := st.Business.QueryRow(context.Background(), "SELECT max(lease_until) FROM "+opts.EventsTable).Scan(&until); err == nil {
+		expires = until
+	}
+	if time.Until(expires) > time.Second {
+		if r := post(t, d.url, "application/json", fmt.Appendf(nil, `{"id":"evt_%s_0","type":"t"}`, prefix), nil); r.status != 409 {
+			t.Errorf("a retry within the dead attempt's lease: %d %s, want 409", r.status, r.body)
+		}
+	}
+	time.Sleep(time.Until(expires) + time.Second)
+	for i := range nodeKillEvents {
+		body := fmt.Appendf(nil, `{"id":"evt_%s_%d","type":"t"}`, prefix, i)
+		r, ok := deliverUntil(func() response { return postNoFatal(d.url, "application/json", body) }, func(first time.Time) time.Time { return first.Add(time.Minute) })
+		if !ok || !strings.Contains(r.body, `"processed"`) {
+			t.Errorf("event %d after its lease expired: %d %s, want 200 processed", i, r.status, r.body)
+		}
+	}
+	rows := countPerEvent(t, "SELECT substr(event_key, $2) FROM "+opts.BusinessTable+" WHERE event_key LIKE $1", "evt:evt\\_"+prefix+"\\_%", len("evt:evt_"+prefix+"_")+1)
+	var attempts []int
+	for i := range nodeKillEvents {
+		if rows[i] != 1 {
+			t.Errorf("event %d ran its step %d times, want once", i, rows[i])
+		}
+		var a int
+		st.Business.QueryRow(context.Background(), "SELECT attempts FROM "+opts.EventsTable+" WHERE key = $1", fmt.Sprintf("evt:evt_%s_%d", prefix, i)).Scan(&a)
+		attempts = append(attempts, a)
+	}
+	t.Logf("attempts per event after the takeover: %v", attempts)
+	for i, a := range attempts {
+		if a != 2 {
+			t.Errorf("event %d: %d attempts, want 2 (the dead one, the one that took the lease over)", i, a)
+		}
+	}
 }

@@ -127,6 +127,7 @@ func TestQueueMode(t *testing.T) {
 		}
 	})
 
+	t.Run("default, workers killed holding keys", func(t *testing.T) { testQueueDefaultWorkersKilled(t, q) })
 	t.Run("node, workers killed holding keys", func(t *testing.T) { testQueueNodeWorkersKilled(t, q) })
 
 	t.Run("worker killed mid-load", func(t *testing.T) {
