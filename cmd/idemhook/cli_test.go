@@ -279,4 +279,8 @@ func TestCleanupTakesDeploysOptions(t *testing.T) {
 	if code, _, stderr := runCLI("", "cleanup", "--now", "--n8n-url", "http://127.0.0.1:1", "--api-key-file", key, "--retention", "soon"); code != 2 || !strings.Contains(stderr, "retention") {
 		t.Errorf("a bad --retention: exit %d %q, want 2", code, stderr)
 	}
+	// keysvc keeps the keys: there is no cleanup workflow to run.
+	if code, _, stderr := runCLI("", "cleanup", "--now", "--n8n-url", "http://127.0.0.1:1", "--api-key-file", key, "--hashing", "keysvc"); code != 2 || !strings.Contains(stderr, "keysvc keeps the keys and prunes them after its --retention") {
+		t.Errorf("cleanup in keysvc mode: exit %d %q, want 2 saying keysvc prunes its keys", code, stderr)
+	}
 }

@@ -227,7 +227,12 @@ func runDeploy(ctx context.Context, args []string, std stdio) error {
 			fmt.Fprintf(std.out, "\nlive; give the provider this URL:\n  %s\n", d.URL)
 		}
 	}
-	fmt.Fprintln(std.out, "\nThe workflows need their schema in the database the credential points at: idemhook schema [same options] | psql …")
+	if r.from == "" && r.opts.KeysInKeysvc() {
+		fmt.Fprintln(std.out, "\nThe example business step needs its table in the database its credential points at: idemhook schema [same options] | psql …\n"+
+			"keysvc keeps the keys and prunes them after its --retention: no events table, no cleanup workflow.")
+	} else {
+		fmt.Fprintln(std.out, "\nThe workflows need their schema in the database the credential points at: idemhook schema [same options] | psql …")
+	}
 	return nil
 }
 
@@ -343,6 +348,9 @@ func runCleanup(ctx context.Context, args []string, std stdio) error {
 		if w.File == generator.FileCleanup {
 			name = w.Doc.Name
 		}
+	}
+	if name == "" && r.from == "" && r.opts.KeysInKeysvc() {
+		return usagef("%v", generator.ErrNoCleanupWorkflow)
 	}
 	if name == "" {
 		return usagef("no cleanup workflow among the files")

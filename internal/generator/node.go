@@ -13,6 +13,10 @@ const (
 	NodeRetryLater   = "Retry Later?"
 	NodeRejected     = "Rejected?"
 	NodeRespond500NS = "Respond 500 guard not set up"
+	// NodeRespondRefused passes keysvc's refusal of a delivery on: 400 for
+	// an empty body, 401 for a signature it did not verify, 413 for a body
+	// over its limit.
+	NodeRespondRefused = "Respond with keysvc's refusal"
 )
 
 // Expressions that read what the Idempotency Guard added to the Webhook's
@@ -130,7 +134,7 @@ func addNodeGuardHead(g *graph, r resolved, answer answerer, from string, onNew 
 	if r.nodeOnKeysvc() {
 		// keysvc's own verdict on the delivery: 400 for an empty body, 401
 		// for a signature it did not verify, 413 for a body over its limit.
-		rejected = answer(NodeRespond400, g.at(4, row+1), "={{ $json.details.httpStatus }}", "={{ JSON.stringify({ status: 'rejected', error: $json.error }) }}")
+		rejected = answer(NodeRespondRefused, g.at(4, row+1), "={{ $json.details.httpStatus }}", "={{ JSON.stringify({ status: 'rejected', error: $json.error }) }}")
 	}
 	g.connect(NodeRejected, 0, g.addNode(rejected))
 	g.connect(NodeRejected, 1, g.addNode(answer(NodeRespond500NS, g.at(4, row+2), 500,

@@ -98,9 +98,15 @@ func noteName(markdown string) string {
 // and where the docs are. What it says of n8n's environment and credentials
 // is read from g's nodes, so that it says what the workflow contains.
 func setupNote(g *graph, r resolved, page string) []string {
-	lines := []string{"## Setup", "",
-		"1. Apply **schema.sql** to the database the credential points at (`idemhook schema … | psql`).",
-		"2. Postgres credential: **" + r.CredentialName + "**. `idemhook deploy` binds it by id; an editor import binds by name."}
+	schema := "1. Apply **schema.sql** to the database the credential points at (`idemhook schema … | psql`)."
+	if r.KeysInKeysvc() {
+		schema = "1. Apply **schema.sql** to the database the credential points at: the example business step's table only. keysvc keeps the keys in its own store and prunes them after its `--retention`: there is no cleanup workflow."
+	}
+	lines := []string{"## Setup", "", schema,
+		"2. Postgres credential: **" + r.CredentialName + "** (the example business step's). `idemhook deploy` binds it by id; an editor import binds by name."}
+	if !r.KeysInKeysvc() {
+		lines[len(lines)-1] = "2. Postgres credential: **" + r.CredentialName + "**. `idemhook deploy` binds it by id; an editor import binds by name."
+	}
 	step := 3
 	add := func(s string) {
 		lines = append(lines, strconv.Itoa(step)+". "+s)

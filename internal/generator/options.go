@@ -478,6 +478,24 @@ func (r *resolved) nodeOnKeysvc() bool {
 	return r.Hashing == HashingNode && r.NodeStore == NodeStoreKeysvc
 }
 
+// KeysInKeysvc reports whether keysvc holds the guard's keys (HashingKeysvc,
+// or the community node on keysvc): they are in keysvc's own store, which
+// keysvc prunes after its --retention, so the files hold no events table
+// and no cleanup workflow. NodeStore may still be unset: it is read as
+// withDefaults reads it.
+func (o Options) KeysInKeysvc() bool {
+	if o.Pattern == PatternInbox {
+		return false
+	}
+	store := o.NodeStore
+	if store == "" {
+		if p, ok := communitynode.OfType(o.NodeType); ok {
+			store = p.Store
+		}
+	}
+	return o.Hashing == HashingKeysvc || (o.Hashing == HashingNode && store == NodeStoreKeysvc)
+}
+
 // nodePackageName is the community node's package (HashingNode).
 func (r *resolved) nodePackageName() string {
 	p, _ := nodePackage(r.NodeStore)
@@ -492,6 +510,9 @@ func (o Options) resolve() (resolved, error) {
 	}
 	if err := o.checkNodeChoice(); err != nil {
 		return resolved{}, err
+	}
+	if o.KeysInKeysvc() && o.Retention != 0 {
+		return resolved{}, optionError("retention", o.Retention.String(), "keysvc keeps the keys in its own store and prunes them itself: give keysvc its --retention (no cleanup workflow is written in this mode)")
 	}
 	o = o.withDefaults()
 	for _, check := range []func() error{o.checkNames, o.checkHashing, o.checkVerify, o.checkPreset, o.Executions.check} {

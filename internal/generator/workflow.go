@@ -63,6 +63,11 @@ func WorkflowIDs(o Options) (main, cleanup string, err error) {
 // pattern, whose workflows come from Files.
 var ErrInboxFiles = errors.New("the inbox pattern writes several workflows: use Files")
 
+// ErrNoCleanupWorkflow is returned by CleanupWorkflow when keysvc holds the
+// keys (HashingKeysvc, or the community node on keysvc): keysvc prunes them
+// after its own --retention.
+var ErrNoCleanupWorkflow = errors.New("keysvc keeps the keys and prunes them after its --retention: there is no cleanup workflow")
+
 // Workflow returns the importable webhook workflow for o.
 func Workflow(o Options) ([]byte, error) {
 	r, err := o.resolve()
@@ -418,6 +423,9 @@ func CleanupWorkflow(o Options) ([]byte, error) {
 	if r.Pattern == PatternInbox {
 		return nil, ErrInboxFiles
 	}
+	if r.KeysInKeysvc() {
+		return nil, ErrNoCleanupWorkflow
+	}
 	id := workflowID("cleanup/" + r.WebhookPath)
 	g := newGraph(id)
 	g.add(node{Name: NodeCleanupSchedule, Type: typeSchedule, Position: g.at(0, 0), Parameters: map[string]any{
@@ -446,8 +454,13 @@ func Schema(o Options) (string, error) {
 		return inboxSchema(r)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "-- idemhook schema (guard: %s). Safe to run more than once.\n", r.Guard)
-	b.WriteString(pgsql.EventsDDL(r.events, r.Guard == GuardLease))
+	if r.KeysInKeysvc() {
+		b.WriteString("-- idemhook schema (keysvc keeps the keys in its own store and prunes them after its --retention:\n" +
+			"-- only the example business step's table is here). Safe to run more than once.\n")
+	} else {
+		fmt.Fprintf(&b, "-- idemhook schema (guard: %s). Safe to run more than once.\n", r.Guard)
+		b.WriteString(pgsql.EventsDDL(r.events, r.Guard == GuardLease))
+	}
 	b.WriteString(pgsql.BusinessDDL(r.business))
 	return b.String(), nil
 }
@@ -517,11 +530,12 @@ func Files(o Options) (map[string][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		cleanup, err := CleanupWorkflow(o)
-		if err != nil {
-			return nil, err
+		files = map[string][]byte{FileWorkflow: wf}
+		if !r.KeysInKeysvc() {
+			if files[FileCleanup], err = CleanupWorkflow(o); err != nil {
+				return nil, err
+			}
 		}
-		files = map[string][]byte{FileWorkflow: wf, FileCleanup: cleanup}
 	}
 	schema, err := Schema(o)
 	if err != nil {

@@ -885,3 +885,54 @@ func TestNotesSayWhatTheWorkflowHolds(t *testing.T) {
 		}
 	}
 }
+
+// Where keysvc holds the keys (its own store, pruned by its --retention),
+// the files hold no events table and no cleanup workflow, the notes say so,
+// --retention is refused, and the node's branch that passes keysvc's
+// refusals on (400, 401, 413) is named for them.
+func TestKeysvcKeepsTheKeys(t *testing.T) {
+	for _, o := range []generator.Options{
+		{Hashing: generator.HashingKeysvc},
+		{Hashing: generator.HashingNode, NodeStore: generator.NodeStoreKeysvc},
+		{Hashing: generator.HashingNode, NodeType: "n8n-nodes-idemhook.idempotencyGuard"},
+	} {
+		files, err := generator.Files(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := files[generator.FileCleanup]; ok {
+			t.Errorf("%+v: a cleanup workflow for keys keysvc keeps", o)
+		}
+		if schema := string(files["schema.sql"]); strings.Contains(schema, "processed_events") || !strings.Contains(schema, "business_log") {
+			t.Errorf("%+v: schema.sql\n%s\nwant the business table only", o, schema)
+		}
+		if _, err := generator.CleanupWorkflow(o); !errors.Is(err, generator.ErrNoCleanupWorkflow) {
+			t.Errorf("%+v: CleanupWorkflow: %v", o, err)
+		}
+		var notes strings.Builder
+		for _, n := range gjson.GetBytes(files[generator.FileWorkflow], `nodes.#(type=="n8n-nodes-base.stickyNote")#`).Array() {
+			notes.WriteString(n.Get("parameters.content").String())
+		}
+		if !strings.Contains(notes.String(), "prunes them after its `--retention`: there is no cleanup workflow") {
+			t.Errorf("%+v: the Setup note does not say keysvc keeps the keys:\n%s", o, notes.String())
+		}
+		withRetention := o
+		withRetention.Retention = 40 * 24 * time.Hour
+		var oe *generator.OptionError
+		if _, err := generator.Files(withRetention); !errors.As(err, &oe) || oe.Option != "retention" {
+			t.Errorf("%+v with --retention: %v, want it refused", o, err)
+		}
+	}
+	w := generate(t, generator.Options{Hashing: generator.HashingNode, NodeStore: generator.NodeStoreKeysvc})
+	if got := w.node(generator.NodeRespondRefused).Get("parameters.options.responseCode").String(); got != "={{ $json.details.httpStatus }}" {
+		t.Errorf("%s answers %q, want keysvc's status", generator.NodeRespondRefused, got)
+	}
+	if _, ok := w.byID[generator.NodeRespond400]; ok {
+		t.Errorf("the node on keysvc still has %q, which answers 401 and 413 too", generator.NodeRespond400)
+	}
+	// The PostgreSQL package's node keeps its events table and its cleanup.
+	files, _ := generator.Files(generator.Options{Hashing: generator.HashingNode})
+	if _, ok := files[generator.FileCleanup]; !ok || !strings.Contains(string(files["schema.sql"]), "processed_events") {
+		t.Error("the node on PostgreSQL lost its events table or its cleanup workflow")
+	}
+}
