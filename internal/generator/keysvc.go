@@ -29,7 +29,7 @@ const keysvcKeyExpr = "$('" + NodeKeysvcReserve + "').item.json.body.key"
 // provider retries: never a 200 that reserved nothing.
 func addKeysvcFlow(g *graph, r resolved) {
 	addKeysvcReserve(g, r)
-	addKeysvcDecision(g)
+	addKeysvcDecision(g, r)
 	addKeysvcNewEvent(g, r)
 }
 
@@ -82,14 +82,19 @@ func keysvcAnswerBody(status, extra string) string {
 // addKeysvcDecision branches on keysvc's status: 201 goes on to the
 // business step (addKeysvcNewEvent), 200 is a duplicate, and anything else
 // is passed on (a 4xx) or answered 503.
-func addKeysvcDecision(g *graph) {
+func addKeysvcDecision(g *graph, r resolved) {
 	status := "={{ $json.statusCode }}"
 	opNumberEq := map[string]any{"type": "number", "operation": "equals"}
 	g.add(ifNode(g, NodeReserved, g.at(2, 0), status, opNumberEq, 201))
 	g.connect(NodeKeysvcReserve, 0, NodeReserved)
 	g.add(ifNode(g, NodeDuplicate, g.at(3, 1), status, opNumberEq, 200))
 	g.connect(NodeReserved, 1, NodeDuplicate)
-	g.add(respondNode(NodeRespondDup, g.at(4, 1), 200, keysvcAnswerBody("duplicate", "")))
+	duplicate := keysvcAnswerBody("duplicate", "")
+	if r.checksSlackURL() {
+		// keysvc verified Slack's URL check and reserved nothing: echo its challenge.
+		duplicate = "={{ $json.body.status === 'url_verification' ? JSON.stringify({ challenge: $json.body.challenge }) : JSON.stringify({ status: 'duplicate', key: " + keysvcKeyExpr + " }) }}"
+	}
+	g.add(respondNode(NodeRespondDup, g.at(4, 1), 200, duplicate))
 	g.connect(NodeDuplicate, 0, NodeRespondDup)
 	g.add(respondNode(NodeRespondKeysvc, g.at(4, 2), "={{ $json.statusCode >= 400 && $json.statusCode < 500 ? $json.statusCode : 503 }}",
 		"={{ JSON.stringify($json.body) }}", [2]string{"Retry-After", "={{ $json.headers['retry-after'] || '5' }}"}))

@@ -108,7 +108,13 @@ func addNodeGuardHead(g *graph, r resolved, answer answerer, from string, onNew 
 		return "={{ JSON.stringify({ status: '" + status + "', key: $json.idempotency.key }) }}"
 	}
 	onNew(NodeGuard)
-	g.connect(NodeGuard, 1, g.addNode(answer(NodeRespondDup, g.at(2, 1), 200, respond("duplicate"))))
+	duplicate := respond("duplicate")
+	if r.nodeOnKeysvc() && r.checksSlackURL() {
+		// keysvc verified Slack's URL check and reserved nothing: the node
+		// routes it here with the challenge to echo.
+		duplicate = "={{ $json.idempotency.status === 'url_verification' ? JSON.stringify({ challenge: $json.idempotency.challenge }) : JSON.stringify({ status: 'duplicate', key: $json.idempotency.key }) }}"
+	}
+	g.connect(NodeGuard, 1, g.addNode(answer(NodeRespondDup, g.at(2, 1), 200, duplicate)))
 	if r.Guard == GuardLease {
 		retryAfter := fmt.Sprint(int64(min(r.Lease, 300e9) / 1e9))
 		g.connect(NodeGuard, 2, g.addNode(answer(NodeRespond409, g.at(2, 2), 409, respond("in_progress"), [2]string{"Retry-After", retryAfter})))

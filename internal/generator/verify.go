@@ -11,7 +11,35 @@ const (
 	NodeComputeSignature = "Compute Signature"
 	NodeSignatureValid   = "Signature Valid?"
 	NodeRespond401       = "Respond 401 invalid signature"
+	// NodeSlackEvent lets every delivery but Slack's URL check go on; the
+	// check is answered its challenge by NodeRespondChallenge.
+	NodeSlackEvent       = "Slack Event?"
+	NodeRespondChallenge = "Respond Slack challenge"
 )
+
+// slackURLCheck is true of a delivery that is Slack's Events API URL check
+// ({"type":"url_verification","challenge":…}), in a JavaScript expression
+// over body b (the Webhook's parsed body).
+const slackURLCheck = "b !== null && typeof b === 'object' && b.type === 'url_verification' && typeof b.challenge === 'string'"
+
+// checksSlackURL reports whether r's deliveries may be Slack's (its
+// signature, or its key preset): Slack checks an Events API Request URL by
+// sending it {"type":"url_verification","challenge":…}, signed like any
+// request, and accepts the URL only when the answer echoes the challenge.
+func (r *resolved) checksSlackURL() bool { return r.Verify == "slack" || r.Preset == "slack" }
+
+// addSlackURLCheck answers Slack's URL check after from (the signature
+// check, or the Webhook) with its challenge, reserving nothing and running
+// nothing; every other delivery goes on from the returned node's first
+// output.
+func addSlackURLCheck(g *graph, answer answerer, from string) string {
+	body := "$('" + NodeWebhook + "').item.json.body"
+	g.add(ifNode(g, NodeSlackEvent, g.at(1, 0), "={{ (() => { const b = "+body+"; return !("+slackURLCheck+"); })() }}", opBooleanTrue, ""))
+	g.connect(from, 0, NodeSlackEvent)
+	g.connect(NodeSlackEvent, 1, g.addNode(answer(NodeRespondChallenge, g.at(2, 3), 200, "={{ JSON.stringify({ challenge: "+body+".challenge }) }}")))
+	g.col++
+	return NodeSlackEvent
+}
 
 // addVerifyNodes checks the provider's signature before anything else: a
 // forged request never reaches the key step, so it cannot reserve a real
@@ -28,6 +56,9 @@ func addVerifyNodes(g *graph, r resolved) (string, error) {
 // addVerifyNodesAnswering is addVerifyNodes with the 401 given by answer.
 func addVerifyNodesAnswering(g *graph, r resolved, answer answerer) (string, error) {
 	if r.Verify == "" {
+		if r.checksSlackURL() {
+			return addSlackURLCheck(g, answer, NodeWebhook), nil
+		}
 		return NodeWebhook, nil
 	}
 	prepare, err := templates.SignaturePrepareScript(r.Verify, int(r.Tolerance.Seconds()))
@@ -39,7 +70,11 @@ func addVerifyNodesAnswering(g *graph, r resolved, answer answerer) (string, err
 	}})
 	g.connect(NodeWebhook, 0, NodePrepareSignature)
 	g.col++
-	return addSignatureComparison(g, r, NodePrepareSignature, answer), nil
+	verified := addSignatureComparison(g, r, NodePrepareSignature, answer)
+	if r.checksSlackURL() {
+		return addSlackURLCheck(g, answer, verified), nil
+	}
+	return verified, nil
 }
 
 // addSignatureComparison adds the check's last two steps after prepared, the

@@ -936,3 +936,49 @@ func TestKeysvcKeepsTheKeys(t *testing.T) {
 		t.Error("the node on PostgreSQL lost its events table or its cleanup workflow")
 	}
 }
+
+// Slack's URL check is answered its challenge after the signature check
+// and before the key: nothing reserved, nothing run. Without a Slack
+// signature or preset the workflow has no such branch.
+func TestSlackURLCheckAnsweredBeforeTheKey(t *testing.T) {
+	for _, o := range []generator.Options{
+		{Verify: "slack"},
+		{Verify: "slack", Hashing: generator.HashingCryptoNode, Preset: "stripe"},
+		{Preset: "slack"},
+		{Verify: "slack", ReserveOptions: generator.ReserveOptions{Guard: generator.GuardTransactional}},
+		{Verify: "slack", Hashing: generator.HashingNode},
+	} {
+		w := generate(t, o)
+		checkEveryPathAnswers(t, w)
+		from := generator.NodeWebhook
+		if o.Verify != "" {
+			from = generator.NodeSignatureValid
+		}
+		w.wantEdge(from, 0, generator.NodeSlackEvent)
+		w.wantEdge(generator.NodeSlackEvent, 1, generator.NodeRespondChallenge)
+		if got := w.targets(generator.NodeRespondChallenge, 0); len(got) != 0 {
+			t.Errorf("%+v: nodes run after the challenge: %v", o, got)
+		}
+		respond := w.node(generator.NodeRespondChallenge).Get("parameters")
+		if respond.Get("options.responseCode").Int() != 200 || !strings.Contains(respond.Get("responseBody").String(), "challenge: $('Webhook').item.json.body.challenge") {
+			t.Errorf("%+v: the challenge's answer %s", o, respond.Raw)
+		}
+		if cond := w.node(generator.NodeSlackEvent).Get("parameters.conditions.conditions.0.leftValue").String(); !strings.Contains(cond, "b.type === 'url_verification'") {
+			t.Errorf("%+v: Slack Event? tests %s", o, cond)
+		}
+	}
+	for _, o := range []generator.Options{{}, {Verify: "stripe"}, {Verify: "github"}} {
+		if _, ok := generate(t, o).byID[generator.NodeSlackEvent]; ok {
+			t.Errorf("%+v: a Slack URL check in a workflow that takes no Slack delivery", o)
+		}
+	}
+	// Where keysvc verifies, its answer carries the challenge to echo.
+	keysvc := generate(t, generator.Options{Hashing: generator.HashingKeysvc, Verify: "slack"})
+	if body := keysvc.node(generator.NodeRespondDup).Get("parameters.responseBody").String(); !strings.Contains(body, "$json.body.status === 'url_verification'") {
+		t.Errorf("keysvc mode's duplicate answer does not echo the challenge: %s", body)
+	}
+	node := generate(t, generator.Options{Hashing: generator.HashingNode, NodeStore: generator.NodeStoreKeysvc, Verify: "slack"})
+	if body := node.node(generator.NodeRespondDup).Get("parameters.responseBody").String(); !strings.Contains(body, "$json.idempotency.challenge") {
+		t.Errorf("the node on keysvc's duplicate answer does not echo the challenge: %s", body)
+	}
+}
