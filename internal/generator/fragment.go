@@ -64,7 +64,7 @@ func ErrorWorkflowName(workflow string) string {
 // GuardFragment takes: the key is built in n8n, and held apart from the
 // user's own nodes.
 var (
-	FragmentGuards   = []Guard{GuardAtMostOnce, GuardLease}
+	FragmentGuards   = []Guard{GuardLease, GuardAtMostOnce}
 	FragmentHashings = []Hashing{HashingCodeNode, HashingCryptoNode, HashingNode}
 )
 
@@ -128,7 +128,7 @@ func checkGuardable(r resolved) error {
 	case !slices.Contains(FragmentHashings, r.Hashing):
 		return optionError("hashing mode", string(r.Hashing), "guard builds the key in n8n: use code-node, crypto-node or node (a keysvc-mode workflow is generated: idemhook generate --hashing keysvc)")
 	case !slices.Contains(FragmentGuards, r.Guard):
-		return optionError("guard mode", string(r.Guard), "the transactional guard reserves in the business write's own statement, which guard cannot write into your node: use reserve or lease")
+		return optionError("guard mode", string(r.Guard), "the transactional guard reserves in the business write's own statement, which guard cannot write into your node: use lease (the default) or at-most-once")
 	}
 	return nil
 }

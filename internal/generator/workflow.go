@@ -226,7 +226,7 @@ func markDoneOf(r resolved, pos [2]int) node {
 type answerer func(name string, pos [2]int, status any, body string, headers ...[2]string) node
 
 // addGuardHead adds the guard up to its decision: the signature check, the
-// key, the empty-body answer, the reservation (reserve or lease) with its
+// key, the empty-body answer, the reservation (lease or at-most-once) with its
 // answer when the database does not answer, and the decision with its
 // answers for a duplicate and, with a lease, for an attempt in progress.
 // onNew adds what a new event runs, from the decision's first output; it is
