@@ -187,6 +187,10 @@ func receiverGraph(g *graph, r resolved, ids map[string]string) error {
 	if r.Verify != "" {
 		keyed = addSignatureComparison(g, r, NodeBuildReceipt, respondNode)
 	}
+	if r.checksSlackURL() {
+		// Slack's URL check is answered, never saved as an event.
+		keyed = addSlackURLCheck(g, respondNode, keyed)
+	}
 	g.add(ifNode(g, NodeKeyBuilt, g.at(1, 0), "={{ $json.key }}", opStringNotEmpty, ""))
 	g.connect(keyed, 0, NodeKeyBuilt)
 	g.add(respondNode(NodeRespond400, g.at(2, 2), 400,

@@ -425,3 +425,19 @@ func TestInboxRules(t *testing.T) {
 		t.Errorf("--rules stripe-paypal: %v", err)
 	}
 }
+
+// The inbox receiver answers Slack's URL check its challenge after the
+// signature check, and saves nothing.
+func TestInboxReceiverAnswersSlackURLCheck(t *testing.T) {
+	files, err := generator.Files(generator.Options{Pattern: generator.PatternInbox, Verify: "slack"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := parse(t, files[generator.FileReceiver])
+	w.wantEdge(generator.NodeSignatureValid, 0, generator.NodeSlackEvent)
+	w.wantEdge(generator.NodeSlackEvent, 0, generator.NodeKeyBuilt)
+	w.wantEdge(generator.NodeSlackEvent, 1, generator.NodeRespondChallenge)
+	if got := w.targets(generator.NodeRespondChallenge, 0); len(got) != 0 {
+		t.Errorf("nodes run after the challenge: %v", got)
+	}
+}
