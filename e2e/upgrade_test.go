@@ -92,10 +92,11 @@ func TestUpgradeInPlace(t *testing.T) {
 	first := make(chan response, 1)
 	go func() { first <- postNoFatal(url, "application/json", after) }()
 	waitFor(t, 30*time.Second, "the new event's step to run", func() bool { return stepsRunning(t, "upg_business_log") == 1 })
-	if r := post(t, url, "application/json", after, nil); r.status != 409 {
-		t.Errorf("a retry while the upgraded workflow's step runs: %d %s, want 409", r.status, r.body)
-	}
+	retry, err := sendWithTimeout(url, "application/json", after, nil, 10*time.Second)
 	release()
+	if err != nil || retry.status != 409 || retry.retryAfter == "" {
+		t.Errorf("a retry while the upgraded workflow's step runs: %d %s (Retry-After %q, %v), want 409 at once, with Retry-After", retry.status, retry.body, retry.retryAfter, err)
+	}
 	if r := <-first; r.status != 200 || !strings.Contains(r.body, `"processed"`) {
 		t.Errorf("the new event after the upgrade: %d %s, want 200 processed", r.status, r.body)
 	}

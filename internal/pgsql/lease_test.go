@@ -200,3 +200,40 @@ func TestBusinessInsertDoneRace(t *testing.T) {
 		}
 	}
 }
+
+// A retry while the holder's step statement runs (and holds the key's row
+// lock) is answered busy at once, not after the step.
+func TestAcquireLeaseDoesNotWaitForTheHolder(t *testing.T) {
+	db, events, business := leaseTables(t)
+	ctx := context.Background()
+	_, attempt := acquire(t, db, events, "evt:held", time.Minute)
+	step, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer step.Rollback(ctx)
+	// The holder's step, its statement run and its transaction not yet
+	// committed: the row is locked.
+	if _, err := step.Exec(ctx, pgsql.BusinessInsertDone(events, business), "evt:held", "", attempt); err != nil {
+		t.Fatal(err)
+	}
+	retry, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer retry.Rollback(ctx)
+	if _, err := retry.Exec(ctx, "SET LOCAL lock_timeout = '2s'"); err != nil {
+		t.Fatal(err)
+	}
+	var outcome string
+	if err := retry.QueryRow(ctx, pgsql.AcquireLease(events, time.Minute), "evt:held").Scan(new(string), &outcome, new(*int), new(*time.Time)); err != nil || outcome != string(pgsql.OutcomeBusy) {
+		t.Errorf("a retry during the holder's step: %q, %v; want busy at once", outcome, err)
+	}
+	retry.Rollback(ctx)
+	if err := step.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if outcome, _ := acquire(t, db, events, "evt:held", time.Minute); outcome != pgsql.OutcomeDone {
+		t.Errorf("a retry after the step committed: %s, want done", outcome)
+	}
+}

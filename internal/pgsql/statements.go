@@ -142,8 +142,16 @@ func Lookup(events Table) string {
 // expired is taken over (attempts + 1); anything else is left alone. It
 // always returns one row: key, outcome (OutcomeAcquired, OutcomeDone or
 // OutcomeBusy), attempt, the fencing token of the holder, and lease_until
-// (both NULL unless acquired). The row lock taken by ON CONFLICT makes two concurrent takeovers
-// of one expired lease impossible. A key inserted concurrently by another
+// (both NULL unless acquired).
+//
+// Concurrency: a key held under an unexpired lease is answered busy from the
+// statement's snapshot, before the insert, so a retry never waits on the
+// holder's row lock: the holder's step (BusinessInsertDone) locks the row
+// for as long as its statement runs, and a retry answered only after it
+// would be a retry that hangs. Otherwise the insert's ON CONFLICT takes the
+// row lock, and re-checks the row it waited for: two concurrent takeovers
+// of one expired lease cannot both win, and a takeover that waited for a
+// holder's done sees it done. A key inserted concurrently by another
 // statement after this one's snapshot reads as busy, which is safe: the
 // caller answers 409 and the provider retries.
 func AcquireLease(events Table, lease time.Duration) string {
@@ -162,9 +170,11 @@ func acquireLease(events Table, lease time.Duration, execution bool) string {
 	if execution {
 		cols, vals, set = cols+", execution_id", vals+", $2", ", execution_id = EXCLUDED.execution_id"
 	}
-	return fmt.Sprintf(`WITH acquired AS (
+	return fmt.Sprintf(`WITH held AS (
+  SELECT 1 FROM %[1]s WHERE key = $1 AND state = 'processing' AND lease_until >= now()
+), acquired AS (
   INSERT INTO %[1]s AS e (`+cols+`)
-  VALUES (`+vals+`)
+  SELECT `+vals+` WHERE NOT EXISTS (SELECT 1 FROM held)
   ON CONFLICT (key) DO UPDATE
     SET state = 'processing', lease_until = EXCLUDED.lease_until, attempts = e.attempts + 1`+set+`
     WHERE e.state = 'processing' AND e.lease_until < now()

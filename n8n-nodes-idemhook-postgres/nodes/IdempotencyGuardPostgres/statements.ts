@@ -119,9 +119,11 @@ export const statements = {
 		`INSERT INTO ${table} (key, execution_id) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING RETURNING key`,
 	/** The lease's entry transition for key $1: one row of key, outcome, attempt, lease_until. */
 	acquireLease: (table: string, leaseSeconds: number): string =>
-		`WITH acquired AS (
+		`WITH held AS (
+  SELECT 1 FROM ${table} WHERE key = $1 AND state = 'processing' AND lease_until >= now()
+), acquired AS (
   INSERT INTO ${table} AS e (key, state, lease_until)
-  VALUES ($1, 'processing', now() + interval '${leaseSeconds} seconds')
+  SELECT $1, 'processing', now() + interval '${leaseSeconds} seconds' WHERE NOT EXISTS (SELECT 1 FROM held)
   ON CONFLICT (key) DO UPDATE
     SET state = 'processing', lease_until = EXCLUDED.lease_until, attempts = e.attempts + 1
     WHERE e.state = 'processing' AND e.lease_until < now()
@@ -137,9 +139,11 @@ SELECT $1::text AS key,
   (SELECT lease_until FROM acquired) AS lease_until`,
 	/** acquireLease, recording the n8n execution $2. */
 	acquireLeaseForExecution: (table: string, leaseSeconds: number): string =>
-		`WITH acquired AS (
+		`WITH held AS (
+  SELECT 1 FROM ${table} WHERE key = $1 AND state = 'processing' AND lease_until >= now()
+), acquired AS (
   INSERT INTO ${table} AS e (key, state, lease_until, execution_id)
-  VALUES ($1, 'processing', now() + interval '${leaseSeconds} seconds', $2)
+  SELECT $1, 'processing', now() + interval '${leaseSeconds} seconds', $2 WHERE NOT EXISTS (SELECT 1 FROM held)
   ON CONFLICT (key) DO UPDATE
     SET state = 'processing', lease_until = EXCLUDED.lease_until, attempts = e.attempts + 1, execution_id = EXCLUDED.execution_id
     WHERE e.state = 'processing' AND e.lease_until < now()
