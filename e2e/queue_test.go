@@ -47,11 +47,11 @@ func TestQueueMode(t *testing.T) {
 		guard        generator.Guard
 	}
 	for _, v := range []variant{
-		{"reserve", "qr", generator.HashingCodeNode, generator.GuardAtMostOnce},
-		{"lease", "ql", generator.HashingCodeNode, generator.GuardLease},
+		{"default (lease)", "ql", generator.HashingCodeNode, ""},
+		{"at-most-once", "qr", generator.HashingCodeNode, generator.GuardAtMostOnce},
 		// The community node, run by the workers (they load the package
 		// from the user folder they share with the main process).
-		{"node", "qn", generator.HashingNode, generator.GuardAtMostOnce},
+		{"node", "qn", generator.HashingNode, ""},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			prefix, guard := v.prefix, v.guard
