@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
+	"github.com/idemhook/idemhook/internal/fingerprint"
 	"github.com/idemhook/idemhook/internal/n8napi"
 )
 
@@ -60,7 +60,7 @@ func Drift(want, got n8napi.Workflow) []string {
 			out = append(out, fmt.Sprintf("%s: a %s node the options do not give", name, shortType(gotNodes[name]["type"])))
 		}
 	}
-	if !reflect.DeepEqual(normalise(want.Connections), normalise(got.Connections)) {
+	if !reflect.DeepEqual(fingerprint.Connections(want.Connections), fingerprint.Connections(got.Connections)) {
 		out = append(out, connectionDrift(want.Connections, got.Connections)...)
 	}
 	for _, k := range sortedKeys(want.Settings) {
@@ -122,7 +122,7 @@ func valueHint(want, got any) string {
 
 // connectionDrift names each node whose outgoing connections differ.
 func connectionDrift(want, got map[string]any) []string {
-	w, g := normalise(want), normalise(got)
+	w, g := fingerprint.Connections(want), fingerprint.Connections(got)
 	var out []string
 	names := map[string]bool{}
 	for k := range w {
@@ -134,34 +134,6 @@ func connectionDrift(want, got map[string]any) []string {
 	for _, n := range sortedKeys(names) {
 		if !reflect.DeepEqual(w[n], g[n]) {
 			out = append(out, fmt.Sprintf("%s: its connections differ (n8n: %s; the options: %s)", n, describeOutputs(g[n]), describeOutputs(w[n])))
-		}
-	}
-	return out
-}
-
-// normalise reads connections as node → output → sorted targets, dropping
-// empty outputs at the end (the editor keeps some, the generator none).
-func normalise(conns map[string]any) map[string][][]string {
-	out := map[string][][]string{}
-	for from, v := range conns {
-		types, _ := v.(map[string]any)
-		outputs, _ := types["main"].([]any)
-		var list [][]string
-		for _, o := range outputs {
-			links, _ := o.([]any)
-			var targets []string
-			for _, l := range links {
-				lm, _ := l.(map[string]any)
-				targets = append(targets, fmt.Sprintf("%v#%v", lm["node"], lm["index"]))
-			}
-			sort.Strings(targets)
-			list = append(list, targets)
-		}
-		for len(list) > 0 && len(list[len(list)-1]) == 0 {
-			list = list[:len(list)-1]
-		}
-		if len(list) > 0 {
-			out[from] = list
 		}
 	}
 	return out

@@ -12,15 +12,7 @@ import (
 // it.
 func mainWorkflow(t *testing.T, o generator.Options) n8napi.Workflow {
 	t.Helper()
-	files, err := generator.Files(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws, err := Load(files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range ws {
+	for _, w := range loaded(t, o) {
 		if w.File == generator.FileWorkflow {
 			return w.Doc
 		}

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"slices"
 	"sort"
@@ -74,7 +75,7 @@ func Of(w Workflow) string {
 		Nodes       []canonicalNode
 		Connections map[string][][]string
 		Settings    map[string]any
-	}{nodes, mainConnections(w.Connections), w.Settings})
+	}{nodes, Connections(w.Connections), w.Settings})
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:8])
 }
@@ -115,10 +116,10 @@ func withoutKey(m map[string]any, key string) map[string]any {
 	return out
 }
 
-// mainConnections is conns as node → outputs → sorted "target#input",
-// without trailing empty outputs: the same wiring written in any order reads
-// the same.
-func mainConnections(conns map[string]any) map[string][][]string {
+// Connections reads n8n connections as node → output → sorted
+// "target#input", dropping empty outputs at the end (the editor keeps some,
+// the generator none): the same wiring written in any order reads the same.
+func Connections(conns map[string]any) map[string][][]string {
 	out := map[string][][]string{}
 	for from, v := range conns {
 		types, _ := v.(map[string]any)
@@ -126,11 +127,10 @@ func mainConnections(conns map[string]any) map[string][][]string {
 		var list [][]string
 		for _, o := range outputs {
 			links, _ := o.([]any)
-			targets := []string{}
+			var targets []string
 			for _, l := range links {
 				lm, _ := l.(map[string]any)
-				target, _ := json.Marshal([]any{lm["node"], lm["index"]})
-				targets = append(targets, string(target))
+				targets = append(targets, fmt.Sprintf("%v#%v", lm["node"], lm["index"]))
 			}
 			sort.Strings(targets)
 			list = append(list, targets)
