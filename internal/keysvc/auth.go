@@ -40,6 +40,17 @@ const (
 // Scopes are the scopes a token may have.
 var Scopes = []Scope{ScopeReserve, ScopeGuard, ScopeRead, ScopeAdmin}
 
+// ScopeNames names every scope for a sentence, from Scopes: "reserve,
+// guard, read or admin" (keysvc --help and ParseScope's error say it, so
+// neither drifts from the list).
+func ScopeNames() string {
+	names := make([]string, len(Scopes))
+	for i, sc := range Scopes {
+		names[i] = string(sc)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
 // ParseScope returns the scope named s.
 func ParseScope(s string) (Scope, error) {
 	for _, sc := range Scopes {
@@ -47,7 +58,7 @@ func ParseScope(s string) (Scope, error) {
 			return sc, nil
 		}
 	}
-	return "", fmt.Errorf("scope %.40q: use reserve, guard, read or admin", s)
+	return "", fmt.Errorf("scope %.40q: use %s", s, ScopeNames())
 }
 
 // covers reports whether a token of scope s may use a route open to any of

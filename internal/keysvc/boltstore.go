@@ -322,6 +322,27 @@ func (s *BoltStore) Ping(context.Context) error {
 	})
 }
 
+// Path is the store's file.
+func (s *BoltStore) Path() string { return s.db.Path() }
+
+// boltProbeBucket holds ProbeWrite's one key, apart from the reservations
+// (the cleanup and the look-ups never see it).
+var boltProbeBucket = []byte("readiness")
+
+// ProbeWrite commits a write transaction that puts the probe's key, with
+// the time, in a bucket of its own: pages written and fsynced as a
+// reservation's are. It may fit in pages the store freed while a
+// reservation that needs the file to grow still fails.
+func (s *BoltStore) ProbeWrite(context.Context) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(boltProbeBucket)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(probeKey), []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+	})
+}
+
 func (s *BoltStore) Close() error {
 	s.reserves.close()
 	s.leases.close()

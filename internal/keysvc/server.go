@@ -63,6 +63,9 @@ type Config struct {
 	// request); a request answered 5xx is always logged, and so is every
 	// error keysvc meets.
 	LogSample int
+	// ReadyRecheck is how long after a failed write /readyz answers 503
+	// before it tries a write of its own; default DefaultReadyRecheck.
+	ReadyRecheck time.Duration
 }
 
 // DefaultMaxBodyBytes is the default body limit.
@@ -77,6 +80,9 @@ type Server struct {
 	logged  atomic.Uint64 // requests seen, for LogSample
 	tokens  atomic.Pointer[Tokens]
 	limiter *clientLimiter // nil without a rate limit
+	// writes is whether the store took its last write (/readyz); the
+	// handlers' store (cfg.Store) reports to it.
+	writes *writeHealth
 }
 
 // route is one documented endpoint; openapi.json must list exactly these.
@@ -144,7 +150,15 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), metrics: newMetrics()}
+	if cfg.ReadyRecheck <= 0 {
+		cfg.ReadyRecheck = DefaultReadyRecheck
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), metrics: newMetrics(), writes: &writeHealth{logger: cfg.Logger, recheck: cfg.ReadyRecheck}}
+	if bolt, ok := cfg.Store.(*BoltStore); ok {
+		s.metrics.watchFile(bolt.Path())
+	}
+	s.cfg.Store = watchedStore{Store: cfg.Store, health: s.writes}
+	s.metrics.watchWrites(s.writes)
 	tokens := cfg.Tokens
 	if cfg.Token != "" {
 		tokens = FullToken(cfg.Token).Merge(tokens)
