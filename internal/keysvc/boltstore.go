@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -320,6 +321,23 @@ func (s *BoltStore) Ping(context.Context) error {
 		}
 		return nil
 	})
+}
+
+// Backup writes a consistent copy of the store to w, as one read
+// transaction sees it: every reservation committed before it began, none
+// after (bbolt's Tx.WriteTo). Reservations go on meanwhile; the pages they
+// free are reused only once it ends. begin is called with the copy's size
+// before its first byte.
+func (s *BoltStore) Backup(begin func(size int64), w io.Writer) (written int64, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		begin(tx.Size())
+		written, err = tx.WriteTo(w)
+		return err
+	})
+	if err != nil {
+		return written, fmt.Errorf("backup: %w", err)
+	}
+	return written, nil
 }
 
 // Path is the store's file.

@@ -1,6 +1,10 @@
 package keysvc_test
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,4 +51,45 @@ func TestReadinessFollowsTheStoresWrites(t *testing.T) {
 	if _, err := store.Lookup(ctx, "\x01keysvc readiness probe"); err == nil {
 		t.Error("the probe left its row in the table")
 	}
+}
+
+// GET /v1/backup is an admin's: a reserve token is refused, an admin token
+// gets the embedded store's file, whole (its Content-Length) and holding
+// the keys reserved before it; on PostgreSQL it answers 501 and says what
+// to back up instead. (Under load, and restored: cmd/keysvc's
+// TestEmbeddedStoreBackupUnderLoad.)
+func TestBackupRoute(t *testing.T) {
+	tokens, err := keysvc.ParseTokens(strings.NewReader(tokenLine("ops", "admin", "backup-admin-0123", "") + tokenLine("app", "reserve", "backup-reserve-0123", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forEachStore(t, func(t *testing.T, store keysvc.Store) {
+		c := start(t, keysvc.Config{Store: store, Tokens: tokens})
+		c.as("backup-admin-0123").do("POST", "/v1/reservations", nil, map[string]string{keysvc.KeyHeader: "before-the-copy"}).want(t, 201, "")
+		c.as("backup-reserve-0123").do("GET", "/v1/backup", nil, nil).want(t, 403, "forbidden")
+		r := c.as("backup-admin-0123").do("GET", "/v1/backup", nil, nil)
+		if _, embedded := store.(*keysvc.BoltStore); !embedded {
+			r.want(t, 501, "backup_unavailable")
+			if !strings.Contains(r.str("error"), "PostgreSQL") {
+				t.Errorf("the 501 does not say what to back up: %s", r.body)
+			}
+			return
+		}
+		r.want(t, 200, "")
+		if n, _ := strconv.Atoi(r.header.Get("Content-Length")); n != len(r.body) || n == 0 {
+			t.Errorf("Content-Length %s, body %d bytes", r.header.Get("Content-Length"), len(r.body))
+		}
+		copyFile := filepath.Join(t.TempDir(), "copy.db")
+		if err := os.WriteFile(copyFile, r.body, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		restored, err := keysvc.OpenBolt(copyFile)
+		if err != nil {
+			t.Fatalf("the copy does not open: %v", err)
+		}
+		defer restored.Close()
+		if _, err := restored.Lookup(t.Context(), "before-the-copy"); err != nil {
+			t.Errorf("the copy lacks the key reserved before it: %v", err)
+		}
+	})
 }
