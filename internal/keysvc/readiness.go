@@ -9,13 +9,17 @@ import (
 	"time"
 )
 
-// DefaultReadyRecheck is Config.ReadyRecheck's default: how long after a
-// failed write /readyz answers 503 without writing anything itself. While
-// reservations keep failing it says so from their failures; once none
-// failed for this long it tries a write of its own (Store.ProbeWrite), so
-// that a keysvc its load balancer took out of rotation, and which therefore
-// gets no reservation, sees the store take writes again and comes back.
-const DefaultReadyRecheck = 5 * time.Second
+// boltRecheck is how long after a failed write /readyz answers 503 on the
+// embedded store before it tries a write of its own. Its probe can fit in
+// pages the store freed where a batch of reservations that needs the file
+// to grow cannot: while reservations keep failing, /readyz says so from
+// their failures, and only once none failed for this long does it probe,
+// so that a keysvc its load balancer took out of rotation (and which
+// therefore gets no reservation) comes back once the disk has room. On
+// PostgreSQL the probe is the reservation's own INSERT and fails as it
+// does: /readyz probes at once, and is ready as soon as PostgreSQL takes
+// rows again.
+const boltRecheck = 5 * time.Second
 
 // probeKey is the key ProbeWrite writes: the key rule refuses control
 // characters, so no caller can name it, and a reservation never collides
@@ -32,7 +36,7 @@ var errUnwritable = &statusError{Status: http.StatusServiceUnavailable, Code: "s
 // answers reads, so reading alone (Ping) says ready.
 type writeHealth struct {
 	logger  *slog.Logger
-	recheck time.Duration // Config.ReadyRecheck
+	recheck time.Duration // 0, or boltRecheck
 	mu      sync.Mutex
 	// failingSince is the first failure of the current run of failures
 	// (zero while the last write took); lastFailure the latest.

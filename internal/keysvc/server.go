@@ -63,9 +63,6 @@ type Config struct {
 	// request); a request answered 5xx is always logged, and so is every
 	// error keysvc meets.
 	LogSample int
-	// ReadyRecheck is how long after a failed write /readyz answers 503
-	// before it tries a write of its own; default DefaultReadyRecheck.
-	ReadyRecheck time.Duration
 }
 
 // DefaultMaxBodyBytes is the default body limit.
@@ -154,13 +151,11 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.ReadyRecheck <= 0 {
-		cfg.ReadyRecheck = DefaultReadyRecheck
-	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), metrics: newMetrics(), writes: &writeHealth{logger: cfg.Logger, recheck: cfg.ReadyRecheck}}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), metrics: newMetrics(), writes: &writeHealth{logger: cfg.Logger}}
 	if bolt, ok := cfg.Store.(*BoltStore); ok {
 		s.embedded = bolt
 		s.metrics.watchFile(bolt.Path())
+		s.writes.recheck = boltRecheck
 	}
 	s.cfg.Store = watchedStore{Store: cfg.Store, health: s.writes}
 	s.metrics.watchWrites(s.writes)
