@@ -54,6 +54,7 @@ func TestEmbeddedStoreBackupUnderLoad(t *testing.T) {
 	var mu sync.Mutex
 	var load []reserved
 	var wg sync.WaitGroup
+	defer func() { stopLoad(); wg.Wait() }() // before the cleanup stops keysvc
 	for c := range 4 {
 		wg.Add(1)
 		go func() {
