@@ -3,6 +3,8 @@ package keysvc_test
 import (
 	"errors"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -226,4 +228,48 @@ func TestTenantKeysFromBeforeTheUpgrade(t *testing.T) {
 		}
 		c.as(ops).do("POST", "/v1/reservations", body, nil).want(t, 201, "")
 	})
+}
+
+// 96ddca3 stored a key a tenant named with its prefix with the prefix twice
+// ("shop-a:shop-a:evt_1"), where this keysvc no longer looks. CHANGELOG.md's
+// statements, run as written (the table's name put in), move each to where
+// keysvc looks now, keep the one already there when both exist, and touch
+// no other tenant's key; then the tenant's requests find them.
+func TestTenantKeysStoredTwiceMoved(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL tests skipped with -short")
+	}
+	changelog, err := os.ReadFile(filepath.Join("..", "..", "CHANGELOG.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(changelog), "<!-- TestTenantKeysStoredTwiceMoved runs this block as written -->\n```sql\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("CHANGELOG.md has no block for TestTenantKeysStoredTwiceMoved")
+	}
+	store := newPGStore(t)
+	ctx := t.Context()
+	for _, key := range []string{"shop-a:shop-a:evt_twice_1", "shop-a:shop-a:evt_twice_2", "shop-a:evt_twice_2", "shop-a:evt_once", "shop-b:shop-b:evt_b"} {
+		if _, reserved, err := store.Reserve(ctx, key); err != nil || !reserved {
+			t.Fatalf("seed %s: %v %v", key, reserved, err)
+		}
+	}
+	if _, err := pg.Business.Exec(ctx, strings.ReplaceAll(block, "processed_events", store.Table())); err != nil {
+		t.Fatalf("the documented statements: %v", err)
+	}
+	for key, want := range map[string]error{"shop-a:evt_twice_1": nil, "shop-a:evt_twice_2": nil, "shop-a:evt_once": nil, "shop-b:shop-b:evt_b": nil,
+		"shop-a:shop-a:evt_twice_1": keysvc.ErrNotFound, "shop-a:shop-a:evt_twice_2": keysvc.ErrNotFound} {
+		if _, err := store.Lookup(ctx, key); !errors.Is(err, want) && err != want {
+			t.Errorf("%s after the statements: %v, want %v", key, err, want)
+		}
+	}
+	tokens, err := keysvc.ParseTokens(strings.NewReader(tokenLine("shop-a", "guard", "shop-a-moved-0123", "shop-a:")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := start(t, keysvc.Config{Store: store, Tokens: tokens}).as("shop-a-moved-0123")
+	for _, key := range []string{"shop-a:evt_twice_1", "evt_twice_1", "shop-a:evt_twice_2"} {
+		c.do("POST", "/v1/reservations", nil, map[string]string{keysvc.KeyHeader: key}).want(t, 200, "")
+	}
 }
