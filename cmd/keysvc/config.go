@@ -202,7 +202,8 @@ func (cfg *config) registerLogsAndInbox(fs *flag.FlagSet) (*string, error) {
 // registerAccess registers the flags of who may call keysvc and how; it
 // returns --token-file.
 func (cfg *config) registerAccess(fs *flag.FlagSet) *string {
-	fs.StringVar(&cfg.tokensFile, "tokens-file", env("KEYSVC_TOKENS_FILE", ""), "`file` of scoped tokens (reserve, read or admin), one \"name scope sha256 [key-prefix]\" a line; re-read on SIGHUP (KEYSVC_TOKENS_FILE)")
+	fs.StringVar(&cfg.tokensFile, "tokens-file", env("KEYSVC_TOKENS_FILE", ""), "`file` of scoped tokens ("+keysvc.ScopeNames()+
+		"), one \"name scope sha256 [key-prefix] [provider=NAME]\" a line; re-read on SIGHUP (KEYSVC_TOKENS_FILE)")
 	fs.BoolVar(&cfg.insecureNoAuth, "insecure-no-auth", false, "serve a non-loopback address without any token (warned at start and hourly)")
 	fs.BoolVar(&cfg.signatureAuth, "signature-auth", false, "accept /v1/keys and /v1/reservations without a token when ?provider= names a provider whose signature verifies")
 	fs.BoolVar(&cfg.protectMetrics, "protect-metrics", false, "put /metrics behind the admin scope (default: on a non-loopback address; --protect-metrics=false opens it)")

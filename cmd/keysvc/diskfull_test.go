@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -15,6 +17,9 @@ import (
 // reserves nothing it did not store, and recovers once there is room. The
 // disk fills through RLIMIT_FSIZE set on the running process at its file's
 // size, so the store's next growth fails with EFBIG, as on a full disk.
+// /readyz says so: 503 store_unwritable while reservations fail (issue 61:
+// it answered 200 "ready"), 200 again once the store takes a write, which
+// it tries itself when none came for 5 s.
 func TestEmbeddedStoreOnAFullDisk(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "keysvc.db")
 	cmd, addr, logs := startKeysvcBinary(t, "--db-file", file)
@@ -61,10 +66,28 @@ func TestEmbeddedStoreOnAFullDisk(t *testing.T) {
 	if status, _ := reserve(refused); status != http.StatusServiceUnavailable {
 		t.Errorf("retry while the disk is still full: %d, want 503", status)
 	}
+	if status, body := get(t, addr, "/readyz"); status != http.StatusServiceUnavailable || !strings.Contains(body, "store_unwritable") {
+		t.Errorf("/readyz while every new reservation fails: %d %s, want 503 store_unwritable", status, body)
+	}
+	if value := metric(t, addr, "keysvc_store_writable"); value != "0" {
+		t.Errorf("keysvc_store_writable while reservations fail: %s, want 0", value)
+	}
 
 	room := unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
 	if err := unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_FSIZE, &room, nil); err != nil {
 		t.Fatal(err)
+	}
+	// No reservation comes (a load balancer would send none to a keysvc
+	// not ready): /readyz tries a write of its own, and says ready.
+	deadline := time.Now().Add(20 * time.Second)
+	for status, _ := get(t, addr, "/readyz"); status != http.StatusOK; status, _ = get(t, addr, "/readyz") {
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz once there is room: %d for 20 s, want 200\n%s", status, logs.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if value := metric(t, addr, "keysvc_store_writable"); value != "1" {
+		t.Errorf("keysvc_store_writable once there is room: %s, want 1", value)
 	}
 	if status, _ := reserve(refused); status != http.StatusCreated {
 		t.Errorf("the refused key once there is room: %d, want 201 (nothing was reserved for it)", status)
@@ -74,7 +97,34 @@ func TestEmbeddedStoreOnAFullDisk(t *testing.T) {
 			t.Fatalf("a key answered 201 before the disk filled: %d, want 200 duplicate", status)
 		}
 	}
-	if !strings.Contains(logs.String(), "file too large") {
-		t.Errorf("the store's error is not in the log:\n%s", logs.String())
+	for _, want := range []string{"file too large", "store: a write failed; /readyz answers 503", "store: writes take again"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("%q is not in the log:\n%s", want, logs.String())
+		}
 	}
+}
+
+// get answers GET path of the keysvc at addr: the status and the body.
+func get(t *testing.T, addr, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// metric is the value of the series name, without labels, in the /metrics
+// of the keysvc at addr ("" when it has none).
+func metric(t *testing.T, addr, name string) string {
+	t.Helper()
+	_, body := get(t, addr, "/metrics")
+	for _, line := range strings.Split(body, "\n") {
+		if value, ok := strings.CutPrefix(line, name+" "); ok {
+			return value
+		}
+	}
+	return ""
 }

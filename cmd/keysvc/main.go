@@ -45,7 +45,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	go reloadOnHUP(ctx, cfg, svc, logger)
 	if cfg.insecureNoAuth {
-		go warnInsecure(ctx, logger)
+		warnInsecure(ctx, logger)
 	}
 	code = 0
 	select {
@@ -120,17 +120,23 @@ func reloadOnHUP(ctx context.Context, cfg config, svc *keysvc.Service, logger *s
 	}
 }
 
-// warnInsecure says at start and every hour that anyone who reaches keysvc
-// may release keys.
+// warnInsecure says now (as keysvc starts serving) and then every hour until
+// ctx ends that anyone who reaches keysvc may release keys.
 func warnInsecure(ctx context.Context, logger *slog.Logger) {
-	t := time.NewTicker(time.Hour)
-	defer t.Stop()
-	for {
+	warn := func() {
 		logger.Warn("keysvc serves every route to anyone who reaches it (--insecure-no-auth): anyone can release a processed event's key or reserve a real event id first")
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
 	}
+	warn()
+	go func() {
+		t := time.NewTicker(time.Hour)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				warn()
+			}
+		}
+	}()
 }

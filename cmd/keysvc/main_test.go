@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemhook/idemhook/internal/keysvc"
 	"github.com/idemhook/idemhook/internal/keysvc/inbox"
 	"github.com/idemhook/idemhook/signature"
 )
@@ -133,6 +134,31 @@ func TestHelpNamesEveryEndpointField(t *testing.T) {
 		if name != "" && name != "-" && !strings.Contains(stdout.String(), `"`+name+`"`) {
 			t.Errorf("keysvc --help does not name the endpoint field %q", name)
 		}
+	}
+}
+
+// --help names every scope a tokens file line may give, and the line's
+// fields (issue 61: it said "reserve, read or admin" after guard was
+// added); docs/keysvc.md's scope table has a row for each.
+func TestHelpNamesEveryTokenScope(t *testing.T) {
+	var stdout bytes.Buffer
+	parseConfig([]string{"--help"}, &stdout, io.Discard)
+	_, usage, _ := strings.Cut(stdout.String(), "-tokens-file")
+	usage, _, _ = strings.Cut(usage, "\n  -")
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "keysvc.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, scope := range keysvc.Scopes {
+		if !strings.Contains(usage, string(scope)) {
+			t.Errorf("keysvc --help's -tokens-file does not name the %s scope: %q", scope, usage)
+		}
+		if !strings.Contains(string(doc), "| `"+string(scope)+"` |") {
+			t.Errorf("docs/keysvc.md's scope table has no row for %s", scope)
+		}
+	}
+	if !strings.Contains(usage, "[key-prefix] [provider=NAME]") {
+		t.Errorf("keysvc --help's -tokens-file does not give a line's fields: %q", usage)
 	}
 }
 

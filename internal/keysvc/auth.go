@@ -40,6 +40,17 @@ const (
 // Scopes are the scopes a token may have.
 var Scopes = []Scope{ScopeReserve, ScopeGuard, ScopeRead, ScopeAdmin}
 
+// ScopeNames names every scope for a sentence, from Scopes: "reserve,
+// guard, read or admin" (keysvc --help and ParseScope's error say it, so
+// neither drifts from the list).
+func ScopeNames() string {
+	names := make([]string, len(Scopes))
+	for i, sc := range Scopes {
+		names[i] = string(sc)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
 // ParseScope returns the scope named s.
 func ParseScope(s string) (Scope, error) {
 	for _, sc := range Scopes {
@@ -47,7 +58,7 @@ func ParseScope(s string) (Scope, error) {
 			return sc, nil
 		}
 	}
-	return "", fmt.Errorf("scope %.40q: use reserve, guard, read or admin", s)
+	return "", fmt.Errorf("scope %.40q: use %s", s, ScopeNames())
 }
 
 // covers reports whether a token of scope s may use a route open to any of
@@ -83,9 +94,10 @@ type Token struct {
 	hash  [sha256.Size]byte
 	// Prefix, when set, gives the token a tenant's key space of its own:
 	// keysvc stores every key the token derives or names as Prefix + key
-	// and answers the key without it, so the tenant sees the spec's keys
-	// and no other tenant's. Two tenants receiving the same event (one
-	// Stripe event sent to two endpoints) hold two keys.
+	// (a key that already begins with Prefix as it is, see storedKey) and
+	// answers the key as named or derived, so the tenant sees the spec's
+	// keys and no other tenant's. Two tenants receiving the same event
+	// (one Stripe event sent to two endpoints) hold two keys.
 	Prefix string
 	// Provider, when set, binds the token to one provider: it reserves
 	// only deliveries whose signature keysvc verified (?provider= naming
@@ -273,14 +285,22 @@ func actorOf(r *http.Request) string {
 }
 
 // storedKey is where the store holds key for the request's token: in its
-// tenant's key space (its prefix and key), or key itself for a token of no
-// tenant. Every key a request names or derives goes through it, so a tenant
-// can neither see nor touch another's keys.
+// tenant's key space, or key itself for a token of no tenant. Every key a
+// request names or derives goes through it, so a tenant can neither see nor
+// touch another's keys.
+//
+// A key that already begins with the tenant's prefix is stored as it is:
+// before tenants had key spaces of their own, a tenant's token could only
+// name keys under its prefix, stored as sent ("shop-a:evt_1"), and the same
+// request must find the same reservation after an upgrade and after a
+// downgrade. Any other key gets the prefix in front. So a tenant's "evt_1"
+// and "shop-a:evt_1" are one key (docs/keysvc.md, Tenants).
 func storedKey(r *http.Request, key string) string {
-	if tok := tokenOf(r); tok != nil {
-		return tok.Prefix + key
+	tok := tokenOf(r)
+	if tok == nil || strings.HasPrefix(key, tok.Prefix) {
+		return key
 	}
-	return key
+	return tok.Prefix + key
 }
 
 // SetTokens replaces the accepted tokens, at once for every new request

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -319,6 +320,44 @@ func (s *BoltStore) Ping(context.Context) error {
 			return fmt.Errorf("bucket %s missing", boltBucket)
 		}
 		return nil
+	})
+}
+
+// Backup writes a consistent copy of the store to w, as one read
+// transaction sees it: every reservation committed before it began, none
+// after (bbolt's Tx.WriteTo). Reservations go on meanwhile; the pages they
+// free are reused only once it ends. begin is called with the copy's size
+// before its first byte.
+func (s *BoltStore) Backup(begin func(size int64), w io.Writer) (written int64, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		begin(tx.Size())
+		written, err = tx.WriteTo(w)
+		return err
+	})
+	if err != nil {
+		return written, fmt.Errorf("backup: %w", err)
+	}
+	return written, nil
+}
+
+// Path is the store's file.
+func (s *BoltStore) Path() string { return s.db.Path() }
+
+// boltProbeBucket holds ProbeWrite's one key, apart from the reservations
+// (the cleanup and the look-ups never see it).
+var boltProbeBucket = []byte("readiness")
+
+// ProbeWrite commits a write transaction that puts the probe's key, with
+// the time, in a bucket of its own: pages written and fsynced as a
+// reservation's are. It may fit in pages the store freed while a
+// reservation that needs the file to grow still fails.
+func (s *BoltStore) ProbeWrite(context.Context) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(boltProbeBucket)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(probeKey), []byte(time.Now().UTC().Format(time.RFC3339Nano)))
 	})
 }
 

@@ -22,9 +22,13 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
-// readyz answers 503 (through answer) while the store does not.
+// readyz answers 503 while the store does not answer (through answer), and
+// while it does not take writes (store_unwritable, see writeHealth).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	if err := s.cfg.Store.Ping(r.Context()); err != nil {
+		return err
+	}
+	if err := s.writes.ready(r.Context(), s.cfg.Store); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

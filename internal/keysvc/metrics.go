@@ -2,6 +2,7 @@ package keysvc
 
 import (
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -58,6 +59,78 @@ func newMetrics() *metrics {
 		m.authFailures, m.limited,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	return m
+}
+
+// watchFile exports the size of the embedded store's file, read at each
+// scrape (-1 when it cannot be read). The file never shrinks: bbolt keeps
+// the pages retention freed for the keys that come next.
+func (m *metrics) watchFile(path string) {
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keysvc_store_file_bytes",
+		Help: "Size of the embedded store's file, in bytes (it never shrinks; retention's freed pages are reused)."},
+		func() float64 {
+			fi, err := os.Stat(path)
+			if err != nil {
+				return -1
+			}
+			return float64(fi.Size())
+		}))
+}
+
+// retentionMetrics are the series of the hourly cleanup (--retention),
+// registered only when it runs.
+type retentionMetrics struct {
+	pruned      prometheus.Counter
+	runs        *prometheus.CounterVec // ok, failed
+	lastRun     prometheus.Gauge
+	lastSuccess prometheus.Gauge
+	duration    prometheus.Gauge
+}
+
+func (m *metrics) watchRetention() *retentionMetrics {
+	r := &retentionMetrics{
+		pruned: prometheus.NewCounter(prometheus.CounterOpts{Name: "keysvc_retention_pruned_total",
+			Help: "Reservations deleted by retention (older than --retention)."}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keysvc_retention_runs_total",
+			Help: "Retention runs by outcome: ok, failed (the next is an hour later)."}, []string{"outcome"}),
+		lastRun: prometheus.NewGauge(prometheus.GaugeOpts{Name: "keysvc_retention_last_run_timestamp_seconds",
+			Help: "When the last retention run ended (Unix time), whatever its outcome."}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: "keysvc_retention_last_success_timestamp_seconds",
+			Help: "When the last retention run that deleted everything it should ended (Unix time)."}),
+		duration: prometheus.NewGauge(prometheus.GaugeOpts{Name: "keysvc_retention_last_duration_seconds",
+			Help: "How long the last retention run took."}),
+	}
+	for _, o := range []string{"ok", "failed"} {
+		r.runs.WithLabelValues(o)
+	}
+	m.registry.MustRegister(r.pruned, r.runs, r.lastRun, r.lastSuccess, r.duration)
+	return r
+}
+
+// ran records a retention run that started at start, deleted c and ended
+// with err.
+func (r *retentionMetrics) ran(start time.Time, c Cleaned, err error) {
+	end := time.Now()
+	r.pruned.Add(float64(c.Deleted))
+	r.lastRun.Set(float64(end.UnixMilli()) / 1000)
+	r.duration.Set(end.Sub(start).Seconds())
+	if err != nil {
+		r.runs.WithLabelValues("failed").Inc()
+		return
+	}
+	r.runs.WithLabelValues("ok").Inc()
+	r.lastSuccess.Set(float64(end.UnixMilli()) / 1000)
+}
+
+// watchWrites exports whether the store took its last write.
+func (m *metrics) watchWrites(h *writeHealth) {
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keysvc_store_writable",
+		Help: "1 while the store took its last write (a reservation's, or /readyz's probe), 0 while writes fail (a full disk): /readyz answers 503 then."},
+		func() float64 {
+			if h.writable() {
+				return 1
+			}
+			return 0
+		}))
 }
 
 func (m *metrics) observe(route string, status int, d time.Duration) {

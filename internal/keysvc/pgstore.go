@@ -352,6 +352,28 @@ func (s *PGStore) Cleanup(ctx context.Context, cutoff time.Time, batch int) (Cle
 
 func (s *PGStore) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
+// ProbeWrite runs pgsql.ReserveMany for the probe's key in a transaction it
+// rolls back: PostgreSQL must find room for the row (extend the table when
+// it has no free space) as for a reservation, and nothing becomes visible.
+// No caller can name the key (the key rule refuses control characters), so
+// the insert waits for no reservation's lock and holds none that one needs.
+func (s *PGStore) ProbeWrite(ctx context.Context) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("probe write: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	rows, err := tx.Query(ctx, pgsql.ReserveMany(s.table), []string{probeKey})
+	if err != nil {
+		return fmt.Errorf("probe write: %w", err)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("probe write: %w", err)
+	}
+	return nil
+}
+
 func (s *PGStore) Close() error {
 	s.reserves.close()
 	s.leases.close()

@@ -77,6 +77,12 @@ type Server struct {
 	logged  atomic.Uint64 // requests seen, for LogSample
 	tokens  atomic.Pointer[Tokens]
 	limiter *clientLimiter // nil without a rate limit
+	// writes is whether the store took its last write (/readyz); the
+	// handlers' store (cfg.Store) reports to it.
+	writes *writeHealth
+	// embedded is the store when it is the embedded one (its backup and
+	// file size), else nil.
+	embedded *BoltStore
 }
 
 // route is one documented endpoint; openapi.json must list exactly these.
@@ -110,6 +116,7 @@ var routes = []route{
 	{http.MethodPost, "/v1/reservations/{key}/done", guard, false, (*Server).markDone},
 	{http.MethodPost, "/v1/verify", reserver, false, (*Server).verifyOnly},
 	{http.MethodGet, "/v1/token", anyToken, false, (*Server).whoAmI},
+	{http.MethodGet, "/v1/backup", admin, false, (*Server).backup},
 	{http.MethodPost, "/v1/inbox/{endpoint}", reserver, true, (*Server).inboxReceive},
 	{http.MethodGet, "/v1/inbox/{endpoint}/{id}", admin, false, (*Server).inboxEntry},
 	{http.MethodPost, "/v1/inbox/{endpoint}/{id}/replay", admin, false, (*Server).inboxReplay},
@@ -144,7 +151,14 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), metrics: newMetrics()}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), metrics: newMetrics(), writes: &writeHealth{logger: cfg.Logger}}
+	if bolt, ok := cfg.Store.(*BoltStore); ok {
+		s.embedded = bolt
+		s.metrics.watchFile(bolt.Path())
+		s.writes.recheck = boltRecheck
+	}
+	s.cfg.Store = watchedStore{Store: cfg.Store, health: s.writes}
+	s.metrics.watchWrites(s.writes)
 	tokens := cfg.Tokens
 	if cfg.Token != "" {
 		tokens = FullToken(cfg.Token).Merge(tokens)

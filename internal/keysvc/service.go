@@ -117,7 +117,7 @@ func StartService(ctx context.Context, cfg ServiceConfig) (_ *Service, err error
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
 	if cfg.Retention > 0 {
-		go cleanupLoop(life, s.store, cfg.Retention, logger)
+		go cleanupLoop(life, s.store, cfg.Retention, logger, s.Handler.metrics.watchRetention())
 	}
 	s.logListening(ln, kind, cfg)
 	go func() {
@@ -258,13 +258,19 @@ func (s *Service) Cleanup(ctx context.Context, cutoff time.Time) (Cleaned, error
 	return s.store.Cleanup(ctx, cutoff, pgsql.CleanupBatchSize)
 }
 
-// cleanupLoop deletes reservations older than retention, hourly.
-func cleanupLoop(ctx context.Context, store Store, retention time.Duration, logger *slog.Logger) {
+// cleanupLoop deletes reservations older than retention, hourly, and
+// records each run in the log and its metrics.
+func cleanupLoop(ctx context.Context, store Store, retention time.Duration, logger *slog.Logger, record *retentionMetrics) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
-		c, err := store.Cleanup(ctx, time.Now().Add(-retention), pgsql.CleanupBatchSize)
-		if err != nil && !errors.Is(err, context.Canceled) {
+		start := time.Now()
+		c, err := store.Cleanup(ctx, start.Add(-retention), pgsql.CleanupBatchSize)
+		if errors.Is(err, context.Canceled) {
+			return
+		}
+		record.ran(start, c, err)
+		if err != nil {
 			logger.Warn("cleanup failed", "error", err, "deleted", c.Deleted)
 		} else if c.Deleted > 0 {
 			logger.Info("cleanup", "deleted", c.Deleted, "transactions", c.Transactions)

@@ -74,6 +74,10 @@ type Store interface {
 	Cleanup(ctx context.Context, cutoff time.Time, batch int) (Cleaned, error)
 	// Ping reports whether the store can answer.
 	Ping(ctx context.Context) error
+	// ProbeWrite makes a write that leaves no reservation behind, and
+	// reports whether the store took it (/readyz, once reservations
+	// failed: see writeHealth).
+	ProbeWrite(ctx context.Context) error
 	Close() error
 }
 

@@ -1,7 +1,10 @@
 package keysvc_test
 
 import (
+	"errors"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -145,5 +148,128 @@ func TestTokensFileRefusesSha256sumsDash(t *testing.T) {
 	_, err := keysvc.ParseTokens(strings.NewReader("# tokens\n" + tokenLine("ok", "guard", "a", "") + tokenLine("pasted", "guard", "b", "-")))
 	if err == nil || !strings.Contains(err.Error(), "line 3") || !strings.Contains(err.Error(), "cut -d' ' -f1") {
 		t.Errorf("a pasted sha256sum line: %v", err)
+	}
+}
+
+// Before tenants had key spaces of their own (keysvc up to d7d3529), a
+// tenant's token reserved only keys that began with its prefix, and the
+// store kept them as sent: Idempotency-Key "shop-a:evt_1" was the key
+// "shop-a:evt_1". After the upgrade the same requests must reach those
+// reservations (issue 61: main answered 201 and stored
+// "shop-a:shop-a:evt_1", so a provider's retry of an old event ran its step
+// again): a key that already carries the token's prefix is the key it was,
+// for reserving, leasing, looking up, completing and releasing; the
+// tenant's key named without the prefix is the same reservation.
+func TestTenantKeysFromBeforeTheUpgrade(t *testing.T) {
+	const (
+		ops    = "ops-admin-token-0123"
+		guard  = "shop-a-guard-token-0123"
+		reader = "shop-a-reserve-token-0123"
+	)
+	tokens, err := keysvc.ParseTokens(strings.NewReader(tokenLine("ops", "admin", ops, "") +
+		tokenLine("shop-a-guard", "guard", guard, "shop-a:") + tokenLine("shop-a-reserve", "reserve", reader, "shop-a:")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := func(key string) string { return "/v1/reservations/" + url.PathEscape(key) }
+	named := func(key string) map[string]string { return map[string]string{keysvc.KeyHeader: key} }
+	forEachStore(t, func(t *testing.T, store keysvc.Store) {
+		ctx := t.Context()
+		// What the previous keysvc stored for shop A: a reservation and a
+		// lease still held, each under the key as the tenant sent it.
+		if _, reserved, err := store.Reserve(ctx, "shop-a:evt_old_1"); err != nil || !reserved {
+			t.Fatalf("seed: %v %v", reserved, err)
+		}
+		if _, outcome, err := store.AcquireLease(ctx, "shop-a:evt_old_2", time.Minute); err != nil || outcome != keysvc.Acquired {
+			t.Fatalf("seed lease: %v %v", outcome, err)
+		}
+		c := start(t, keysvc.Config{Store: store, Tokens: tokens})
+
+		// The provider's retry of the old event, as the old client sends it:
+		// a duplicate, answered with the key as named.
+		r := c.as(guard).do("POST", "/v1/reservations", nil, named("shop-a:evt_old_1"))
+		r.want(t, 200, "")
+		if r.str("key") != "shop-a:evt_old_1" || r.json["reserved"] != false {
+			t.Errorf("the old event's retry: %s", r.body)
+		}
+		// The same key named without the prefix is the same reservation.
+		c.as(guard).do("POST", "/v1/reservations", nil, named("evt_old_1")).want(t, 200, "")
+		got := c.as(reader).do("GET", path("shop-a:evt_old_1"), nil, nil)
+		got.want(t, 200, "")
+		if got.str("key") != "shop-a:evt_old_1" || got.str("state") != "done" {
+			t.Errorf("the old reservation looked up: %s", got.body)
+		}
+		c.as(reader).do("GET", path("evt_old_1"), nil, nil).want(t, 200, "")
+
+		// The lease the old keysvc granted is held, completed by its key,
+		// and done after.
+		c.as(guard).do("POST", "/v1/reservations?lease=60s", nil, named("shop-a:evt_old_2")).want(t, 409, "in_progress")
+		c.as(guard).do("POST", path("shop-a:evt_old_2")+"/done", nil, nil).want(t, 200, "")
+		c.as(guard).do("POST", "/v1/reservations?lease=60s", nil, named("evt_old_2")).want(t, 200, "")
+
+		// Released by its old name, the event is new again, under either.
+		c.as(guard).do("DELETE", path("shop-a:evt_old_1"), nil, nil).want(t, 204, "")
+		c.as(guard).do("POST", "/v1/reservations", nil, named("evt_old_1")).want(t, 201, "")
+		c.as(guard).do("POST", "/v1/reservations", nil, named("shop-a:evt_old_1")).want(t, 200, "")
+
+		// A key named with the prefix today is stored once with it, where
+		// the previous keysvc (and a downgrade back to it) has it, and
+		// where a token of no tenant sees it.
+		c.as(guard).do("POST", "/v1/reservations", nil, named("shop-a:evt_new_1")).want(t, 201, "")
+		c.as(ops).do("GET", path("shop-a:evt_new_1"), nil, nil).want(t, 200, "")
+		if _, err := store.Lookup(ctx, "shop-a:shop-a:evt_new_1"); !errors.Is(err, keysvc.ErrNotFound) {
+			t.Errorf("the prefix was added to a key that carried it: %v", err)
+		}
+		// Derived keys stay in the tenant's space, as before this change.
+		body := []byte(`{"id":"evt_derived_1"}`)
+		c.as(guard).do("POST", "/v1/reservations", body, nil).want(t, 201, "")
+		if _, err := store.Lookup(ctx, "shop-a:evt:evt_derived_1"); err != nil {
+			t.Errorf("a derived key is not in the tenant's space: %v", err)
+		}
+		c.as(ops).do("POST", "/v1/reservations", body, nil).want(t, 201, "")
+	})
+}
+
+// 96ddca3 stored a key a tenant named with its prefix with the prefix twice
+// ("shop-a:shop-a:evt_1"), where this keysvc no longer looks. CHANGELOG.md's
+// statements, run as written (the table's name put in), move each to where
+// keysvc looks now, keep the one already there when both exist, and touch
+// no other tenant's key; then the tenant's requests find them.
+func TestTenantKeysStoredTwiceMoved(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL tests skipped with -short")
+	}
+	changelog, err := os.ReadFile(filepath.Join("..", "..", "CHANGELOG.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(changelog), "<!-- TestTenantKeysStoredTwiceMoved runs this block as written -->\n```sql\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("CHANGELOG.md has no block for TestTenantKeysStoredTwiceMoved")
+	}
+	store := newPGStore(t)
+	ctx := t.Context()
+	for _, key := range []string{"shop-a:shop-a:evt_twice_1", "shop-a:shop-a:evt_twice_2", "shop-a:evt_twice_2", "shop-a:evt_once", "shop-b:shop-b:evt_b"} {
+		if _, reserved, err := store.Reserve(ctx, key); err != nil || !reserved {
+			t.Fatalf("seed %s: %v %v", key, reserved, err)
+		}
+	}
+	if _, err := pg.Business.Exec(ctx, strings.ReplaceAll(block, "processed_events", store.Table())); err != nil {
+		t.Fatalf("the documented statements: %v", err)
+	}
+	for key, want := range map[string]error{"shop-a:evt_twice_1": nil, "shop-a:evt_twice_2": nil, "shop-a:evt_once": nil, "shop-b:shop-b:evt_b": nil,
+		"shop-a:shop-a:evt_twice_1": keysvc.ErrNotFound, "shop-a:shop-a:evt_twice_2": keysvc.ErrNotFound} {
+		if _, err := store.Lookup(ctx, key); !errors.Is(err, want) && err != want {
+			t.Errorf("%s after the statements: %v, want %v", key, err, want)
+		}
+	}
+	tokens, err := keysvc.ParseTokens(strings.NewReader(tokenLine("shop-a", "guard", "shop-a-moved-0123", "shop-a:")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := start(t, keysvc.Config{Store: store, Tokens: tokens}).as("shop-a-moved-0123")
+	for _, key := range []string{"shop-a:evt_twice_1", "evt_twice_1", "shop-a:evt_twice_2"} {
+		c.do("POST", "/v1/reservations", nil, map[string]string{keysvc.KeyHeader: key}).want(t, 200, "")
 	}
 }

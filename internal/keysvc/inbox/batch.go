@@ -79,8 +79,9 @@ func (w *deliveryWorker) forwardBatch(ctx context.Context, e *Endpoint, job *riv
 			in.metrics.resends.WithLabelValues(e.Name, it.ev.lastKind).Inc()
 		}
 	}
-	w.callBatch(callCtx, e, items)
+	forward := w.callBatch(callCtx, e, items)
 	cancel()
+	in.targets[e.Name].forwarded(forward.targetFailure())
 	in.metrics.batchSize.WithLabelValues(e.Name).Observe(float64(len(items)))
 	var first error
 	for _, it := range items {
@@ -176,20 +177,19 @@ func (in *Inbox) finish(e *Endpoint, j *river.Job[deliveryArgs], err error) {
 	}
 }
 
-// callBatch makes one batch forward and sets each item's result.
-func (w *deliveryWorker) callBatch(ctx context.Context, e *Endpoint, items []*batchItem) {
+// callBatch makes one batch forward, sets each item's result and returns
+// the forward's as a whole: its answer's status, or why none came.
+func (w *deliveryWorker) callBatch(ctx context.Context, e *Endpoint, items []*batchItem) callResult {
 	start := time.Now()
 	body, err := batchBody(items)
 	if err != nil {
-		setBatchResult(items, start, callResult{err: err})
-		return
+		return setBatchResult(items, start, callResult{err: err})
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.in.opts.DeliveryTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.Target, bytes.NewReader(body))
 	if err != nil {
-		setBatchResult(items, start, callResult{err: err})
-		return
+		return setBatchResult(items, start, callResult{err: err})
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Idemhook-Batch", strconv.Itoa(len(items)))
@@ -202,12 +202,11 @@ func (w *deliveryWorker) callBatch(ctx context.Context, e *Endpoint, items []*ba
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		setBatchResult(items, start, callResult{err: err})
-		return
+		return setBatchResult(items, start, callResult{err: err})
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	readBatchAnswer(items, start, resp, answer)
+	return readBatchAnswer(items, start, resp, answer)
 }
 
 // batchBody is the body of a batch forward: {"events": [...]}, each item's
@@ -222,37 +221,37 @@ func batchBody(items []*batchItem) ([]byte, error) {
 }
 
 // setBatchResult gives every item of a batch forward made at start the
-// result r.
-func setBatchResult(items []*batchItem, start time.Time, r callResult) {
+// result r, and returns it.
+func setBatchResult(items []*batchItem, start time.Time, r callResult) callResult {
 	r.took = time.Since(start)
 	for _, it := range items {
 		it.res = r
 	}
+	return r
 }
 
 // readBatchAnswer sets each item's result from the target's answer to a
 // batch forward made at start: the answer's status for all of them, and
 // over it, when the target answered 2xx with a result per event, each
-// event's own (a refused event its status, a missing one an error).
-func readBatchAnswer(items []*batchItem, start time.Time, resp *http.Response, answer []byte) {
+// event's own (a refused event its status, a missing one an error). It
+// returns the forward's result as a whole: a 2xx with results is an answer,
+// whatever it says of each event.
+func readBatchAnswer(items []*batchItem, start time.Time, resp *http.Response, answer []byte) callResult {
 	base := callResult{status: resp.StatusCode}
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
 		base.retryAfter = time.Duration(s) * time.Second
 	}
 	if resp.StatusCode/100 != 2 {
-		setBatchResult(items, start, base)
-		return
+		return setBatchResult(items, start, base)
 	}
 	if bytes.HasPrefix(answer, n8nStartingUp) {
 		// n8n is not serving workflows yet: no event was refused.
-		setBatchResult(items, start, callResult{status: resp.StatusCode, err: errN8NStartingUp})
-		return
+		return setBatchResult(items, start, callResult{status: resp.StatusCode, err: errN8NStartingUp})
 	}
 	var a batchAnswer
 	if err := json.Unmarshal(answer, &a); err != nil {
 		base.err = fmt.Errorf("the target answered %d without a result per event (%v): sent again alone", resp.StatusCode, err)
-		setBatchResult(items, start, base)
-		return
+		return setBatchResult(items, start, base)
 	}
 	byID := map[string]int{}
 	for _, r := range a.Results {
@@ -268,4 +267,5 @@ func readBatchAnswer(items []*batchItem, start time.Time, resp *http.Response, a
 			it.res.status = status
 		}
 	}
+	return base
 }

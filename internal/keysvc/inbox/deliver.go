@@ -117,6 +117,7 @@ func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[deliveryArgs])
 	}
 	res := w.call(callCtx, e, job.Args.InboxID, ev)
 	cancel()
+	in.targets[e.Name].forwarded(res.targetFailure())
 	return in.settle(ctx, e, job, in.decide(e, job.Args.InboxID, attempt, res))
 }
 
@@ -297,6 +298,22 @@ func (r *callResult) failure() error {
 		return r.err
 	}
 	if r.status/100 != 2 {
+		return fmt.Errorf("the target answered %d", r.status)
+	}
+	return nil
+}
+
+// targetFailure is why the result says the target itself is failing: no
+// answer, n8n's "starting up" page, or a status that speaks of the target
+// rather than of the event (5xx, 401, 403, 404, 408, 429). It is nil when
+// the target answered, even to refuse this event (another 4xx, or a 2xx
+// that is no batch answer): that event's own history says so.
+func (r *callResult) targetFailure() error {
+	switch {
+	case r.status == 0 || errors.Is(r.err, errN8NStartingUp):
+		return r.failure()
+	case r.status >= 500, r.status == http.StatusUnauthorized, r.status == http.StatusForbidden, r.status == http.StatusNotFound,
+		r.status == http.StatusRequestTimeout, r.status == http.StatusTooManyRequests:
 		return fmt.Errorf("the target answered %d", r.status)
 	}
 	return nil

@@ -55,6 +55,9 @@ type Inbox struct {
 	metrics   *metrics
 	opts      Options
 	lease     *lease
+	// targets is what this keysvc's forwards tell of each endpoint's
+	// target, for the log and keysvc_inbox_target_failing.
+	targets map[string]*targetHealth
 	// life ends the loops (heartbeat, rescuer, recoverer) at Close; hard
 	// ends the recording of outcomes when Close runs out of time.
 	life, hard        context.Context
@@ -82,7 +85,11 @@ type Options struct {
 	// this one restarted delivers its deliveries in flight again, after
 	// ending its own calls first. Default 15s, at least 5s.
 	RescueAfter time.Duration
-	Logger      *slog.Logger
+	// TargetSummaryEvery is how often the log sums up a target whose
+	// forwards keep failing (its first failure and its recovery are logged
+	// at once). Default DefaultTargetSummaryEvery.
+	TargetSummaryEvery time.Duration
+	Logger             *slog.Logger
 }
 
 // DefaultRescueAfter is Options.RescueAfter's default: a delivery in flight
@@ -112,7 +119,8 @@ func Open(ctx context.Context, pool *pgxpool.Pool, endpoints []Endpoint, opts Op
 		return nil, err
 	}
 	in := &Inbox{pool: pool, tables: pgsql.Inbox{Schema: opts.Schema}, endpoints: map[string]*Endpoint{},
-		http: &http.Client{Timeout: opts.DeliveryTimeout}, logger: opts.Logger, metrics: newMetrics(), opts: opts}
+		http: &http.Client{Timeout: opts.DeliveryTimeout}, logger: opts.Logger, metrics: newMetrics(), opts: opts,
+		targets: map[string]*targetHealth{}}
 	in.lease = newLease(in, opts.RescueAfter)
 	in.life, in.endLife = context.WithCancel(context.Background())
 	in.hard, in.stopHard = context.WithCancel(context.Background())
@@ -121,6 +129,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, endpoints []Endpoint, opts Op
 		e := &endpoints[i]
 		in.endpoints[e.Name] = e
 		queues[e.queue()] = river.QueueConfig{MaxWorkers: cmp.Or(e.Concurrency, DefaultConcurrency)}
+		in.targets[e.Name] = newTargetHealth(e.Name, opts.Logger, opts.TargetSummaryEvery, in.metrics.targetFailing)
 	}
 	driver := riverpgxv5.New(pool)
 	if opts.CreateSchema {
@@ -167,6 +176,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.RescueAfter == 0 {
 		o.RescueAfter = DefaultRescueAfter
+	}
+	if o.TargetSummaryEvery <= 0 {
+		o.TargetSummaryEvery = DefaultTargetSummaryEvery
 	}
 	if o.RescueAfter < 5*time.Second {
 		return o, fmt.Errorf("inbox rescue-after %s: at least 5s, so that a lease outlives a few missed renewals", o.RescueAfter)

@@ -18,6 +18,8 @@ type metrics struct {
 	lateAcks   *prometheus.CounterVec   // endpoint
 	actions    *prometheus.CounterVec   // endpoint, action: replay, retry_now
 	batchSize  *prometheus.HistogramVec // endpoint: events per batch forward
+	// targetFailing is 1 while an endpoint's forwards fail (targetHealth).
+	targetFailing *prometheus.GaugeVec
 }
 
 func newMetrics() *metrics {
@@ -35,6 +37,9 @@ func newMetrics() *metrics {
 			Help: "Entries an operator replayed (replay) or made due now (retry_now)."}, []string{"endpoint", "action"}),
 		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "keysvc_inbox_batch_events",
 			Help: "Events per batch forward, on endpoints with a batch above 1.", Buckets: []float64{1, 2, 5, 10, 20, 50, 100}}, []string{"endpoint"}),
+		targetFailing: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "keysvc_inbox_target_failing",
+			Help: "1 while this keysvc's forwards to the endpoint's target fail (no answer, 5xx, 401, 403, 404, 408, 429 or n8n starting up), 0 once it answers."},
+			[]string{"endpoint"}),
 	}
 	for _, o := range []string{"forwarded", "retried", "failed"} {
 		m.deliveries.WithLabelValues(o)
@@ -49,6 +54,7 @@ func newMetrics() *metrics {
 // no backlog series, when the database does not answer within 2 s).
 func (in *Inbox) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{in.metrics.deliveries, in.metrics.resends, in.metrics.rescued, in.metrics.lateAcks, in.metrics.actions, in.metrics.batchSize,
+		in.metrics.targetFailing,
 		backlog{in: in}, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keysvc_inbox_queue_depth",
 			Help: "Inbox deliveries waiting or running."}, func() float64 {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
