@@ -6,7 +6,10 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/keysvc ./cmd/keysvc
+# The planner page's WebAssembly module is not committed, and the image has no
+# Go toolchain to build it when the page is first asked for: build it here and
+# carry it in the binary (-tags planner_embed; docs/planner.md).
+RUN go generate ./internal/planner && CGO_ENABLED=0 go build -trimpath -tags planner_embed -ldflags="-s -w" -o /out/keysvc ./cmd/keysvc
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/keysvc /keysvc

@@ -75,7 +75,7 @@ func TestUpgradeInPlace(t *testing.T) {
 		t.Fatalf("the CHANGELOG's upgrade block failed: %v\n%s", err, out)
 	}
 	for _, want := range []string{
-		"this is the workflow of --guard at-most-once", // the first check names the old default
+		"this is the workflow of --guard at-most-once",  // the first check names the old default
 		"replaced the workflow of --guard at-most-once", // deploy says what it replaced
 		"ok: 2 workflows in n8n, bound, published and live",
 	} {

@@ -456,7 +456,7 @@ func runPlanner(_ context.Context, args []string, std stdio) error {
 	if *out == "" {
 		return usagef("--out DIR is required")
 	}
-	files, err := planner.Files()
+	files, err := planner.Files(std.err)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,12 @@ func startKeysvcBinary(t *testing.T, args ...string) (*exec.Cmd, string, *syncBu
 // environment.
 func startKeysvcBinaryEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, string, *syncBuffer) {
 	t.Helper()
-	bin := keysvcBinary(t)
+	return startKeysvcBuild(t, keysvcBinary(t), env, args...)
+}
+
+// startKeysvcBuild is startKeysvcBinaryEnv for the keysvc binary bin.
+func startKeysvcBuild(t *testing.T, bin string, env []string, args ...string) (*exec.Cmd, string, *syncBuffer) {
+	t.Helper()
 	addr := freeAddr(t, "127.0.0.1")
 	logs := &syncBuffer{}
 	cmd := exec.Command(bin, append([]string{"--addr", addr}, args...)...)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -31,69 +31,19 @@ import (
 	"github.com/idemhook/idemhook/internal/headless"
 	"github.com/idemhook/idemhook/internal/keysvc"
 	"github.com/idemhook/idemhook/internal/planner"
-	"github.com/idemhook/idemhook/internal/planner/internal/wasmbuild"
 	"github.com/idemhook/idemhook/internal/rules"
 )
-
-// The committed module was generated from the sources as they are: a quick
-// check, run with -short too, so that a change to the key spec, the
-// generator or cmd/planner-wasm without `go generate ./internal/planner`
-// fails before the slow tests below find the page out of date.
-func TestCommittedModuleSourcesDigest(t *testing.T) {
-	recorded, err := os.ReadFile(wasmbuild.SourcesFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	digest, err := wasmbuild.SourcesDigest(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.TrimSpace(string(recorded)); got != digest {
-		t.Errorf("internal/planner/web/%s was built from other sources (%s records %.12s, the sources give %.12s): run `go generate ./internal/planner`",
-			planner.WasmFile, wasmbuild.SourcesFile, got, digest)
-	}
-}
-
-// The committed module is what the sources build: after a change to the key
-// spec, the generator or cmd/planner-wasm, `go generate ./internal/planner` must run.
-func TestCommittedModuleMatchesSources(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the WebAssembly module; not run with -short")
-	}
-	recorded, err := os.ReadFile(wasmbuild.ToolchainFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	built, err := wasmbuild.Build(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	committed, err := planner.Wasm()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Equal(built, committed) {
-		return
-	}
-	if v := strings.TrimSpace(string(recorded)); v != runtime.Version() {
-		t.Skipf("the committed module was built by %s and this is %s: their bytes cannot be compared (the browser tests below use the committed module)", v, runtime.Version())
-	}
-	t.Errorf("internal/planner/web/%s is stale (%d bytes committed, %d built from the sources): run `go generate ./internal/planner`", planner.WasmFile, len(committed), len(built))
-}
 
 // The module stays under 2 MiB gzipped (the page embeds it), and the page,
 // opened afresh, gives its first key soon after: the times from navigation
 // to the module started and to the first key shown are printed (for
 // docs/speed.md), not asserted.
 func TestModuleSizeAndTimeToFirstKey(t *testing.T) {
-	gz, err := os.ReadFile(filepath.Join("web", planner.WasmFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(gz) > 2<<20 {
-		t.Errorf("planner/web/%s is %d bytes, over 2 MiB", planner.WasmFile, len(gz))
-	}
 	ctx := chromium(t)
+	gz := moduleGzip(t)
+	if len(gz) > 2<<20 {
+		t.Errorf("the module is %d bytes gzipped, over 2 MiB", len(gz))
+	}
 	openPage(t, ctx, serve(t)+"/")
 	got := enter(t, ctx, []byte(`{"id":"evt_first_key"}`), nil, "", "")
 	if got.Key != "evt:evt_first_key" {
@@ -104,6 +54,23 @@ func TestModuleSizeAndTimeToFirstKey(t *testing.T) {
 		t.Fatalf("the page's times: %v %v", times, err)
 	}
 	t.Logf("module %d bytes gzipped; from navigation: module started at %s ms, first key shown at %s ms (the key entered right after)", len(gz), times[0], times[1])
+}
+
+// moduleGzip is the gzipped module the page loads, read back from its
+// script.
+func moduleGzip(t *testing.T) []byte {
+	t.Helper()
+	files, err := planner.Files(io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, b64, _ := strings.Cut(string(files["idemhook.wasm.js"]), "= '")
+	b64, _, _ = strings.Cut(b64, "'")
+	gz, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil || len(gz) < 1000 {
+		t.Fatalf("idemhook.wasm.js holds no module in base64 (%d bytes): %v", len(gz), err)
+	}
+	return gz
 }
 
 // chromium starts headless Chromium for a test, which -short skips.
@@ -211,6 +178,11 @@ func enter(t *testing.T, ctx context.Context, body []byte, headers map[string]st
 // HTTP.
 func serve(t *testing.T) string {
 	t.Helper()
+	// The module is built before keysvc serves it: a request waits for a
+	// build only so long (see planner.Handler).
+	if _, err := planner.Files(io.Discard); err != nil {
+		t.Fatal(err)
+	}
 	store, err := keysvc.OpenBolt(filepath.Join(t.TempDir(), "keysvc.db"))
 	if err != nil {
 		t.Fatal(err)

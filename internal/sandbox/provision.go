@@ -109,6 +109,10 @@ func provisionFor(ctx context.Context, goos, goarch string, needs Needs, progres
 	if err != nil {
 		return Installs{}, ErrNoRuntime
 	}
+	stall, err := installStall()
+	if err != nil {
+		return Installs{}, err
+	}
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return Installs{}, fmt.Errorf("create cache %s: %w", cache, err)
 	}
@@ -118,7 +122,7 @@ func provisionFor(ctx context.Context, goos, goarch string, needs Needs, progres
 	}
 	defer unlock()
 	for _, p := range pkgs {
-		if err := installPackage(ctx, npm, cache, p, in.NodeBin, needs.Why, progress); err != nil {
+		if err := installPackage(ctx, npm, cache, p, in.NodeBin, needs.Why, stall, progress); err != nil {
 			return Installs{}, err
 		}
 	}
@@ -210,7 +214,7 @@ func allInstalled(cache string, pkgs []npmPackage) bool {
 	return true
 }
 
-func installPackage(ctx context.Context, npm, cache string, p npmPackage, nodeBin, why string, progress io.Writer) error {
+func installPackage(ctx context.Context, npm, cache string, p npmPackage, nodeBin, why string, stall time.Duration, progress io.Writer) error {
 	dir := filepath.Join(cache, p.dir)
 	marker := filepath.Join(dir, installedMarker)
 	if _, err := os.Stat(marker); err == nil {
@@ -224,7 +228,10 @@ func installPackage(ctx context.Context, npm, cache string, p npmPackage, nodeBi
 	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"private": true}`+"\n"), 0o644); err != nil {
 		return fmt.Errorf("install %s: %w", p.spec, err)
 	}
-	args := []string{"install", "--no-audit", "--no-fund", "--loglevel=error"}
+	// --loglevel=silly: a line for every manifest, request and tarball,
+	// which npmWatch reads to say what the install waits on and to tell a
+	// stall from a slow download; none of it is printed as it comes.
+	args := []string{"install", "--no-audit", "--no-fund", "--loglevel=silly"}
 	if p.ignoreScripts {
 		args = append(args, "--ignore-scripts")
 	}
@@ -234,20 +241,63 @@ func installPackage(ctx context.Context, npm, cache string, p npmPackage, nodeBi
 	}
 	fmt.Fprintf(progress, "stack: installing %s%s (npm %s into %s)\n", p.what, why, p.spec, dir)
 	start := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watch := newNPMWatch(start)
 	cmd := exec.CommandContext(ctx, npm, args...)
 	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = watch, watch
+	// npm and whatever it started go together when the install is given up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
 	if p.newNode {
 		cmd.Env = append(os.Environ(), "PATH="+nodeBin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
-	out, err := cmd.CombinedOutput()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("install %s: %w", p.spec, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	stalled, err := awaitInstall(p.spec, watch, done, stall, progress, start)
+	if stalled != nil {
+		cancel()
+		<-done
+		return stalled
+	}
 	if err != nil {
-		return fmt.Errorf("npm %v in %s: %w\n%s", args, dir, err, tail(out, 4000))
+		return fmt.Errorf("npm install %s into %s failed (%w); npm said:\n%s", p.spec, dir, err, watch.failure())
 	}
 	if err := os.WriteFile(marker, []byte(p.spec+"\n"), 0o644); err != nil {
 		return fmt.Errorf("install %s: %w", p.spec, err)
 	}
 	fmt.Fprintf(progress, "stack: installed %s in %s\n", p.what, time.Since(start).Round(time.Second))
 	return nil
+}
+
+// awaitInstall waits for npm to end and returns how it ended, saying every
+// half minute (or a third of stall, if shorter) where it is; or it returns a
+// StallError, with npm still running, when nothing moved for stall.
+func awaitInstall(spec string, watch *npmWatch, done <-chan error, stall time.Duration, progress io.Writer, start time.Time) (*StallError, error) {
+	every := min(30*time.Second, stall/3)
+	tick := time.NewTicker(min(time.Second, every))
+	defer tick.Stop()
+	reported := start
+	for {
+		select {
+		case err := <-done:
+			return nil, err
+		case now := <-tick.C:
+			watch.look()
+			if s := watch.stalled(spec, stall, now); s != nil {
+				return s, nil
+			}
+			if now.Sub(reported) >= every {
+				fmt.Fprintf(progress, "stack: still installing %s after %s: %s\n", spec, now.Sub(start).Round(time.Second), watch.status(now))
+				reported = now
+			}
+		}
+	}
 }
 
 // lockDir takes an exclusive flock on dir/.lock, waiting for another

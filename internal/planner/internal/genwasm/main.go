@@ -1,48 +1,45 @@
 // Command genwasm builds the planner page's WebAssembly module from
 // cmd/planner-wasm and copies wasm_exec.js from the same Go toolchain into
-// planner/web. Run it with `go generate ./internal/planner` after changing the key
-// spec, the generator or cmd/planner-wasm; the planner's test fails until
-// the committed module matches the sources.
+// planner/module, which git ignores, for a build that carries the module:
+// `go generate ./internal/planner`, then `go build -tags planner_embed`
+// (keysvc's Dockerfile does both). Without that tag the module is built
+// from source when the page is first needed, and nothing here is read.
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 
 	"github.com/idemhook/idemhook/internal/planner/internal/wasmbuild"
 )
 
 func main() {
 	// go generate runs in the package folder, planner/.
-	wasm, err := wasmbuild.Build(filepath.Join("..", ".."))
+	m, err := wasmbuild.Build(context.Background(), filepath.Join("..", ".."))
 	if err != nil {
 		fail(err)
 	}
-	gz, err := wasmbuild.Gzip(wasm)
+	gz, err := wasmbuild.Gzip(m.Wasm)
 	if err != nil {
 		fail(err)
 	}
-	digest, err := wasmbuild.SourcesDigest(filepath.Join("..", ".."))
-	if err != nil {
+	if err := os.MkdirAll("module", 0o755); err != nil {
 		fail(err)
 	}
-	execJS, err := os.ReadFile(filepath.Join(runtime.GOROOT(), "lib", "wasm", "wasm_exec.js"))
-	if err != nil {
-		fail(err)
-	}
-	for name, b := range map[string][]byte{
-		filepath.Join("web", "idemhook.wasm.gz"): gz,
-		filepath.Join("web", "wasm_exec.js"):     execJS,
-		wasmbuild.ToolchainFile:                  []byte(runtime.Version() + "\n"),
-		wasmbuild.SourcesFile:                    []byte(digest + "\n"),
-	} {
-		if err := os.WriteFile(name, b, 0o644); err != nil {
+	// Each file whole or not at all: a build that embeds them may run
+	// beside this one.
+	for name, b := range map[string][]byte{"idemhook.wasm.gz": gz, "wasm_exec.js": m.ExecJS} {
+		tmp := filepath.Join("module", "."+name+".tmp")
+		if err := os.WriteFile(tmp, b, 0o644); err != nil {
+			fail(err)
+		}
+		if err := os.Rename(tmp, filepath.Join("module", name)); err != nil {
 			fail(err)
 		}
 	}
-	fmt.Printf("wrote web/idemhook.wasm.gz (%d bytes, %d uncompressed) and web/wasm_exec.js from %s\n", len(gz), len(wasm), runtime.Version())
+	fmt.Printf("wrote module/idemhook.wasm.gz (%d bytes, %d uncompressed) and module/wasm_exec.js from %s, for go build -tags planner_embed\n", len(gz), len(m.Wasm), m.GoVersion)
 }
 
 func fail(err error) {
