@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"debug/elf"
 	"io"
 	"net/http"
@@ -79,31 +78,18 @@ func checkImagePlanner(t *testing.T, bin string) {
 	}
 	_, addr, _ := startKeysvcBuild(t, bin, []string{"DATABASE_URL=", noGo}, "--db-file", filepath.Join(t.TempDir(), "keysvc.db"))
 	for _, name := range []string{"", "idemhook.wasm.js", "wasm_exec.js"} {
-		status, body := get(t, "http://"+addr+"/planner/"+name)
+		status, body := get(t, addr, "/planner/"+name)
 		if name == "" {
 			name = "index.html"
 		}
-		if status != http.StatusOK || !bytes.Equal(body, want[name]) {
+		if status != http.StatusOK || body != string(want[name]) {
 			t.Errorf("the image's keysvc, no go on PATH: GET /planner/%s: %d, %d bytes; a clone's page has %d", name, status, len(body), len(want[name]))
 		}
 	}
 	_, addr, _ = startKeysvcBuild(t, keysvcBinary(t), []string{"DATABASE_URL=", noGo}, "--db-file", filepath.Join(t.TempDir(), "keysvc.db"))
-	status, body := get(t, "http://"+addr+"/planner/")
+	status, body := get(t, addr, "/planner/")
 	if status != http.StatusServiceUnavailable || !strings.Contains(string(body), "https://go.dev/dl/") || !strings.Contains(string(body), "-tags planner_embed") {
 		t.Errorf("keysvc without the module and without go: GET /planner/: %d %q; want 503 and what it needs", status, body)
 	}
 }
 
-func get(t *testing.T, url string) (int, []byte) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, body
-}
