@@ -15,6 +15,7 @@ func TestLoadOrdersCalledWorkflowsFirst(t *testing.T) {
 		{},
 		{Pattern: generator.PatternInbox},
 		{Pattern: generator.PatternInbox, InboxOptions: generator.InboxOptions{Receiver: generator.ReceiverKeysvc}},
+		{Hashing: generator.HashingKeysvc}, // no cleanup workflow: keysvc prunes its keys
 	} {
 		files, err := generator.Files(opts)
 		if err != nil {

@@ -98,10 +98,11 @@ func WorkflowFiles(o Options) ([]WorkflowFile, error) {
 			WorkflowFile{File: FileCleanup, ID: id("cleanup")},
 		), nil
 	}
-	return []WorkflowFile{
-		{File: FileWorkflow, ID: id("main"), WebhookPath: r.WebhookPath},
-		{File: FileCleanup, ID: id("cleanup")},
-	}, nil
+	files := []WorkflowFile{{File: FileWorkflow, ID: id("main"), WebhookPath: r.WebhookPath}}
+	if !r.KeysInKeysvc() {
+		files = append(files, WorkflowFile{File: FileCleanup, ID: id("cleanup")})
+	}
+	return files, nil
 }
 
 // inboxWorkflows renders the inbox pattern's workflows by file name.

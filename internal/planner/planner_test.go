@@ -679,15 +679,16 @@ func commandArgs(values map[string]string) []string {
 // The choices users make (a provider, a guarantee, options typed), each
 // paired with what it must set.
 var guidedChoices = []choice{
-	{Provider: "", Guarantee: "reserve"},
-	{Provider: "stripe", Guarantee: "reserve", Options: map[string]string{"path": "stripe/live", "name": "Orders 'live'"}},
+	{Provider: "", Guarantee: "lease"},
+	{Provider: "stripe", Guarantee: "lease", Options: map[string]string{"path": "stripe/live", "name": "Orders 'live'"}},
+	{Provider: "", Guarantee: "at-most-once"},
 	{Provider: "github", Guarantee: "lease", Options: map[string]string{"lease": "90s"}},
 	{Provider: "shopify", Guarantee: "transactional", Options: map[string]string{"business-table": "shop.orders"}},
 	{Provider: "stripe", Guarantee: "crypto-node"},
 	{Provider: "standardwebhooks", Guarantee: "keysvc", Options: map[string]string{"keysvc-url": "http://keysvc:8080", "keysvc-credential": "keysvc prod token"}},
-	{Provider: "slack", Guarantee: "keysvc", Options: map[string]string{"guard": "lease", "lease": "2m"}},
+	{Provider: "slack", Guarantee: "keysvc", Options: map[string]string{"lease": "2m"}},
 	{Provider: "github", Guarantee: "node"},
-	{Provider: "stripe", Guarantee: "node", Options: map[string]string{"guard": "lease", "node-type": "CUSTOM.idempotencyGuardPostgres"}},
+	{Provider: "stripe", Guarantee: "node", Options: map[string]string{"guard": "at-most-once", "node-type": "CUSTOM.idempotencyGuardPostgres"}},
 	{Provider: "stripe", Guarantee: "inbox", Options: map[string]string{"outbox-url": "https://fulfilment.example/v1/operations", "outbox-batch": "5"}},
 	{Provider: "", Guarantee: "inbox", Options: map[string]string{"db-schema": "payments"}},
 	{Provider: "standardwebhooks", Guarantee: "inbox"},
@@ -819,7 +820,7 @@ func workflowDrawing(t *testing.T, raw []byte) drawn {
 		// outputsOf; e2e's editor screenshot shows them).
 		if slices.Contains(communitynode.Types(), n.Type) {
 			switch n.Parameters.Operation {
-			case "reserve", "":
+			case "reserve":
 				labels[n.Name] = []string{"New", "Duplicate"}
 			case "acquireLease":
 				labels[n.Name] = []string{"New", "Duplicate", "In Progress"}
@@ -920,8 +921,8 @@ func TestPageGuidesTheChoices(t *testing.T) {
 
 	t.Run("the provider sets the key preset and the signature check", func(t *testing.T) {
 		for _, p := range generator.ProviderChoices() {
-			for _, guarantee := range []string{"reserve", "inbox"} {
-				if p.Name == "standardwebhooks" && guarantee == "reserve" {
+			for _, guarantee := range []string{"lease", "inbox"} {
+				if p.Name == "standardwebhooks" && guarantee == "lease" {
 					guarantee = "keysvc" // n8n cannot check its signature itself
 				}
 				choose(t, ctx, choice{Provider: p.Name, Guarantee: guarantee})
@@ -939,7 +940,7 @@ func TestPageGuidesTheChoices(t *testing.T) {
 				}
 			}
 		}
-		choose(t, ctx, choice{Provider: "github", Guarantee: "reserve"})
+		choose(t, ctx, choice{Provider: "github", Guarantee: "lease"})
 		got := enter(t, ctx, []byte(`{"action":"opened"}`), map[string]string{"X-GitHub-Delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958"}, "", "")
 		if got.Key != "gh::72d3162e-cc78-11e3-81ab-4c9367dc0958" {
 			t.Errorf("with GitHub chosen and #preset left to follow it, the key is %q (%s)", got.Key, got.Rule)
@@ -957,9 +958,9 @@ func TestPageGuidesTheChoices(t *testing.T) {
 			guarantee, outbox string
 			hidden, sent      []string
 		}{
-			{"reserve", "", []string{"lease", "keysvc-url", "outbox-batch", "account"}, []string{"events-table"}},
+			{"at-most-once", "", []string{"lease", "keysvc-url", "outbox-batch", "account"}, []string{"events-table"}},
 			{"lease", "", []string{"keysvc-url", "outbox-batch", "account"}, []string{"lease", "events-table"}},
-			{"keysvc", "", []string{"lease", "outbox-batch", "account"}, []string{"keysvc-url", "events-table"}},
+			{"keysvc", "", []string{"outbox-batch", "account", "events-table"}, []string{"lease", "keysvc-url"}},
 			{"inbox", "", []string{"lease", "keysvc-url", "outbox-batch", "events-table"}, []string{"account"}},
 			{"inbox", "https://api.example/ops", []string{"lease", "keysvc-url", "events-table"}, []string{"account", "outbox-batch"}},
 		}
@@ -1003,7 +1004,7 @@ func TestPageGuidesTheChoices(t *testing.T) {
 var optionSamples = map[string][]string{
 	"pattern": {"inbox", "reserve"}, "path": {"other/path"}, "name": {"Other name"}, "credential": {"Other Postgres"},
 	"retention": {"45d"}, "verify": {"stripe", "shopify", "none"}, "verify-credential": {"Other secret"}, "tolerance": {"2m"},
-	"hashing": {"crypto-node", "keysvc", "node", "code-node"}, "node-store": {"keysvc", "postgres"}, "node-type": {"CUSTOM.idempotencyGuardPostgres", "n8n-nodes-idemhook-postgres.idempotencyGuardPostgres"}, "guard": {"lease", "transactional", "reserve"}, "lease": {"90s", "3m"},
+	"hashing": {"crypto-node", "keysvc", "node", "code-node"}, "node-store": {"keysvc", "postgres"}, "node-type": {"CUSTOM.idempotencyGuardPostgres", "n8n-nodes-idemhook-postgres.idempotencyGuardPostgres"}, "guard": {"lease", "transactional", "at-most-once"}, "lease": {"90s", "3m"},
 	"events-table": {"other_events"}, "business-table": {"other_business"}, "save-success": {"all", "none"},
 	"save-errors": {"all", "none"}, "save-manual": {"true", "false"}, "execution-timeout": {"7m"},
 	"keysvc-url": {"http://keysvc.other:1"}, "keysvc-credential": {"keysvc token", "other token"}, "receiver": {"keysvc", "n8n"},
@@ -1162,7 +1163,7 @@ func TestPageLayout(t *testing.T) {
 		openPage(t, ctx, url) // as a visitor finds it: nothing unfolded by the error below
 		emulate(t, ctx, s)
 		for _, c := range []choice{
-			{Provider: "stripe", Guarantee: "reserve"},
+			{Provider: "stripe", Guarantee: "lease"},
 			{Provider: "stripe", Guarantee: "inbox", Options: map[string]string{"outbox-url": "https://fulfilment.example/v1/operations"}},
 			{Provider: "standardwebhooks", Guarantee: "keysvc"},
 			{Provider: "github", Guarantee: "crypto-node", Options: map[string]string{"events-table": "events; DROP TABLE x"}},

@@ -16,21 +16,21 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
 // the flags it sets, and one line on what it guarantees and what it costs
 // (the README's "Modes" and "Scale-out and faults" say more).
 const GUARANTEES = [
-  ['reserve', 'Reserve', 'reserve', 'code-node', 'reserve',
-    'A replay is answered 200 duplicate and your step runs once. Costs: a crash between the reservation and your step loses that event; the Code node needs n8n to allow crypto.'],
-  ['lease', 'Lease', 'reserve', 'code-node', 'lease',
-    'None lost: a dead attempt\'s lease expires and the retry takes over; a retry while it runs gets 409. Costs: a Mark Done step; a crash right after your step can repeat it.'],
+  ['lease', 'Lease (the default)', 'reserve', 'code-node', 'lease',
+    'None lost: a retry while your step runs gets 409, an attempt that dies is taken over after its lease, and the example step and its done commit together. Costs: your own steps outside the database run at least once (pass the key on); the Code node needs n8n to allow crypto.'],
   ['transactional', 'Transactional', 'reserve', 'code-node', 'transactional',
     'Exactly once, none lost: the reservation and your business write are one SQL statement. Costs: your step must be SQL on the same PostgreSQL.'],
-  ['crypto-node', 'Crypto node', 'reserve', 'crypto-node', 'reserve',
-    'Reserve without a Code node: n8n\'s Crypto node hashes, no environment variable to set. Costs: the id is read from n8n\'s parsed body (JSON sent as text/plain is hashed); body ids only.'],
-  ['keysvc', 'keysvc', 'reserve', 'keysvc', 'reserve',
-    'keysvc derives and reserves the key and checks the signature: no Code or Crypto node, one table shared with other tools. Costs: one more service, reachable from n8n.'],
-  ['node', 'Community node', 'reserve', 'node', 'reserve',
-    'Reserve in one node: the Idempotency Guard (npm n8n-nodes-idemhook) builds and reserves the key, the cheapest per delivery. Costs: the package installed in n8n.'],
-  ['inbox', 'Inbox', 'inbox', 'code-node', 'reserve',
+  ['at-most-once', 'At most once', 'reserve', 'code-node', 'at-most-once',
+    'The seed\'s template, first sight wins: a replay is answered 200 duplicate. Costs: an attempt that dies loses its event, and a retry during a running attempt is answered duplicate, lost if that attempt fails.'],
+  ['crypto-node', 'Crypto node', 'reserve', 'crypto-node', 'lease',
+    'The lease without a Code node: n8n\'s Crypto node hashes, no environment variable to set. Costs: the id is read from n8n\'s parsed body (JSON sent as text/plain is hashed); body ids only.'],
+  ['keysvc', 'keysvc', 'reserve', 'keysvc', 'lease',
+    'keysvc derives and leases the key and checks the signature: no Code or Crypto node, keys kept and pruned by keysvc. Costs: one more service, reachable from n8n.'],
+  ['node', 'Community node', 'reserve', 'node', 'lease',
+    'The lease in one node: the Idempotency Guard (npm n8n-nodes-idemhook) builds and leases the key, the cheapest per delivery. Costs: the package installed in n8n.'],
+  ['inbox', 'Inbox', 'inbox', 'code-node', 'lease',
     'Save, answer 200, then decide: one effect per business change even across events, none lost, external calls through an outbox. Costs: four or five workflows and effect rules.'],
-  ['inbox-node', 'Inbox, community node', 'inbox', 'node', 'reserve',
+  ['inbox-node', 'Inbox, community node', 'inbox', 'node', 'lease',
     'The inbox with its receipt in one node: the Idempotency Guard checks the signature and saves the event in n8n\'s own process, no Code or Crypto node. Costs: the package installed in n8n; not with keysvc\'s inbox in front.'],
 ].map(([value, title, pattern, hashing, guard, line]) => ({ value, title, flags: { pattern, hashing, guard }, line }));
 
@@ -61,6 +61,9 @@ const READS = {
   // The inbox's n8n receiver builds its receipt in a Code node or the community node; keysvc's in keysvc.
   hashing: (m) => m.pattern === 'reserve' || m.receiver !== 'keysvc',
   lease: (m) => m.guard === 'lease',
+  // keysvc keeps its keys and prunes them itself: no events table, no cleanup workflow.
+  retention: (m) => !keysInKeysvc(m),
+  'events-table': (m) => !keysInKeysvc(m),
   'keysvc-url': (m) => m.hashing === 'keysvc',
   'keysvc-credential': (m) => m.hashing === 'keysvc' || nodeOnKeysvc(m),
   // The node's type names its package, and so its store.
@@ -79,6 +82,11 @@ const READS = {
 // n8n Cloud can install).
 function nodeOnKeysvc(m) {
   return m.pattern === 'reserve' && m.hashing === 'node' && m['node-store'] === 'keysvc';
+}
+
+// keysInKeysvc: keysvc holds the keys (generator.Options.KeysInKeysvc).
+function keysInKeysvc(m) {
+  return m.pattern === 'reserve' && (m.hashing === 'keysvc' || nodeOnKeysvc(m));
 }
 
 // n8nVerifies: the signature is checked by the workflow's Crypto node, not
@@ -104,7 +112,7 @@ const SAMPLE_HEADERS = {
 
 let flags = []; // idemhook.options(): the CLI's option table
 let providers = []; // idemhook.providers(): what choosing a provider sets
-let mode = { pattern: 'reserve', hashing: 'code-node', guard: 'reserve', receiver: 'n8n', outbox: false, verify: '' };
+let mode = { pattern: 'reserve', hashing: 'code-node', guard: 'lease', receiver: 'n8n', outbox: false, verify: '' };
 
 // ---- the delivery and its key ----
 
@@ -416,7 +424,7 @@ function rawValues() {
 // whether an outbox is called.
 function modeOf(raw) {
   return {
-    pattern: raw.pattern || 'reserve', hashing: raw.hashing || 'code-node', guard: raw.guard || 'reserve',
+    pattern: raw.pattern || 'reserve', hashing: raw.hashing || 'code-node', guard: raw.guard || 'lease',
     receiver: raw.receiver || 'n8n', outbox: raw['outbox-url'] !== '', verify: '',
     'node-store': GUARD_STORES[raw['node-type']] || raw['node-store'] || 'postgres', nodeTyped: raw['node-type'] !== '',
   };
