@@ -75,7 +75,11 @@ type crashTarget struct {
 	settle func(t *testing.T)
 	// effects returns, per event, how many business effects it had.
 	effects func(t *testing.T) map[int]int
-	paths   []string // webhook paths, to wait for after an n8n restart
+	// firstEffects returns, per event, when its first effect's transaction
+	// began (nil where effects come after the answer by design: the
+	// inbox's worker).
+	firstEffects func(t *testing.T) map[int]time.Time
+	paths        []string // webhook paths, to wait for after an n8n restart
 
 	sent, acked, unacked atomic.Int64
 	// answered[i] is set when a delivery of event i was acknowledged by
@@ -87,8 +91,17 @@ type crashTarget struct {
 	// away mid-execution. A provider takes that 2xx as delivered; the
 	// pattern never saw it. Those are counted apart, in n8nAcked.
 	answered []atomic.Bool
-	n8nAcked atomic.Int64
-	n8nBody  atomic.Pointer[string]
+	// answeredAt[i] is when the workflow's first 2xx for event i arrived
+	// (Unix nanoseconds). An answer before the event's first effect began
+	// acknowledged a delivery that had done nothing: here a second delivery
+	// may have done it since, but a provider that delivers once (retrying
+	// only failures) would have lost the event. n8n hands a step that threw
+	// before its query its input back as success; the lease and
+	// transactional guards answered that 200 until they checked the step's
+	// own output (at-most-once still does: it may lose events).
+	answeredAt []atomic.Int64
+	n8nAcked   atomic.Int64
+	n8nBody    atomic.Pointer[string]
 }
 
 // answeredByWorkflow reports whether r is one of the generated workflow's
@@ -144,6 +157,9 @@ func guardCrashTarget(t *testing.T, prefix string, hashing generator.Hashing, gu
 		settle: func(*testing.T) {},
 		effects: func(t *testing.T) map[int]int {
 			return countPerEvent(t, "SELECT substr(event_key, $2) FROM "+opts.BusinessTable+" WHERE event_key LIKE $1", "evt:"+evt+"%", len("evt:"+evt)+1)
+		},
+		firstEffects: func(t *testing.T) map[int]time.Time {
+			return firstPerEvent(t, "SELECT substr(event_key, $2), min(created_at) FROM "+opts.BusinessTable+" WHERE event_key LIKE $1 GROUP BY 1", "evt:"+evt+"%", len("evt:"+evt)+1)
 		},
 	}
 }
@@ -215,6 +231,34 @@ func countPerEvent(t *testing.T, query string, args ...any) map[int]int {
 	return out
 }
 
+// firstPerEvent runs query (one row per event: its number as text and a
+// time) and maps each event to its time.
+func firstPerEvent(t *testing.T, query string, args ...any) map[int]time.Time {
+	t.Helper()
+	rows, err := st.Business.Query(context.Background(), query, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	out := map[int]time.Time{}
+	for rows.Next() {
+		var s string
+		var at time.Time
+		var i int
+		if err := rows.Scan(&s, &at); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fmt.Sscan(s, &i); err != nil {
+			t.Fatalf("effect of %q: %v", s, err)
+		}
+		out[i] = at
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // loadWithFault sends every target's events, each twice, crashClients at a
 // time per target, all targets at once; when a quarter of all deliveries
 // have been acknowledged it runs fault. Then it lets each target settle
@@ -242,6 +286,7 @@ func loadWithFault(t *testing.T, targets []*crashTarget, fault string, do func()
 	var wg sync.WaitGroup
 	for _, tg := range targets {
 		tg.answered = make([]atomic.Bool, crashEvents)
+		tg.answeredAt = make([]atomic.Int64, crashEvents)
 		jobs := make(chan int, 2*crashEvents)
 		for i := range crashEvents {
 			jobs <- i
@@ -261,6 +306,7 @@ func loadWithFault(t *testing.T, targets []*crashTarget, fault string, do func()
 						acked.Add(1)
 						if answeredByWorkflow(r) {
 							tg.answered[i].Store(true)
+							tg.answeredAt[i].CompareAndSwap(0, time.Now().UnixNano())
 						} else {
 							tg.n8nAcked.Add(1)
 							tg.n8nBody.CompareAndSwap(nil, &r.body)
@@ -296,22 +342,34 @@ func loadWithFault(t *testing.T, targets []*crashTarget, fault string, do func()
 	for _, tg := range targets {
 		tg.settle(t)
 		perEvent := tg.effects(t)
+		var first map[int]time.Time
+		if tg.firstEffects != nil {
+			first = tg.firstEffects(t)
+		}
 		// An event none of whose deliveries the workflow answered, only
-		// n8n, is n8n's loss (answered), not the pattern's.
-		effects, duplicates, lost, lostToN8n := 0, 0, 0, 0
+		// n8n, is n8n's loss (answered), not the pattern's. One the workflow
+		// acknowledged before its first effect began is lost to a provider
+		// that delivers once (early), whatever the second delivery did.
+		effects, duplicates, lost, early, lostToN8n := 0, 0, 0, 0, 0
 		for i := range crashEvents {
 			n := perEvent[i]
 			effects += n
 			duplicates += max(n-1, 0)
-			switch {
+			switch at := tg.answeredAt[i].Load(); {
 			case n == 0 && tg.answered[i].Load():
 				lost++
 			case n == 0:
 				lostToN8n++
+			case first != nil && at != 0 && first[i].UnixNano() > at:
+				early++
 			}
 		}
-		t.Logf("%-16s %s: sent %d, acknowledged %d, never acknowledged %d; events %d, effects %d, duplicates %d, lost %d",
-			tg.name, fault, tg.sent.Load(), tg.acked.Load(), tg.unacked.Load(), crashEvents, effects, duplicates, lost)
+		beforeEffect := ""
+		if first != nil {
+			beforeEffect = fmt.Sprintf(", acknowledged before their effect %d", early)
+		}
+		t.Logf("%-16s %s: sent %d, acknowledged %d, never acknowledged %d; events %d, effects %d, duplicates %d, lost %d%s",
+			tg.name, fault, tg.sent.Load(), tg.acked.Load(), tg.unacked.Load(), crashEvents, effects, duplicates, lost, beforeEffect)
 		if n := tg.n8nAcked.Load(); n > 0 {
 			t.Logf("%-16s %s: n8n acknowledged %d deliveries without the workflow's answer (first: %.120q); %d events had no other acknowledgement and no effect",
 				tg.name, fault, n, *tg.n8nBody.Load(), lostToN8n)
@@ -319,8 +377,8 @@ func loadWithFault(t *testing.T, targets []*crashTarget, fault string, do func()
 		if tg.unacked.Load() != 0 {
 			t.Errorf("%s: %d deliveries were never acknowledged within the provider's retries", tg.name, tg.unacked.Load())
 		}
-		if lost != 0 && !tg.mayLose {
-			t.Errorf("%s: %d events lost", tg.name, lost)
+		if lost+early != 0 && !tg.mayLose {
+			t.Errorf("%s: %d events lost, %d acknowledged before their effect", tg.name, lost, early)
 		}
 		if duplicates != 0 && !tg.mayRepeat {
 			t.Errorf("%s: %d duplicate effects", tg.name, duplicates)

@@ -138,7 +138,8 @@ func rename(w *n8napi.Workflow, from, to string) {
 
 // userEdit is the default workflow as a user edits it: the business step
 // replaced by a Set node, a call to their CRM and a second insert, and
-// nodes renamed.
+// nodes renamed. The insert returns event_key, the field Step Succeeded?
+// tests, as the workflow's note asks of the last node.
 func userEdit(t *testing.T, prefix, crmURL string) n8napi.Workflow {
 	w := generatedWorkflow(t, seedOptions(prefix, generator.HashingCodeNode))
 	execSQL(t, "CREATE TABLE IF NOT EXISTS "+prefix+"_orders (event_key text PRIMARY KEY, status text)")
@@ -155,7 +156,7 @@ func userEdit(t *testing.T, prefix, crmURL string) n8napi.Workflow {
 		map[string]any{"name": "Notify CRM", "type": "n8n-nodes-base.httpRequest", "typeVersion": 4.2, "position": []any{900, 100}, "onError": "continueErrorOutput",
 			"parameters": map[string]any{"method": "POST", "url": crmURL, "sendBody": true, "specifyBody": "json", "jsonBody": "={{ JSON.stringify($json) }}", "options": map[string]any{}}},
 		map[string]any{"name": "Insert order", "type": "n8n-nodes-base.postgres", "typeVersion": 2.6, "position": []any{1100, 100}, "onError": "continueErrorOutput", "credentials": pg["credentials"],
-			"parameters": map[string]any{"operation": "executeQuery", "query": "INSERT INTO " + prefix + "_orders (event_key, status) VALUES ($1, 'new')",
+			"parameters": map[string]any{"operation": "executeQuery", "query": "INSERT INTO " + prefix + "_orders (event_key, status) VALUES ($1, 'new') RETURNING event_key",
 				"options": map[string]any{"queryReplacement": "={{ [ $('Build Idempotency Key').item.json.key ] }}"}}},
 	)
 	respond := outputs(w, "Prepare order")[0]

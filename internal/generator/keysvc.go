@@ -110,18 +110,21 @@ func addKeysvcNewEvent(g *graph, r resolved) {
 	g.connect(NodeReserved, 0, business)
 
 	keyPath := "={{ '" + r.KeysvcURL + "/v1/reservations/' + encodeURIComponent(" + keysvcKeyExpr + ")"
+	shift := 0
 	if r.Guard == GuardLease {
-		g.add(httpCall{Method: "POST", URL: keyPath + " + '/done' }}", Bearer: r.KeysvcCredential}.node(NodeMarkDone, g.at(4, -1)))
-		g.connect(business, 0, NodeMarkDone)
-		g.add(respondNode(NodeRespond200, g.at(5, -1), 200, keysvcAnswerBody("processed", "")))
+		shift = 1
+		succeeded := addStepSucceeded(g, business, g.at(4, -1))
+		g.add(httpCall{Method: "POST", URL: keyPath + " + '/done' }}", Bearer: r.KeysvcCredential}.node(NodeMarkDone, g.at(5, -1)))
+		g.connect(succeeded, 0, NodeMarkDone)
+		g.add(respondNode(NodeRespond200, g.at(6, -1), 200, keysvcAnswerBody("processed", "")))
 		g.connect(NodeMarkDone, 0, NodeRespond200)
 	} else {
 		g.add(respondNode(NodeRespond200, g.at(4, -1), 200, keysvcAnswerBody("processed", "")))
 		g.connect(business, 0, NodeRespond200)
 	}
-	g.add(httpCall{Method: "DELETE", URL: keyPath + " }}", Bearer: r.KeysvcCredential}.node(NodeRelease, g.at(4, 0)))
+	g.add(httpCall{Method: "DELETE", URL: keyPath + " }}", Bearer: r.KeysvcCredential}.node(NodeRelease, g.at(4+shift, 0)))
 	g.connect(business, 1, NodeRelease)
-	g.add(respondNode(NodeRespond500, g.at(5, 0), 500, keysvcAnswerBody("failed", ", released: true")))
+	g.add(respondNode(NodeRespond500, g.at(5+shift, 0), 500, keysvcAnswerBody("failed", ", released: true")))
 	g.connect(NodeRelease, 0, NodeRespond500)
 }
 

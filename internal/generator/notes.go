@@ -194,6 +194,10 @@ func guardNote(r resolved) []string {
 	return lines
 }
 
+// stepSucceededNote says what the If between the business step and Mark
+// Done must test (addStepSucceeded).
+const stepSucceededNote = "Make **Step Succeeded?** test a field only your last step's output has (the example's `event_key`): when a node fails before it runs (n8n cannot read its credential), n8n passes the node's input on as its success."
+
 // businessNote says where the user's own step goes, and what the guard
 // promises it.
 func businessNote(r resolved) []string {
@@ -202,11 +206,11 @@ func businessNote(r resolved) []string {
 	case r.Guard == GuardTransactional:
 		return append(lines, "Replace the example write in **Reserve and Write**'s statement (its business CTE) with your own SQL, reading the key from `reserved`.")
 	case r.Guard == GuardLease && r.nodeOnKeysvc(), r.Guard == GuardLease && r.Hashing == HashingKeysvc:
-		return append(lines, "Replace this node with your own. Keep its error output wired to **Release Key** (the retry runs it again) and its success to **Mark Done**.",
+		return append(lines, "Replace this node with your own. Keep its error output wired to **Release Key** (the retry runs it again) and its success to **Mark Done**, through **Step Succeeded?**. "+stepSucceededNote,
 			"Your steps run at least once: an attempt that dies after them and before **Mark Done** is run again by a retry, with the same key. "+passTheKey(r))
 	case r.Guard == GuardLease:
 		return append(lines, "This example writes its row and marks the key done in one statement, so it runs once whatever dies when; SQL of yours on this database can go in its business CTE.",
-			"Replace it with your own nodes: keep **Mark Done** after them and their error output wired to **Release Key**. Steps outside this database (an HTTP call, an email) run at least once: an attempt that dies after them and before **Mark Done** is run again by a retry, with the same key. "+passTheKey(r))
+			"Replace it with your own nodes: keep **Mark Done** after them, through **Step Succeeded?**, and their error output wired to **Release Key**. "+stepSucceededNote+" Steps outside this database (an HTTP call, an email) run at least once: an attempt that dies after them and before **Mark Done** is run again by a retry, with the same key. "+passTheKey(r))
 	}
 	return append(lines, "Replace this node with your own. Keep its error output wired to **Release Key**: a failure gives the key up, so the provider's retry runs it again.",
 		"At most once: an attempt that dies before its step commits keeps the key, and its event is lost. [at-most-once]("+Docs+"modes.md#at-most-once)")

@@ -29,6 +29,7 @@ const (
 	NodeAlreadyDone     = "Already Done?"
 	NodeRespond409      = "Respond 409 in progress"
 	NodeMarkDone        = "Mark Done"
+	NodeStepSucceeded   = "Step Succeeded?"
 	NodeCleanupSchedule = "Every Day"
 	NodeCleanupOnDemand = "On Demand"
 	NodeCleanupDelete   = "Delete Old Keys"
@@ -131,8 +132,11 @@ func firstGuardNode(r resolved) string {
 // table whose error output releases the key, so the provider's retry is
 // processed.
 func businessStep(r resolved, pos [2]int, keyExpr, eventTypeExpr string) node {
-	n := postgresNode(BusinessNodeName(r.BusinessTable), pos,
-		pgsql.BusinessInsert(r.business),
+	query := pgsql.BusinessInsert(r.business)
+	if r.Guard == GuardLease {
+		query = pgsql.BusinessInsertReturning(r.business) // for Step Succeeded?
+	}
+	n := postgresNode(BusinessNodeName(r.BusinessTable), pos, query,
 		"={{ [ "+keyExpr+", "+eventTypeExpr+" ] }}", r.CredentialName)
 	n.OnError = "continueErrorOutput"
 	return n
@@ -176,13 +180,20 @@ func addLocalFlow(g *graph, r resolved) error {
 	respond := func(status, extra string) string {
 		return "={{ JSON.stringify({ status: '" + status + "', key: " + key + extra + " }) }}"
 	}
+	// With a lease, Step Succeeded? comes between the step and Mark Done,
+	// one column further right; at-most-once stays the seed's template.
+	shift := 0
+	if r.Guard == GuardLease {
+		shift = 1
+	}
 	err := addGuardHead(g, r, respondNode, func(from string) {
 		g.add(businessStepOf(r, g.at(4, -1)))
 		g.connect(from, 0, business)
 		if r.Guard == GuardLease {
-			g.add(markDoneOf(r, g.at(5, -1)))
-			g.connect(business, 0, NodeMarkDone)
-			g.add(respondNode(NodeRespond200, g.at(6, -1), 200, respond("processed", "")))
+			succeeded := addStepSucceeded(g, business, g.at(5, -1))
+			g.add(markDoneOf(r, g.at(6, -1)))
+			g.connect(succeeded, 0, NodeMarkDone)
+			g.add(respondNode(NodeRespond200, g.at(7, -1), 200, respond("processed", "")))
 			g.connect(NodeMarkDone, 0, NodeRespond200)
 			return
 		}
@@ -192,20 +203,38 @@ func addLocalFlow(g *graph, r resolved) error {
 	if err != nil {
 		return err
 	}
-	release := postgresNode(NodeRelease, g.at(5, 0), pgsql.Release(r.events), "={{ [ "+key+" ] }}", r.CredentialName)
+	release := postgresNode(NodeRelease, g.at(5+shift, 0), pgsql.Release(r.events), "={{ [ "+key+" ] }}", r.CredentialName)
 	switch {
 	case r.Hashing == HashingNode:
-		release = nodeRelease(r, g.at(5, 0))
+		release = nodeRelease(r, g.at(5+shift, 0))
 	case r.Guard == GuardLease:
-		release = postgresNode(NodeRelease, g.at(5, 0), pgsql.ReleaseLease(r.events),
+		release = postgresNode(NodeRelease, g.at(5+shift, 0), pgsql.ReleaseLease(r.events),
 			"={{ [ "+key+", "+attemptExpr+" ] }}", r.CredentialName)
 	}
 	g.add(release)
 	g.connect(business, 1, NodeRelease)
 	// A 5xx makes the provider retry; the key is free again by then.
-	g.add(respondNode(NodeRespond500, g.at(6, 0), 500, respond("failed", ", released: true")))
+	g.add(respondNode(NodeRespond500, g.at(6+shift, 0), 500, respond("failed", ", released: true")))
 	g.connect(NodeRelease, 0, NodeRespond500)
 	return nil
+}
+
+// addStepSucceeded adds the If node after the business step that lets only
+// the step's own output go on as its success: an item with the column the
+// step returns (pgsql.StepOutputColumn). Anything else goes to Release Key
+// and is answered 500, so the provider retries. n8n 2.41.1 hands a node
+// that has an error output its input back on the success output when the
+// node throws instead of returning an error item; the Postgres node does
+// when it cannot read its credential from n8n's own database (restarting,
+// or out of reach), before its query runs. Taken for the step's success,
+// that answered 200 processed (with a lease, Mark Done marked the key done
+// first) for a step that never ran: the event was lost, as one in 75 were in
+// a crash run under a PostgreSQL restart. It returns the If's name.
+func addStepSucceeded(g *graph, business string, pos [2]int) string {
+	g.add(ifNode(g, NodeStepSucceeded, pos, "={{ $json."+pgsql.StepOutputColumn+" }}", opStringExist, ""))
+	g.connect(business, 0, NodeStepSucceeded)
+	g.connect(NodeStepSucceeded, 1, NodeRelease)
+	return NodeStepSucceeded
 }
 
 // markDoneOf is the lease guard's Mark Done after the business step: the
@@ -341,15 +370,19 @@ const (
 // addTransactional reserves and writes in one statement after the key
 // nodes; the answer follows from its one row (an empty key is a 400, folded
 // into the statement, which reserves nothing for it). A failed statement
-// rolled both back: answer 500, and the provider's retry runs it again.
+// rolled both back: answer 500, and the provider's retry runs it again. An
+// item without the statement's boolean "new" is the key nodes' item, which
+// n8n hands on as the statement's success when the node throws before its
+// query (see addStepSucceeded): nothing ran, so that is a 500 too, where it
+// was answered 200 duplicate.
 func addTransactional(g *graph, r resolved, after string) {
 	save := postgresNode(NodeReserveAndWrite, g.at(1, 0), pgsql.ReserveAndWrite(r.events, r.business),
 		"={{ [ $json.key, $json.eventType ] }}", r.CredentialName)
 	save.OnError = "continueErrorOutput"
 	g.add(save)
 	g.connect(after, 0, NodeReserveAndWrite)
-	g.add(respondNode(NodeRespondResult, g.at(2, 0), "={{ $json.key === '' ? 400 : 200 }}",
-		"={{ JSON.stringify($json.key === '' ? { status: 'rejected', error: 'empty body: there is nothing to derive an idempotency key from' } : { status: $json.new ? 'processed' : 'duplicate', key: $json.key }) }}"))
+	g.add(respondNode(NodeRespondResult, g.at(2, 0), "={{ $json.key === '' ? 400 : typeof $json.new === 'boolean' ? 200 : 500 }}",
+		"={{ JSON.stringify($json.key === '' ? { status: 'rejected', error: 'empty body: there is nothing to derive an idempotency key from' } : typeof $json.new === 'boolean' ? { status: $json.new ? 'processed' : 'duplicate', key: $json.key } : { status: 'failed', error: 'the statement did not run; retry' }) }}"))
 	g.connect(NodeReserveAndWrite, 0, NodeRespondResult)
 	g.add(respondNode(NodeRespond500Txn, g.at(2, 1), 500,
 		"={{ JSON.stringify({ status: 'failed', error: 'the reservation and the business write were rolled back; retry' }) }}"))

@@ -262,14 +262,33 @@ func TestDefaultWorkflowHoldsALease(t *testing.T) {
 	w.wantEdge(generator.NodeLeaseAcquired, 1, "Already Done?")
 	w.wantEdge("Already Done?", 0, "Respond 200 duplicate")
 	w.wantEdge("Already Done?", 1, "Respond 409 in progress")
-	w.wantEdge("Business Step (insert business_log)", 0, generator.NodeMarkDone)
+	w.wantEdge("Business Step (insert business_log)", 0, generator.NodeStepSucceeded)
+	w.wantEdge(generator.NodeStepSucceeded, 0, generator.NodeMarkDone)
+	w.wantEdge(generator.NodeStepSucceeded, 1, "Release Key")
 	w.wantEdge(generator.NodeMarkDone, 0, "Respond 200")
 	w.wantEdge("Business Step (insert business_log)", 1, "Release Key")
 	w.wantEdge("Release Key", 0, "Respond 500 released")
+	checkStepSucceeded(t, w)
 	for name, status := range map[string]int64{"Respond 200": 200, "Respond 200 duplicate": 200, "Respond 409 in progress": 409, "Respond 400 empty body": 400, "Respond 500 released": 500} {
 		if got := w.node(name).Get("parameters.options.responseCode").Int(); got != status {
 			t.Errorf("%s answers %d", name, got)
 		}
+	}
+}
+
+// checkStepSucceeded: with a lease, only an item carrying the column the
+// business step returns goes on as its success. n8n hands a node that
+// throws before its query (its credential unreadable) its input back on the
+// success output, and that input never has the column.
+func checkStepSucceeded(t *testing.T, w wf) {
+	t.Helper()
+	q := w.node("Business Step (insert business_log)").Get("parameters.query").String()
+	if !strings.Contains(q, "RETURNING "+pgsql.StepOutputColumn) && !strings.Contains(q, "key AS "+pgsql.StepOutputColumn) {
+		t.Errorf("the business step does not return %s:\n%s", pgsql.StepOutputColumn, q)
+	}
+	cond := w.node(generator.NodeStepSucceeded).Get("parameters.conditions.conditions.0")
+	if cond.Get("leftValue").String() != "={{ $json."+pgsql.StepOutputColumn+" }}" || cond.Get("operator.operation").String() != "exists" {
+		t.Errorf("%s condition %s", generator.NodeStepSucceeded, cond.Raw)
 	}
 }
 
@@ -368,9 +387,19 @@ func TestLeaseWorkflow(t *testing.T) {
 	w.wantEdge(generator.NodeLeaseAcquired, 1, "Already Done?")
 	w.wantEdge("Already Done?", 0, "Respond 200 duplicate")
 	w.wantEdge("Already Done?", 1, "Respond 409 in progress")
-	w.wantEdge("Business Step (insert business_log)", 0, "Mark Done")
+	w.wantEdge("Business Step (insert business_log)", 0, generator.NodeStepSucceeded)
+	w.wantEdge(generator.NodeStepSucceeded, 0, "Mark Done")
 	w.wantEdge("Mark Done", 0, "Respond 200")
 	w.wantEdge("Business Step (insert business_log)", 1, "Release Key")
+	checkStepSucceeded(t, w)
+	// Every way of building the key (the community node's included) checks
+	// the step's output before Mark Done.
+	for _, hashing := range []generator.Hashing{generator.HashingCryptoNode, generator.HashingNode} {
+		v := generate(t, generator.Options{Hashing: hashing, ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease}})
+		v.wantEdge(generator.NodeStepSucceeded, 0, "Mark Done")
+		v.wantEdge(generator.NodeStepSucceeded, 1, "Release Key")
+		checkStepSucceeded(t, v)
+	}
 	busy := w.node("Respond 409 in progress").Get("parameters.options")
 	if busy.Get("responseCode").Int() != 409 || busy.Get("responseHeaders.entries.0.name").String() != "Retry-After" ||
 		busy.Get("responseHeaders.entries.0.value").String() != "90" {
@@ -520,7 +549,10 @@ func TestKeysvcWorkflow(t *testing.T) {
 	if got := lease.node("Reserve via keysvc").Get("parameters.url").String(); got != "http://127.0.0.1:8080/v1/reservations?lease=120s" {
 		t.Errorf("lease URL %q", got)
 	}
-	lease.wantEdge("Business Step (insert business_log)", 0, "Mark Done")
+	lease.wantEdge("Business Step (insert business_log)", 0, generator.NodeStepSucceeded)
+	lease.wantEdge(generator.NodeStepSucceeded, 0, "Mark Done")
+	lease.wantEdge(generator.NodeStepSucceeded, 1, "Release Key")
+	checkStepSucceeded(t, lease)
 }
 
 func TestVerifyWorkflow(t *testing.T) {
@@ -629,6 +661,11 @@ func TestTransactionalWorkflow(t *testing.T) {
 		checkEveryPathAnswers(t, w)
 		w.wantEdge(generator.NodeReserveAndWrite, 0, generator.NodeRespondResult)
 		w.wantEdge(generator.NodeReserveAndWrite, 1, generator.NodeRespond500Txn)
+		// Only the statement's own row (its boolean "new") is answered 200:
+		// n8n hands the key's item on when the node throws before its query.
+		if code := w.node(generator.NodeRespondResult).Get("parameters.options.responseCode").String(); !strings.Contains(code, "typeof $json.new === 'boolean' ? 200 : 500") {
+			t.Errorf("%s: Respond's status %q", hashing, code)
+		}
 		q := w.node(generator.NodeReserveAndWrite).Get("parameters.query").String()
 		for _, want := range []string{"INSERT INTO processed_events (key) SELECT $1 WHERE $1 <> '' ON CONFLICT (key) DO NOTHING RETURNING key",
 			"INSERT INTO business_log (event_key, event_type) SELECT key"} {

@@ -80,6 +80,25 @@ func BusinessInsert(business Table) string {
 	return fmt.Sprintf("INSERT INTO %s (event_key, event_type) VALUES ($1, NULLIF($2, ''))", business)
 }
 
+// BusinessInsertReturning is BusinessInsert that returns the row's
+// StepOutputColumn, for a lease held where the step's statement cannot mark
+// it done (keysvc): the workflow's check after the step looks for it.
+func BusinessInsertReturning(business Table) string {
+	return BusinessInsert(business) + " RETURNING " + StepOutputColumn
+}
+
+// StepOutputColumn is the column the lease guard's example business steps
+// return (BusinessInsertDone, BusinessInsertReturning) and the workflow's
+// check after them looks for. n8n 2.41.1 hands a node that has an error
+// output its input items back on its success output when the node throws
+// instead of returning an error item: the Postgres node throws when it
+// cannot read its credential from n8n's own database (that database
+// restarting or out of reach), before its query runs. The step's input (the
+// reservation's row, the key's item) never has this column, so an item
+// without it is a step that did not run, and must not be answered 200 or
+// marked done.
+const StepOutputColumn = "event_key"
+
 // Columns lists the columns of table $1 in schema $2 (the search path's
 // first when empty): keysvc reads from them whether the table exists and
 // has the lease columns.
@@ -212,12 +231,16 @@ const LeaseLostPrefix = "idemhook: this attempt no longer holds the lease on key
 // message is a column of a subquery that OFFSET 0 keeps from being pulled
 // up, so the planner cannot fold the cast into a constant and fail at plan
 // time; the cast runs only for the row the WHERE lets through, when done is
-// empty. The key ($1) reaches the message as a bound value, never as SQL text.
-const failUnlessDone = `SELECT key FROM done
+// empty. The key ($1) reaches the message as a bound value, never as SQL
+// text. column is what the first SELECT returns: key, or key under the name
+// StepOutputColumn.
+func failUnlessDone(column string) string {
+	return `SELECT ` + column + ` FROM done
 UNION ALL
 SELECT CAST(m.message AS integer)::text
 FROM (SELECT '` + LeaseLostPrefix + `' || $1::text || ': it was taken over after the lease expired, or released; nothing was marked done. Answer 5xx: the provider''s retry finds it done, in progress or free.' AS message OFFSET 0) m
 WHERE NOT EXISTS (SELECT 1 FROM done)`
+}
 
 // BusinessInsertDone is the lease guard's example business step: the
 // business row for key $1 (event type $2) and the key's 'done' in one
@@ -233,7 +256,8 @@ WHERE NOT EXISTS (SELECT 1 FROM done)`
 // takeover (AcquireLease's ON CONFLICT DO UPDATE re-checks the row it
 // waited for), so one of the two wins and the other sees its result.
 // Users whose step is SQL on the same database put their own write in the
-// business CTE, reading the key from done.
+// business CTE, reading the key from done. The key comes back as
+// StepOutputColumn, which the workflow's check after the step looks for.
 func BusinessInsertDone(events, business Table) string {
 	return fmt.Sprintf(`WITH done AS (
   UPDATE %s SET state = 'done', lease_until = NULL
@@ -243,7 +267,7 @@ func BusinessInsertDone(events, business Table) string {
   -- The business step: replace this insert with your own write, reading the key from done.
   INSERT INTO %s (event_key, event_type) SELECT key, NULLIF($2, '') FROM done
 )
-`, events, business) + failUnlessDone
+`, events, business) + failUnlessDone("key AS "+StepOutputColumn)
 }
 
 // MarkAttemptDone is MarkDone fenced by attempt $2, for the lease guard's
@@ -260,7 +284,7 @@ func MarkAttemptDone(events Table) string {
   WHERE key = $1 AND attempts = $2
   RETURNING key
 )
-`, events) + failUnlessDone
+`, events) + failUnlessDone("key")
 }
 
 // MarkExecutionDone is MarkDone for the keys n8n execution $1 holds, for
