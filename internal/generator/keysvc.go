@@ -113,7 +113,8 @@ func addKeysvcNewEvent(g *graph, r resolved) {
 	shift := 0
 	if r.Guard == GuardLease {
 		shift = 1
-		succeeded := addStepSucceeded(g, business, g.at(4, -1))
+		// keysvc's answer that reserved the key: what the step was given.
+		succeeded := addStepSucceeded(g, business, "$json.statusCode === 201 && $json.body !== null && typeof $json.body === 'object' && $json.body.key !== undefined", g.at(4, -1))
 		g.add(httpCall{Method: "POST", URL: keyPath + " + '/done' }}", Bearer: r.KeysvcCredential}.node(NodeMarkDone, g.at(5, -1)))
 		g.connect(succeeded, 0, NodeMarkDone)
 		g.add(respondNode(NodeRespond200, g.at(6, -1), 200, keysvcAnswerBody("processed", "")))

@@ -196,7 +196,7 @@ func guardNote(r resolved) []string {
 
 // stepSucceededNote says what the If between the business step and Mark
 // Done must test (addStepSucceeded).
-const stepSucceededNote = "Make **Step Succeeded?** test a field only your last step's output has (the example's `event_key`): when a node fails before it runs (n8n cannot read its credential), n8n passes the node's input on as its success."
+const stepSucceededNote = "**Step Succeeded?** sends the guard's own item to **Release Key**: when a node with an error output fails before it runs (n8n cannot read its credential), n8n passes the node's input on as its success. Your last node must output something else (not pass its input through); a node of yours in the middle with an error output needs a check of its own."
 
 // businessNote says where the user's own step goes, and what the guard
 // promises it.

@@ -190,7 +190,7 @@ func addLocalFlow(g *graph, r resolved) error {
 		g.add(businessStepOf(r, g.at(4, -1)))
 		g.connect(from, 0, business)
 		if r.Guard == GuardLease {
-			succeeded := addStepSucceeded(g, business, g.at(5, -1))
+			succeeded := addStepSucceeded(g, business, guardItemOf(r), g.at(5, -1))
 			g.add(markDoneOf(r, g.at(6, -1)))
 			g.connect(succeeded, 0, NodeMarkDone)
 			g.add(respondNode(NodeRespond200, g.at(7, -1), 200, respond("processed", "")))
@@ -219,22 +219,35 @@ func addLocalFlow(g *graph, r resolved) error {
 	return nil
 }
 
-// addStepSucceeded adds the If node after the business step that lets only
-// the step's own output go on as its success: an item with the column the
-// step returns (pgsql.StepOutputColumn). Anything else goes to Release Key
-// and is answered 500, so the provider retries. n8n 2.41.1 hands a node
-// that has an error output its input back on the success output when the
-// node throws instead of returning an error item; the Postgres node does
-// when it cannot read its credential from n8n's own database (restarting,
-// or out of reach), before its query runs. Taken for the step's success,
-// that answered 200 processed (with a lease, Mark Done marked the key done
-// first) for a step that never ran: the event was lost, as one in 75 were in
-// a crash run under a PostgreSQL restart. It returns the If's name.
-func addStepSucceeded(g *graph, business string, pos [2]int) string {
-	g.add(ifNode(g, NodeStepSucceeded, pos, "={{ $json."+pgsql.StepOutputColumn+" }}", opStringExist, ""))
+// addStepSucceeded adds the If node after the business step that lets go
+// on as its success every item but the one the guard gave the step: the
+// step's own output (an item with pgsql.StepOutputColumn, the example's),
+// or any output of the user's own nodes, which is not the guard's item.
+// The guard's item itself goes to Release Key and is answered 500, so the
+// provider retries. n8n 2.41.1 hands a node that has an error output its
+// input back on the success output when the node throws instead of
+// returning an error item; the Postgres node does when it cannot read its
+// credential from n8n's own database (restarting, or out of reach), before
+// its query runs. Taken for the step's success, that answered 200 processed
+// (with a lease, Mark Done marked the key done first) for a step that never
+// ran: the event was lost, as one in 75 were in a crash run under a
+// PostgreSQL restart. guardItem is a JavaScript test, over $json, of the
+// item the guard passes to the step. It returns the If's name.
+func addStepSucceeded(g *graph, business, guardItem string, pos [2]int) string {
+	g.add(ifNode(g, NodeStepSucceeded, pos, "={{ $json."+pgsql.StepOutputColumn+" !== undefined || !("+guardItem+") }}", opBooleanTrue, ""))
 	g.connect(business, 0, NodeStepSucceeded)
 	g.connect(NodeStepSucceeded, 1, NodeRelease)
 	return NodeStepSucceeded
+}
+
+// guardItemOf tests, over $json, the item r's guard passes to the business
+// step: the lease row AcquireLease returned, or the community node's item
+// with its new key.
+func guardItemOf(r resolved) string {
+	if r.Hashing == HashingNode {
+		return "$json.idempotency !== undefined && $json.idempotency !== null && $json.idempotency.status === 'new'"
+	}
+	return "$json.outcome === '" + string(pgsql.OutcomeAcquired) + "'"
 }
 
 // markDoneOf is the lease guard's Mark Done after the business step: the

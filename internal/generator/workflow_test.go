@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"maps"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -268,7 +270,7 @@ func TestDefaultWorkflowHoldsALease(t *testing.T) {
 	w.wantEdge(generator.NodeMarkDone, 0, "Respond 200")
 	w.wantEdge("Business Step (insert business_log)", 1, "Release Key")
 	w.wantEdge("Release Key", 0, "Respond 500 released")
-	checkStepSucceeded(t, w)
+	checkStepSucceeded(t, w, leaseRow)
 	for name, status := range map[string]int64{"Respond 200": 200, "Respond 200 duplicate": 200, "Respond 409 in progress": 409, "Respond 400 empty body": 400, "Respond 500 released": 500} {
 		if got := w.node(name).Get("parameters.options.responseCode").Int(); got != status {
 			t.Errorf("%s answers %d", name, got)
@@ -280,17 +282,54 @@ func TestDefaultWorkflowHoldsALease(t *testing.T) {
 // business step returns goes on as its success. n8n hands a node that
 // throws before its query (its credential unreadable) its input back on the
 // success output, and that input never has the column.
-func checkStepSucceeded(t *testing.T, w wf) {
+func checkStepSucceeded(t *testing.T, w wf, guardItem string) {
 	t.Helper()
 	q := w.node("Business Step (insert business_log)").Get("parameters.query").String()
 	if !strings.Contains(q, "RETURNING "+pgsql.StepOutputColumn) && !strings.Contains(q, "key AS "+pgsql.StepOutputColumn) {
 		t.Errorf("the business step does not return %s:\n%s", pgsql.StepOutputColumn, q)
 	}
 	cond := w.node(generator.NodeStepSucceeded).Get("parameters.conditions.conditions.0")
-	if cond.Get("leftValue").String() != "={{ $json."+pgsql.StepOutputColumn+" }}" || cond.Get("operator.operation").String() != "exists" {
-		t.Errorf("%s condition %s", generator.NodeStepSucceeded, cond.Raw)
+	if cond.Get("operator.type").String() != "boolean" || cond.Get("operator.operation").String() != "true" {
+		t.Fatalf("%s condition %s", generator.NodeStepSucceeded, cond.Raw)
+	}
+	// The condition, evaluated by node as n8n evaluates the expression:
+	// the step's own output and a user's node's output go on; the item
+	// the guard gave the step, handed back by n8n, does not.
+	expr := strings.TrimSuffix(strings.TrimPrefix(cond.Get("leftValue").String(), "={{ "), " }}")
+	items := map[string]bool{
+		`{"event_key":"evt:1"}`:                                    true,
+		`{"statusCode":200,"body":{"id":"ch_1"},"headers":{}}`:     true, // an HTTP Request node's
+		`{"messageId":"<m@example>","accepted":["a@example.com"]}`: true,
+		guardItem: false,
+	}
+	cases := slices.Sorted(maps.Keys(items))
+	script := "const cases = [" + strings.Join(cases, ",") + "];\n" +
+		"console.log(JSON.stringify(cases.map(($json) => (" + expr + "))));"
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not on PATH: Step Succeeded?'s expression cannot be evaluated (install Node.js, see README)")
+	}
+	out, err := exec.Command(node, "-e", script).Output()
+	if err != nil {
+		t.Fatalf("%s's expression does not run: %v\n%s", generator.NodeStepSucceeded, err, expr)
+	}
+	var got []bool
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	for i, item := range cases {
+		if got[i] != items[item] {
+			t.Errorf("%s on %s: %v, want %v (%s)", generator.NodeStepSucceeded, item, got[i], items[item], expr)
+		}
 	}
 }
+
+// The items the guards give the business step, as n8n would hand them back.
+const (
+	leaseRow    = `{"key":"evt:1","outcome":"acquired","attempt":1,"lease_until":"2026-12-07T20:00:00Z"}`
+	nodeNewItem = `{"headers":{},"body":{"id":"evt_1"},"idempotency":{"key":"evt:1","source":"id","status":"new","attempt":1}}`
+	keysvcNew   = `{"statusCode":201,"body":{"key":"evt:1","attempt":1},"headers":{}}`
+)
 
 // The at-most-once guard is the seed's template as it was written: reserve
 // at first sight, release on failure.
@@ -391,14 +430,14 @@ func TestLeaseWorkflow(t *testing.T) {
 	w.wantEdge(generator.NodeStepSucceeded, 0, "Mark Done")
 	w.wantEdge("Mark Done", 0, "Respond 200")
 	w.wantEdge("Business Step (insert business_log)", 1, "Release Key")
-	checkStepSucceeded(t, w)
+	checkStepSucceeded(t, w, leaseRow)
 	// Every way of building the key (the community node's included) checks
 	// the step's output before Mark Done.
-	for _, hashing := range []generator.Hashing{generator.HashingCryptoNode, generator.HashingNode} {
+	for hashing, guardItem := range map[generator.Hashing]string{generator.HashingCryptoNode: leaseRow, generator.HashingNode: nodeNewItem} {
 		v := generate(t, generator.Options{Hashing: hashing, ReserveOptions: generator.ReserveOptions{Guard: generator.GuardLease}})
 		v.wantEdge(generator.NodeStepSucceeded, 0, "Mark Done")
 		v.wantEdge(generator.NodeStepSucceeded, 1, "Release Key")
-		checkStepSucceeded(t, v)
+		checkStepSucceeded(t, v, guardItem)
 	}
 	busy := w.node("Respond 409 in progress").Get("parameters.options")
 	if busy.Get("responseCode").Int() != 409 || busy.Get("responseHeaders.entries.0.name").String() != "Retry-After" ||
@@ -552,7 +591,7 @@ func TestKeysvcWorkflow(t *testing.T) {
 	lease.wantEdge("Business Step (insert business_log)", 0, generator.NodeStepSucceeded)
 	lease.wantEdge(generator.NodeStepSucceeded, 0, "Mark Done")
 	lease.wantEdge(generator.NodeStepSucceeded, 1, "Release Key")
-	checkStepSucceeded(t, lease)
+	checkStepSucceeded(t, lease, keysvcNew)
 }
 
 func TestVerifyWorkflow(t *testing.T) {
