@@ -39,7 +39,7 @@ func TestReservationWithDatabaseDown(t *testing.T) {
 		{generator.HashingCodeNode, generator.GuardAtMostOnce}, {generator.HashingCodeNode, generator.GuardLease},
 		{generator.HashingNode, generator.GuardAtMostOnce}, {generator.HashingNode, generator.GuardLease},
 	} {
-		name := string(v.guard)
+		name := strings.ReplaceAll(string(v.guard), "-", "_") // a table name
 		if v.hashing == generator.HashingNode {
 			name = "node_" + name // the Idempotency Guard community node
 		}

@@ -146,7 +146,7 @@ func userEdit(t *testing.T, prefix, crmURL string) n8napi.Workflow {
 	biz := businessStep(w)
 	first := wfNode(t, w, biz)
 	rename(&w, biz, "Prepare order")
-	rename(&w, "Row Returned?", "Is it new?")
+	rename(&w, generator.NodeLeaseAcquired, "Is it new?")
 	rename(&w, "Respond 200 duplicate", "Already seen")
 	first["type"], first["typeVersion"] = "n8n-nodes-base.set", 3.4
 	delete(first, "credentials")
@@ -332,11 +332,11 @@ func TestVerify(t *testing.T) {
 			breakIt       func(w *n8napi.Workflow)
 		}{
 			{"vf6", "replay", func(w *n8napi.Workflow) { // the "Row Returned?" condition inverted
-				cond := wfNode(t, *w, "Row Returned?")["parameters"].(map[string]any)["conditions"].(map[string]any)["conditions"].([]any)[0].(map[string]any)
-				cond["operator"] = map[string]any{"type": "string", "operation": "empty", "singleValue": true}
+				cond := wfNode(t, *w, generator.NodeLeaseAcquired)["parameters"].(map[string]any)["conditions"].(map[string]any)["conditions"].([]any)[0].(map[string]any)
+				cond["operator"] = map[string]any{"type": "string", "operation": "notEquals"}
 			}},
 			{"vf7", "replay", func(w *n8napi.Workflow) { // the duplicate branch wired into the business step
-				outputs(*w, "Row Returned?")[1] = link(businessStep(*w))
+				outputs(*w, generator.NodeLeaseAcquired)[1] = link(businessStep(*w))
 			}},
 			{"vf8", "business step fails", func(w *n8napi.Workflow) { // the error output disconnected
 				outputs(*w, businessStep(*w))[1] = []any{}
@@ -356,7 +356,7 @@ func TestVerify(t *testing.T) {
 		}
 
 		w := generatedWorkflow(t, seedOptions("vf9", generator.HashingCodeNode))
-		wfNode(t, w, "Reserve Key")["parameters"].(map[string]any)["query"] = "SELECT key FROM vf9_processed_events WHERE key = $1"
+		wfNode(t, w, generator.NodeAcquireLease)["parameters"].(map[string]any)["query"] = "SELECT key, 'acquired' AS outcome FROM vf9_processed_events WHERE key = $1"
 		var notAGuard *verify.NotAGuardError
 		if _, err := verify.Run(context.Background(), verifyTarget(t), w, verify.Options{}); !errors.As(err, &notAGuard) {
 			t.Errorf("reservation turned into a SELECT: %v, want a NotAGuardError", err)
@@ -400,7 +400,7 @@ func TestVerifyCommandOnAnExport(t *testing.T) {
 		rw.WriteHeader(http.StatusNoContent)
 	}))
 	defer crm.Close()
-	insertEnvCall(t, w, "Row Returned?", "Release Key")
+	insertEnvCall(t, w, generator.NodeLeaseAcquired, "Release Key")
 	raw, _ = json.Marshal(list)
 	if err := os.WriteFile(exported, raw, 0o644); err != nil {
 		t.Fatal(err)
