@@ -28,6 +28,7 @@ const (
 	NodeLeaseAcquired   = "Row Returned? (lease acquired)"
 	NodeAlreadyDone     = "Already Done?"
 	NodeRespond409      = "Respond 409 in progress"
+	NodeHeldElsewhere   = "Held by Another Attempt?"
 	NodeMarkDone        = "Mark Done"
 	NodeStepSucceeded   = "Step Succeeded?"
 	NodeCleanupSchedule = "Every Day"
@@ -330,11 +331,13 @@ func guardAnswerBody(status string) string {
 
 // addUnavailable answers from's error output, a reservation that failed
 // (the database is unreachable): nothing was reserved and nothing ran, so
-// the provider is told to retry.
-func addUnavailable(g *graph, answer answerer, from string) {
-	g.connect(from, 1, g.addNode(answer(NodeRespond503DB, g.at(3, 3), 503,
+// the provider is told to retry. It returns the answer's node.
+func addUnavailable(g *graph, answer answerer, from string) string {
+	unavailable := g.addNode(answer(NodeRespond503DB, g.at(3, 3), 503,
 		`{"status":"unavailable","error":"the idempotency key could not be reserved (the database did not answer); nothing was processed: retry later"}`,
-		[2]string{"Retry-After", "5"})))
+		[2]string{"Retry-After", "5"}))
+	g.connect(from, 1, unavailable)
+	return unavailable
 }
 
 // addReserveDecision adds the reserve guard's reservation (reserveSQL,
@@ -362,15 +365,22 @@ func addLeaseDecision(g *graph, r resolved, answer answerer, acquireSQL, keyPara
 	acquire.OnError = "continueErrorOutput"
 	g.add(acquire)
 	g.connect(NodeKeyBuilt, 0, NodeAcquireLease)
-	addUnavailable(g, answer, NodeAcquireLease)
+	unavailable := addUnavailable(g, answer, NodeAcquireLease)
 	g.add(ifNode(g, NodeLeaseAcquired, g.at(3, 0), "={{ $json.outcome }}", opStringEq, pgsql.OutcomeAcquired))
 	g.connect(NodeAcquireLease, 0, NodeLeaseAcquired)
 	onNew(NodeLeaseAcquired)
 	g.add(ifNode(g, NodeAlreadyDone, g.at(4, 1), "={{ $json.outcome }}", opStringEq, pgsql.OutcomeDone))
 	g.connect(NodeLeaseAcquired, 1, NodeAlreadyDone)
 	g.connect(NodeAlreadyDone, 0, g.addNode(answer(NodeRespondDup, g.at(5, 1), 200, guardAnswerBody("duplicate"))))
+	// Busy is held by another attempt; anything else is no answer of the
+	// statement's: the reservation's input, handed back by n8n when the
+	// node threw before its query (its credential unreadable), and nothing
+	// was reserved, so the provider retries it soon.
+	g.add(ifNode(g, NodeHeldElsewhere, g.at(5, 2), "={{ $json.outcome }}", opStringEq, pgsql.OutcomeBusy))
+	g.connect(NodeAlreadyDone, 1, NodeHeldElsewhere)
 	retryAfter := fmt.Sprint(int64(min(r.Lease, 300e9) / 1e9))
-	g.connect(NodeAlreadyDone, 1, g.addNode(answer(NodeRespond409, g.at(5, 2), 409, guardAnswerBody("in_progress"), [2]string{"Retry-After", retryAfter})))
+	g.connect(NodeHeldElsewhere, 0, g.addNode(answer(NodeRespond409, g.at(6, 2), 409, guardAnswerBody("in_progress"), [2]string{"Retry-After", retryAfter})))
+	g.connect(NodeHeldElsewhere, 1, unavailable)
 }
 
 // Node names of the transactional guard.

@@ -263,7 +263,11 @@ func TestDefaultWorkflowHoldsALease(t *testing.T) {
 	w.wantEdge(generator.NodeLeaseAcquired, 0, "Business Step (insert business_log)")
 	w.wantEdge(generator.NodeLeaseAcquired, 1, "Already Done?")
 	w.wantEdge("Already Done?", 0, "Respond 200 duplicate")
-	w.wantEdge("Already Done?", 1, "Respond 409 in progress")
+	w.wantEdge("Already Done?", 1, generator.NodeHeldElsewhere)
+	w.wantEdge(generator.NodeHeldElsewhere, 0, "Respond 409 in progress")
+	// Neither done nor busy: the reservation's input handed back by n8n
+	// (its node threw before its query): nothing reserved, 503.
+	w.wantEdge(generator.NodeHeldElsewhere, 1, generator.NodeRespond503DB)
 	w.wantEdge("Business Step (insert business_log)", 0, generator.NodeStepSucceeded)
 	w.wantEdge(generator.NodeStepSucceeded, 0, generator.NodeMarkDone)
 	w.wantEdge(generator.NodeStepSucceeded, 1, "Release Key")
@@ -425,7 +429,11 @@ func TestLeaseWorkflow(t *testing.T) {
 	w.wantEdge(generator.NodeLeaseAcquired, 0, "Business Step (insert business_log)")
 	w.wantEdge(generator.NodeLeaseAcquired, 1, "Already Done?")
 	w.wantEdge("Already Done?", 0, "Respond 200 duplicate")
-	w.wantEdge("Already Done?", 1, "Respond 409 in progress")
+	w.wantEdge("Already Done?", 1, generator.NodeHeldElsewhere)
+	w.wantEdge(generator.NodeHeldElsewhere, 0, "Respond 409 in progress")
+	// Neither done nor busy: the reservation's input handed back by n8n
+	// (its node threw before its query): nothing reserved, 503.
+	w.wantEdge(generator.NodeHeldElsewhere, 1, generator.NodeRespond503DB)
 	w.wantEdge("Business Step (insert business_log)", 0, generator.NodeStepSucceeded)
 	w.wantEdge(generator.NodeStepSucceeded, 0, "Mark Done")
 	w.wantEdge("Mark Done", 0, "Respond 200")
