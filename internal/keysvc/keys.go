@@ -80,11 +80,11 @@ func (s *Server) requestKey(r *http.Request, allowExplicit bool) (requested, err
 	}
 	slack := allowExplicit && (provider == signature.ProviderSlack || preset == eventkey.PresetSlack)
 	verifier, notConfigured := s.verifierOf(r, provider)
-	body, sum, err := s.readBodyPlanned(r, planOf(r, given && explicitErr == nil, slack), writerOf(verifier))
+	read, err := s.readBodyPlanned(r, planOf(r, given && explicitErr == nil, slack), writerOf(verifier))
 	if err != nil {
 		return requested{}, err
 	}
-	defer recycleBody(body) // the key returned is a decoded copy
+	defer recycleBody(read.kept) // the key returned is a decoded copy
 	if err := providerBound(r, provider); err != nil {
 		return requested{}, err
 	}
@@ -97,7 +97,7 @@ func (s *Server) requestKey(r *http.Request, allowExplicit bool) (requested, err
 		}
 	}
 	if slack {
-		if challenge, ok := urlVerification(body); ok {
+		if challenge, ok := urlVerification(read.kept); ok {
 			return requested{challenge: &challenge}, nil
 		}
 	}
@@ -112,7 +112,12 @@ func (s *Server) requestKey(r *http.Request, allowExplicit bool) (requested, err
 	}
 	// The preset and scope passed CheckScope: an empty body is the only
 	// error left.
-	k, err := eventkey.DeriveForSummed(preset, r.Header, body, sum, scope)
+	var k eventkey.Key
+	if read.streamed != nil {
+		k, err = eventkey.DeriveForStreamed(preset, r.Header, read.streamed, scope)
+	} else {
+		k, err = eventkey.DeriveForSummed(preset, r.Header, read.kept, read.sum, scope)
+	}
 	if err != nil {
 		msg := err.Error()
 		if allowExplicit {

@@ -19,7 +19,7 @@ func (s *Server) verifyOnly(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	verifier, notConfigured := s.verifierOf(r, provider)
-	if _, _, err := s.readBodyPlanned(r, keepNothing, writerOf(verifier)); err != nil {
+	if _, err := s.readBodyPlanned(r, keepNothing, writerOf(verifier)); err != nil {
 		return err
 	}
 	if notConfigured != nil {
