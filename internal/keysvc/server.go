@@ -66,9 +66,9 @@ type Config struct {
 
 // DefaultMaxBodyBytes is the default body limit: 16 MiB, n8n's own limit
 // (N8N_PAYLOAD_SIZE_MAX), so that every delivery n8n accepts can be
-// verified and keyed. Only a body whose key needs it (a JSON object keysvc
-// derives the key of, a multipart form) or a body the inbox stores is held
-// whole; a signature is checked as the body arrives (bodyPlan).
+// verified and keyed. A signature is checked, and a key derived, as the
+// body arrives: only a multipart form (keyed by its whole form) and a body
+// the inbox stores are held whole, and a JSON object up to 1 MiB (bodyPlan).
 const DefaultMaxBodyBytes = 16 << 20
 
 // Server is keysvc's HTTP handler.
