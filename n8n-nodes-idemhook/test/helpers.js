@@ -68,8 +68,9 @@ function requestHelper(calls) {
 
 // context returns an IExecuteFunctions-like object.
 // credential is the credential's data, or a function returning it (read
-// each time n8n is asked); credentials the node's references to them.
-function context({ items, params = {}, credential = {}, credentials = {}, onError, executionId = '42', calls = [] }) {
+// each time n8n is asked); credentials the node's references to them (by
+// default a keysvc credential without an id, which is never cached).
+function context({ items, params = {}, credential = {}, credentials = { idemhookKeysvcApi: { id: null, name: 'keysvc (test)' } }, onError, executionId = '42', calls = [] }) {
 	const ctx = {
 		getInputData: () => items,
 		getNodeParameter: (name, _i, fallback) => (name in params ? params[name] : fallback),

@@ -23,8 +23,7 @@ test('each operation has its outputs', () => {
 });
 
 test('the package has only its own credential, and the node offers only the guard operations', () => {
-	assert.deepStrictEqual([...new Set(node.description.credentials.map((c) => c.name))], ['idemhookKeysvcApi']);
-	assert.deepStrictEqual(node.description.credentials.map((c) => c.required), [false, true], 'required from version 2; version 1 publishes without it, to say how to move 0.1.0\'s nodes');
+	assert.deepStrictEqual(node.description.credentials, [{ name: 'idemhookKeysvcApi', required: false }], 'one entry (n8n reads the first), not required: a node without one says what to do at run time');
 	const operations = node.description.properties.find((p) => p.name === 'operation').options.map((o) => o.value);
 	assert.deepStrictEqual(operations, ['acquireLease', 'complete', 'release', 'reserve']);
 });
@@ -48,6 +47,11 @@ test("the credential's authenticate is a function: no expression per call", asyn
 	const out = await cred.authenticate({ token: 'tok' }, { url: 'https://k', headers: { 'X-A': '1' } });
 	assert.deepStrictEqual(out.headers, { 'X-A': '1', Authorization: 'Bearer tok' });
 });
+
+// keyOf is the key a request to keysvc names in its query.
+function keyOf(req) {
+	return new URL(req.url, 'http://keysvc').searchParams.get('key');
+}
 
 // A keysvc stand-in: answers as keysvc does and records what it got.
 async function fakeKeysvc(answer) {
@@ -106,7 +110,7 @@ test('a lease: ?lease= in seconds, In Progress with keysvc\'s Retry-After; compl
 	try {
 		const cred = { url: ks.url, token: 'tok' };
 		const [, , busy] = await node.execute.call(context({ items: [webhookItem('{"id":"e/1"}')], params: { operation: 'acquireLease', leaseSeconds: 90 }, credential: cred }));
-		assert.strictEqual(ks.got[0].url, '/v1/reservations?lease=90s');
+		assert.strictEqual(ks.got[0].url, '/v1/reservations?lease=90s&key=evt%3Ae%2F1', "the lease, and the node's key in the query");
 		assert.deepStrictEqual([busy[0].json.idempotency.status, busy[0].json.idempotency.retryAfter], ['in_progress', 42]);
 
 		const [done] = await node.execute.call(context({ items: [{ json: {} }], params: { operation: 'complete', key: 'evt:e/1' }, credential: cred }));
@@ -218,13 +222,13 @@ test('a credential without a usable URL says what to fix and reaches no keysvc',
 });
 
 test("a delivery n8n kept no bytes of is reserved by the node's key; one whose signature keysvc must check is refused", async () => {
-	const ks = await fakeKeysvc((req) => [201, { key: req.headers['idempotency-key'], reserved: true, source: 'explicit' }]);
+	const ks = await fakeKeysvc((req) => [201, { key: keyOf(req), reserved: true, source: 'explicit' }]);
 	try {
 		const form = { json: { headers: { 'content-type': 'multipart/form-data; boundary=x' }, body: { order: '7' } }, binary: {} };
 		const [fresh] = await node.execute.call(context({ items: [form], params: { operation: 'reserve', options: {} }, credential: { url: ks.url, token: 't' } }));
-		assert.match(ks.got[0].headers['idempotency-key'], /^form:[0-9a-f]{64}$/);
+		assert.match(keyOf(ks.got[0]), /^form:[0-9a-f]{64}$/);
 		assert.strictEqual(ks.got[0].body.length, 0);
-		assert.deepStrictEqual([fresh[0].json.idempotency.key, fresh[0].json.idempotency.source], [ks.got[0].headers['idempotency-key'], 'form']);
+		assert.deepStrictEqual([fresh[0].json.idempotency.key, fresh[0].json.idempotency.source], [keyOf(ks.got[0]), 'form']);
 		const parsed = { json: { headers: { 'content-type': 'application/json' }, body: { id: 'p' } } };
 		const [, , refused] = await node.execute.call(context({ items: [parsed], params: { operation: 'reserve', options: { errorOutput: true, provider: 'stripe' } }, credential: { url: ks.url, token: 't' } }));
 		assert.match(refused[0].json.error, /Raw Body option/);
@@ -235,7 +239,7 @@ test("a delivery n8n kept no bytes of is reserved by the node's key; one whose s
 });
 
 test('without a Signature Check, keysvc gets the key the node derived and no body; every call refuses redirects', async () => {
-	const ks = await fakeKeysvc((req) => [201, { key: req.headers['idempotency-key'], reserved: true, source: 'explicit' }]);
+	const ks = await fakeKeysvc((req) => [201, { key: keyOf(req), reserved: true, source: 'explicit' }]);
 	try {
 		const big = '{"data":"' + 'x'.repeat(2_000_000) + '","id":"evt_big"}';
 		const form = 'token=t&team_id=T1&command=%2Fdeploy&text=go';
@@ -248,7 +252,8 @@ test('without a Signature Check, keysvc gets the key the node derived and no bod
 		assert.deepStrictEqual(fresh.map((f) => f.json.idempotency.key), ['evt:evt_big', 'sha256:' + require('crypto').createHash('sha256').update(form).digest('hex')]);
 		assert.deepStrictEqual(fresh.map((f) => f.json.idempotency.source), ['event_id', 'body_sha256'], "the node's own source");
 		for (const got of ks.got) {
-			assert.strictEqual(got.url, '/v1/reservations');
+			assert.strictEqual(new URL(got.url, ks.url).pathname, '/v1/reservations');
+			assert.deepStrictEqual([...new URL(got.url, ks.url).searchParams.keys()], ['key'], 'only the key, in the query');
 			assert.strictEqual(got.body.length, 0, 'keysvc needs no body to reserve a key it is given');
 			assert.strictEqual(got.headers['stripe-signature'], undefined, 'no header of the delivery goes along');
 		}
@@ -330,6 +335,26 @@ test("a token bound to a provider, without a Signature Check: the message says t
 		const [, , refused] = await node.execute.call(context({ items: [webhookItem('{"id":"pb"}')], params: { operation: 'reserve', options: { errorOutput: true } }, credential: { url: ks.url, token: 't' } }));
 		assert.strictEqual(refused[0].json.details.status, 'credential');
 		assert.match(refused[0].json.error, /set the node's Signature Check/);
+	} finally {
+		await ks.close();
+	}
+});
+
+test('a node without a keysvc credential says to choose one, and calls nothing', async () => {
+	const [, , failed] = await node.execute.call(context({ items: [webhookItem('{"id":"nc"}')], params: { operation: 'reserve', options: { errorOutput: true } }, credentials: {} }));
+	assert.strictEqual(failed[0].json.details.status, 'credential');
+	assert.match(failed[0].json.error, /no Idemhook Keysvc API credential/);
+});
+
+test('a key of any UTF-8 reaches keysvc as it is: in the query, percent-encoded (a header would carry it as Latin-1)', async () => {
+	const ks = await fakeKeysvc((req) => [201, { key: keyOf(req), reserved: true, source: 'explicit' }]);
+	try {
+		for (const id of ['café', '😀 smile+1', 'حدث-١٢٣', 'a\u2028b']) {
+			const body = JSON.stringify({ id });
+			const [fresh] = await node.execute.call(context({ items: [webhookItem(body, { 'content-type': 'application/json' })], params: { operation: 'reserve', options: {} }, credential: { url: ks.url, token: 't' } }));
+			assert.strictEqual(keyOf(ks.got[ks.got.length - 1]), 'evt:' + id);
+			assert.strictEqual(fresh[0].json.idempotency.key, 'evt:' + id);
+		}
 	} finally {
 		await ks.close();
 	}

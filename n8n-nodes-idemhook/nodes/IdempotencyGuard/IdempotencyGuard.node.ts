@@ -32,14 +32,14 @@ export class IdempotencyGuard implements INodeType {
 		usableAsTool: true,
 		inputs: [NodeConnectionTypes.Main],
 		outputs: outputsExpression(guardOutputs),
-		credentials: [
-			// Version 1 does not require it: a workflow that 0.1.0 saved with
-			// its PostgreSQL store has none, and n8n would refuse to publish it
-			// with nothing but "Missing required credential"; published, each
-			// execution says which command moves it (savedByPostgresPackage).
-			{ name: KEYSVC_CREDENTIAL, required: false, displayOptions: { show: { '@version': [1] } } },
-			{ name: KEYSVC_CREDENTIAL, required: true, displayOptions: { show: { '@version': NODE_VERSIONS.filter((v) => v >= 2) } } },
-		],
+		// Not required: a workflow that 0.1.0 saved with its PostgreSQL store
+		// has none, and n8n would refuse to publish it with nothing but
+		// "Missing required credential"; published, each execution says
+		// which command moves it (savedByPostgresPackage), and a node
+		// without one says to choose one (openKeysvc). n8n reads a node's
+		// credential by its type's first entry, whatever its version: one
+		// entry for all.
+		credentials: [{ name: KEYSVC_CREDENTIAL, required: false }],
 		properties: [
 			...operationProperties(),
 			...keyProperties(['reserve', 'acquireLease']),

@@ -61,7 +61,10 @@ export class KeysvcStore implements GuardStore {
 		const headers: IDataObject = {};
 		let body: Buffer | undefined;
 		if (provider === '') {
-			headers['Idempotency-Key'] = d.key.key;
+			// In the query, percent-encoded: a header carries no UTF-8 (n8n's
+			// HTTP stack sends a header's characters as Latin-1, and a key
+			// may be any id of up to 255 bytes of UTF-8).
+			qs.key = d.key.key;
 		} else if (d.key.body.length > 0) {
 			const preset = String(this.ctx.getNodeParameter('preset', d.index, ''));
 			const scope = String(this.ctx.getNodeParameter('scope', d.index, ''));
@@ -221,6 +224,9 @@ function retryAfterOf(res: IN8nHttpFullResponse): number {
  * CREDENTIAL_TTL_MS ago (or now when fresh), with this execution's Timeout.
  */
 export async function openKeysvc(ctx: IExecuteFunctions, fresh: boolean): Promise<OpenedStore<KeysvcStore>> {
+	if (ctx.getNode().credentials?.[KEYSVC_CREDENTIAL] === undefined) {
+		throw new GuardError('credential', "This node has no Idemhook Keysvc API credential: choose one (keysvc's URL and a token with the guard scope). Nothing was reserved.");
+	}
 	const options = ctx.getNodeParameter('options', 0, {}) as IDataObject;
 	const timeoutMs = 1000 * (Number(options.timeoutSeconds) || 10);
 	const read = await cachedCredential(
