@@ -28,11 +28,12 @@ const (
 )
 
 // nodeKeysvc is a keysvc over HTTPS (a certificate n8n trusts through
-// NODE_EXTRA_CA_CERTS) with the tokens above, reserving in table.
-func nodeKeysvc(t *testing.T, name, table string) *keysvcProc {
+// NODE_EXTRA_CA_CERTS) with the tokens above, reserving in table; env adds
+// to its environment (providers' secrets).
+func nodeKeysvc(t *testing.T, name, table string, env ...string) *keysvcProc {
 	t.Helper()
 	args := append([]string{"--table", table, "--create-schema", "--tokens-file", nodeTokensFile(t)}, e2eTLS.keysvcArgs()...)
-	return launchKeysvc(t, name, args, nil)
+	return launchKeysvc(t, name, args, env)
 }
 
 // nodeTokensFile writes the tokens above to a tokens file.
@@ -110,14 +111,32 @@ func TestVerifiableNode(t *testing.T) {
 	})
 }
 
-// Every conformance vector's key through the verifiable node equals
-// `idemhook key`'s: keysvc derives it from the bytes the node sends, or,
-// for a form n8n kept no bytes of, the node derives it with the Code node's
-// code.
+// Every conformance vector's key through the verifiable node, with each
+// preset, equals `idemhook key`'s: without a signature check the node
+// derives it with the Code node's code and sends keysvc only the key (a key
+// of any UTF-8, in the query), and keysvc stores it as given.
 func TestVerifiableNodeVectors(t *testing.T) {
 	needStack(t)
 	opts, _ := nodeOnKeysvcOptions(t, "vn6", nodeGuardToken)
 	testVectors(t, opts, func(conformance.Vector) bool { return true })
+	vectors, err := conformance.Vectors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type group struct{ preset, scope string }
+	seen := map[group]bool{}
+	for _, v := range vectors {
+		g := group{v.Preset, v.Scope}
+		if v.Preset == "" || v.Error != "" || seen[g] {
+			continue // the generator refuses an invalid scope before n8n sees it
+		}
+		seen[g] = true
+		t.Run(g.preset+"/"+g.scope, func(t *testing.T) {
+			opts, _ := nodeOnKeysvcOptions(t, fmt.Sprintf("vnp%d", len(seen)), nodeGuardToken)
+			opts.Preset, opts.Scope = g.preset, g.scope
+			testVectors(t, opts, func(v conformance.Vector) bool { return v.Preset == g.preset && v.Scope == g.scope })
+		})
+	}
 }
 
 // The credential's test asks keysvc whether the token has the guard scope:

@@ -128,12 +128,12 @@ func testDefaultGuardStepKilled(t *testing.T, prefix string, finishes bool) {
 		}
 		release()
 		waitFor(t, 20*time.Second, "the dead client's step to commit", func() bool { return stepsRunning(t, opts.BusinessTable) == 0 })
-		if n, s := businessRows(t, opts.BusinessTable, key), keyState(t, opts.EventsTable, key); n != 1 || s != "done" {
+		if n, _, s := rowsAndState(t, opts, key); n != 1 || s != "done" {
 			t.Fatalf("after the step finished without its client: %d business rows, key %q; want 1 and done together", n, s)
 		}
 	} else {
 		waitFor(t, 20*time.Second, "PostgreSQL to abort the dead client's step", func() bool { return stepsRunning(t, opts.BusinessTable) == 0 })
-		if n, s := businessRows(t, opts.BusinessTable, key), keyState(t, opts.EventsTable, key); n != 0 || s != "processing" {
+		if n, _, s := rowsAndState(t, opts, key); n != 0 || s != "processing" {
 			t.Fatalf("after the step was aborted: %d business rows, key %q; want 0 and processing", n, s)
 		}
 		release()
@@ -152,7 +152,7 @@ func testDefaultGuardStepKilled(t *testing.T, prefix string, finishes bool) {
 	if !strings.Contains(got.last.body, want) {
 		t.Errorf("the acknowledged retry answered %s, want %s", got.last.body, want)
 	}
-	if n := businessRows(t, opts.BusinessTable, key); n != 1 {
+	if n, _ := businessRows(t, opts.BusinessTable, key); n != 1 {
 		execs, _ := st.Executions(ctx, d.workflowID)
 		t.Errorf("%s has %d business rows after the retries, want 1 (executions %s)", key, n, executionIDs(execs))
 	}
@@ -161,13 +161,12 @@ func testDefaultGuardStepKilled(t *testing.T, prefix string, finishes bool) {
 	}
 }
 
-func businessRows(t *testing.T, table, key string) int {
+// rowsAndState is key's business rows (and the last one's event type) in
+// opts' business table, and its state in the events table.
+func rowsAndState(t *testing.T, opts generator.Options, key string) (int, string, string) {
 	t.Helper()
-	var n int
-	if err := st.Business.QueryRow(context.Background(), "SELECT count(*) FROM "+table+" WHERE event_key = $1", key).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	n, eventType := businessRows(t, opts.BusinessTable, key)
+	return n, eventType, keyState(t, opts.EventsTable, key)
 }
 
 // keyState is key's state in events, "" when it is not there.

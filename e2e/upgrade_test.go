@@ -101,7 +101,7 @@ func TestUpgradeInPlace(t *testing.T) {
 		t.Errorf("the new event after the upgrade: %d %s, want 200 processed", r.status, r.body)
 	}
 	for key, want := range map[string]int{"evt:evt_upg_before": 1, "evt:evt_upg_after": 1} {
-		if n := businessRows(t, "upg_business_log", key); n != want {
+		if n, _ := businessRows(t, "upg_business_log", key); n != want {
 			t.Errorf("%s: %d business rows, want %d", key, n, want)
 		}
 	}

@@ -47,7 +47,7 @@ func (p Provider) Headers() []string { return provider.Headers(string(p)) }
 // non-empty secret, an HMAC key used as given), and how its sender signs a
 // body at a timestamp (ts, in Unix seconds).
 type scheme struct {
-	verify       func(h Header, body []byte, secrets []string, opts Options) error
+	verifier     func(h Header, secrets []string, opts Options) *Verifier
 	checkSecrets func(secrets []string) error
 	sign         func(u Unsigned, ts string) (map[string]string, error)
 }
@@ -56,8 +56,8 @@ type scheme struct {
 // in package provider's table.
 var schemes = map[Provider]scheme{
 	ProviderStripe: {
-		verify: func(h Header, body []byte, secrets []string, opts Options) error {
-			return Stripe(body, h.Get("Stripe-Signature"), secrets, opts)
+		verifier: func(h Header, secrets []string, opts Options) *Verifier {
+			return stripeVerifier(h.Get("Stripe-Signature"), secrets, opts)
 		},
 		sign: func(u Unsigned, ts string) (map[string]string, error) {
 			return map[string]string{"Stripe-Signature": "t=" + ts + ",v1=" + hex.EncodeToString(mac([]byte(u.Secret), []byte(ts+"."), u.Body))}, nil
@@ -65,11 +65,11 @@ var schemes = map[Provider]scheme{
 	},
 	ProviderStandardWebhooks: {
 		// Svix's svix-* header names are accepted too.
-		verify: func(h Header, body []byte, secrets []string, opts Options) error {
+		verifier: func(h Header, secrets []string, opts Options) *Verifier {
 			if h.Get("Webhook-Id") == "" && h.Get("Svix-Id") != "" {
-				return StandardWebhooks(body, h.Get("Svix-Id"), h.Get("Svix-Timestamp"), h.Get("Svix-Signature"), secrets, opts)
+				return standardWebhooksVerifier(h.Get("Svix-Id"), h.Get("Svix-Timestamp"), h.Get("Svix-Signature"), secrets, opts)
 			}
-			return StandardWebhooks(body, h.Get("Webhook-Id"), h.Get("Webhook-Timestamp"), h.Get("Webhook-Signature"), secrets, opts)
+			return standardWebhooksVerifier(h.Get("Webhook-Id"), h.Get("Webhook-Timestamp"), h.Get("Webhook-Signature"), secrets, opts)
 		},
 		checkSecrets: func(secrets []string) error {
 			_, err := standardWebhooksKeys(secrets)
@@ -78,24 +78,24 @@ var schemes = map[Provider]scheme{
 		sign: signStandardWebhooks,
 	},
 	ProviderGitHub: {
-		verify: func(h Header, body []byte, secrets []string, _ Options) error {
-			return GitHub(body, h.Get("X-Hub-Signature-256"), secrets)
+		verifier: func(h Header, secrets []string, _ Options) *Verifier {
+			return githubVerifier(h.Get("X-Hub-Signature-256"), secrets)
 		},
 		sign: func(u Unsigned, _ string) (map[string]string, error) {
 			return map[string]string{"X-Hub-Signature-256": "sha256=" + hex.EncodeToString(mac([]byte(u.Secret), u.Body))}, nil
 		},
 	},
 	ProviderShopify: {
-		verify: func(h Header, body []byte, secrets []string, _ Options) error {
-			return Shopify(body, h.Get("X-Shopify-Hmac-Sha256"), secrets)
+		verifier: func(h Header, secrets []string, _ Options) *Verifier {
+			return shopifyVerifier(h.Get("X-Shopify-Hmac-Sha256"), secrets)
 		},
 		sign: func(u Unsigned, _ string) (map[string]string, error) {
 			return map[string]string{"X-Shopify-Hmac-Sha256": base64.StdEncoding.EncodeToString(mac([]byte(u.Secret), u.Body))}, nil
 		},
 	},
 	ProviderSlack: {
-		verify: func(h Header, body []byte, secrets []string, opts Options) error {
-			return Slack(body, h.Get("X-Slack-Request-Timestamp"), h.Get("X-Slack-Signature"), secrets, opts)
+		verifier: func(h Header, secrets []string, opts Options) *Verifier {
+			return slackVerifier(h.Get("X-Slack-Request-Timestamp"), h.Get("X-Slack-Signature"), secrets, opts)
 		},
 		sign: func(u Unsigned, ts string) (map[string]string, error) {
 			return map[string]string{"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": "v0=" + hex.EncodeToString(mac([]byte(u.Secret), []byte("v0:"+ts+":"), u.Body))}, nil
@@ -136,11 +136,8 @@ type Header interface {
 }
 
 // Verify checks a request's signature with p's scheme. Standard Webhooks
-// also accepts Svix's svix-* header names.
+// also accepts Svix's svix-* header names. NewVerifier does the same with a
+// body that arrives in pieces.
 func (p Provider) Verify(h Header, body []byte, secrets []string, opts Options) error {
-	s, err := schemeOf(p)
-	if err != nil {
-		return err
-	}
-	return s.verify(h, body, secrets, opts)
+	return verifyBody(p.NewVerifier(h, secrets, opts), body)
 }

@@ -35,14 +35,20 @@ func headerTooLong(h string) error {
 // skipped; when no v1 value is left, the error (ErrNoValidSignature) names
 // the first malformed one.
 func Stripe(body []byte, header string, secrets []string, opts Options) error {
+	return verifyBody(stripeVerifier(header, secrets, opts), body)
+}
+
+// stripeVerifier is Stripe's Verifier: the header checked now, the HMAC of
+// "t.body" as the body comes.
+func stripeVerifier(header string, secrets []string, opts Options) *Verifier {
 	if err := checkSecrets(secrets); err != nil {
-		return err
+		return failed(err)
 	}
 	if header == "" {
-		return fmt.Errorf("%w: Stripe-Signature", ErrMissingHeader)
+		return failed(fmt.Errorf("%w: Stripe-Signature", ErrMissingHeader))
 	}
 	if err := headerTooLong(header); err != nil {
-		return err
+		return failed(err)
 	}
 	var timestamp string
 	var candidates [][]byte
@@ -50,12 +56,12 @@ func Stripe(body []byte, header string, secrets []string, opts Options) error {
 	for _, part := range strings.Split(header, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
-			return fmt.Errorf("%w: Stripe-Signature element %.32q is not key=value", ErrMalformedHeader, part)
+			return failed(fmt.Errorf("%w: Stripe-Signature element %.32q is not key=value", ErrMalformedHeader, part))
 		}
 		switch k {
 		case "t":
 			if timestamp != "" {
-				return fmt.Errorf("%w: Stripe-Signature has two timestamps", ErrMalformedHeader)
+				return failed(fmt.Errorf("%w: Stripe-Signature has two timestamps", ErrMalformedHeader))
 			}
 			timestamp = v
 		case "v1":
@@ -73,115 +79,101 @@ func Stripe(body []byte, header string, secrets []string, opts Options) error {
 		}
 	}
 	if timestamp == "" {
-		return fmt.Errorf("%w: Stripe-Signature has no timestamp", ErrMalformedHeader)
+		return failed(fmt.Errorf("%w: Stripe-Signature has no timestamp", ErrMalformedHeader))
 	}
 	if _, err := checkTimestamp(timestamp, opts); err != nil {
-		return err
+		return failed(err)
 	}
 	if len(candidates) == 0 {
 		if malformed > 0 {
-			return fmt.Errorf("%w: Stripe-Signature v1 value %d is not a 64-hex-digit HMAC-SHA256", ErrNoValidSignature, malformed)
+			return failed(fmt.Errorf("%w: Stripe-Signature v1 value %d is not a 64-hex-digit HMAC-SHA256", ErrNoValidSignature, malformed))
 		}
-		return fmt.Errorf("%w: Stripe-Signature has no v1 signature", ErrNoValidSignature)
+		return failed(fmt.Errorf("%w: Stripe-Signature has no v1 signature", ErrNoValidSignature))
 	}
-	var expected [][]byte
-	for _, s := range secrets {
-		if s != "" {
-			expected = append(expected, mac([]byte(s), []byte(timestamp), []byte("."), body))
-		}
-	}
-	if !anyMatch(expected, candidates) {
-		return fmt.Errorf("%w: no v1 signature matches the body and secret", ErrNoValidSignature)
-	}
-	return nil
+	return hmacVerifier(secretKeys(secrets), timestamp+".", candidates, "no v1 signature matches the body and secret")
 }
 
 // GitHub verifies X-Hub-Signature-256 ("sha256=<hex>"), an HMAC-SHA256 of
 // the body. GitHub signs no timestamp: a captured delivery can be replayed
 // as long as the secret lives, and only the idempotency key stops it.
 func GitHub(body []byte, header string, secrets []string) error {
+	return verifyBody(githubVerifier(header, secrets), body)
+}
+
+func githubVerifier(header string, secrets []string) *Verifier {
 	if err := checkSecrets(secrets); err != nil {
-		return err
+		return failed(err)
 	}
 	if header == "" {
-		return fmt.Errorf("%w: X-Hub-Signature-256", ErrMissingHeader)
+		return failed(fmt.Errorf("%w: X-Hub-Signature-256", ErrMissingHeader))
 	}
 	if err := headerTooLong(header); err != nil {
-		return err
+		return failed(err)
 	}
 	hexSig, ok := strings.CutPrefix(header, "sha256=")
 	sig, err := hex.DecodeString(hexSig)
 	if !ok || err != nil || len(sig) != 32 {
-		return fmt.Errorf("%w: X-Hub-Signature-256 is not sha256=<64 hex digits>", ErrMalformedHeader)
+		return failed(fmt.Errorf("%w: X-Hub-Signature-256 is not sha256=<64 hex digits>", ErrMalformedHeader))
 	}
-	return matchBody(body, [][]byte{sig}, secrets)
+	return bodyVerifier([][]byte{sig}, secrets)
 }
 
 // Shopify verifies X-Shopify-Hmac-Sha256, the base64 HMAC-SHA256 of the
 // body keyed by the app's client secret. Shopify signs no timestamp either.
 func Shopify(body []byte, header string, secrets []string) error {
+	return verifyBody(shopifyVerifier(header, secrets), body)
+}
+
+func shopifyVerifier(header string, secrets []string) *Verifier {
 	if err := checkSecrets(secrets); err != nil {
-		return err
+		return failed(err)
 	}
 	if header == "" {
-		return fmt.Errorf("%w: X-Shopify-Hmac-Sha256", ErrMissingHeader)
+		return failed(fmt.Errorf("%w: X-Shopify-Hmac-Sha256", ErrMissingHeader))
 	}
 	if err := headerTooLong(header); err != nil {
-		return err
+		return failed(err)
 	}
 	sig, err := base64.StdEncoding.DecodeString(strings.TrimSpace(header))
 	if err != nil || len(sig) != 32 {
-		return fmt.Errorf("%w: X-Shopify-Hmac-Sha256 is not a base64 SHA-256 HMAC", ErrMalformedHeader)
+		return failed(fmt.Errorf("%w: X-Shopify-Hmac-Sha256 is not a base64 SHA-256 HMAC", ErrMalformedHeader))
 	}
-	return matchBody(body, [][]byte{sig}, secrets)
+	return bodyVerifier([][]byte{sig}, secrets)
 }
 
 // Slack verifies X-Slack-Signature ("v0=<hex>"), an HMAC-SHA256 of
 // "v0:timestamp:body" keyed by the signing secret, with the timestamp of
 // X-Slack-Request-Timestamp within the tolerance both ways.
 func Slack(body []byte, timestamp, signature string, secrets []string, opts Options) error {
+	return verifyBody(slackVerifier(timestamp, signature, secrets, opts), body)
+}
+
+func slackVerifier(timestamp, signature string, secrets []string, opts Options) *Verifier {
 	if err := checkSecrets(secrets); err != nil {
-		return err
+		return failed(err)
 	}
 	if timestamp == "" {
-		return fmt.Errorf("%w: X-Slack-Request-Timestamp", ErrMissingHeader)
+		return failed(fmt.Errorf("%w: X-Slack-Request-Timestamp", ErrMissingHeader))
 	}
 	if signature == "" {
-		return fmt.Errorf("%w: X-Slack-Signature", ErrMissingHeader)
+		return failed(fmt.Errorf("%w: X-Slack-Signature", ErrMissingHeader))
 	}
 	if err := headerTooLong(timestamp + signature); err != nil {
-		return err
+		return failed(err)
 	}
 	if _, err := checkTimestamp(timestamp, opts); err != nil {
-		return err
+		return failed(err)
 	}
 	hexSig, ok := strings.CutPrefix(signature, "v0=")
 	sig, err := hex.DecodeString(hexSig)
 	if !ok || err != nil || len(sig) != 32 {
-		return fmt.Errorf("%w: X-Slack-Signature is not v0=<64 hex digits>", ErrMalformedHeader)
+		return failed(fmt.Errorf("%w: X-Slack-Signature is not v0=<64 hex digits>", ErrMalformedHeader))
 	}
-	var expected [][]byte
-	for _, s := range secrets {
-		if s != "" {
-			expected = append(expected, mac([]byte(s), []byte("v0:"), []byte(timestamp), []byte(":"), body))
-		}
-	}
-	if !anyMatch(expected, [][]byte{sig}) {
-		return fmt.Errorf("%w: X-Slack-Signature does not match the body and secret", ErrNoValidSignature)
-	}
-	return nil
+	return hmacVerifier(secretKeys(secrets), "v0:"+timestamp+":", [][]byte{sig}, "X-Slack-Signature does not match the body and secret")
 }
 
-// matchBody checks candidates against the HMAC of the body under each secret.
-func matchBody(body []byte, candidates [][]byte, secrets []string) error {
-	var expected [][]byte
-	for _, s := range secrets {
-		if s != "" {
-			expected = append(expected, mac([]byte(s), body))
-		}
-	}
-	if !anyMatch(expected, candidates) {
-		return fmt.Errorf("%w: the signature does not match the body and secret", ErrNoValidSignature)
-	}
-	return nil
+// bodyVerifier checks candidates against the HMAC of the body alone under
+// each secret (GitHub, Shopify).
+func bodyVerifier(candidates [][]byte, secrets []string) *Verifier {
+	return hmacVerifier(secretKeys(secrets), "", candidates, "the signature does not match the body and secret")
 }

@@ -139,44 +139,47 @@ func standardWebhooksSignatures(header string, keys swKeys) (swSignatures, error
 // time; a v1a check holds the signed content, one copy of the body, in
 // memory while it runs.
 func StandardWebhooks(body []byte, id, timestamp, signatures string, secrets []string, opts Options) error {
+	return verifyBody(standardWebhooksVerifier(id, timestamp, signatures, secrets, opts), body)
+}
+
+func standardWebhooksVerifier(id, timestamp, signatures string, secrets []string, opts Options) *Verifier {
 	if err := checkSecrets(secrets); err != nil {
-		return err
+		return failed(err)
 	}
 	keys, err := standardWebhooksKeys(secrets)
 	if err != nil {
-		return err
+		return failed(err)
 	}
 	for _, h := range [][2]string{{"webhook-id", id}, {"webhook-timestamp", timestamp}, {"webhook-signature", signatures}} {
 		if h[1] == "" {
-			return fmt.Errorf("%w: %s", ErrMissingHeader, h[0])
+			return failed(fmt.Errorf("%w: %s", ErrMissingHeader, h[0]))
 		}
 		if err := headerTooLong(h[1]); err != nil {
-			return err
+			return failed(err)
 		}
 	}
 	if _, err := checkTimestamp(timestamp, opts); err != nil {
-		return err
+		return failed(err)
 	}
 	sigs, err := standardWebhooksSignatures(signatures, keys)
 	if err != nil {
-		return err
+		return failed(err)
 	}
 	if len(sigs.v1) == 0 && len(sigs.v1a) == 0 {
 		if sigs.unusable != nil {
-			return fmt.Errorf("%w: %w", ErrNoValidSignature, sigs.unusable)
+			return failed(fmt.Errorf("%w: %w", ErrNoValidSignature, sigs.unusable))
 		}
 		versions, why := checkedVersions(keys)
-		return fmt.Errorf("%w: webhook-signature has no %s signature%s", ErrNoValidSignature, versions, why)
+		return failed(fmt.Errorf("%w: webhook-signature has no %s signature%s", ErrNoValidSignature, versions, why))
 	}
-	var expected [][]byte
-	for _, key := range keys.secrets {
-		expected = append(expected, mac(key, []byte(id), []byte("."), []byte(timestamp), []byte("."), body))
-	}
-	if anyMatch(expected, sigs.v1) || anyVerifies(keys.publicKeys, sigs.v1a, id, timestamp, body) {
-		return nil
-	}
+	prefix := id + "." + timestamp + "."
 	versions, _ := checkedVersions(keys)
-	return fmt.Errorf("%w: no %s signature matches the body and keys", ErrNoValidSignature, versions)
+	v := hmacVerifier(keys.secrets, prefix, sigs.v1, "no "+versions+" signature matches the body and keys")
+	if len(keys.publicKeys) > 0 && len(sigs.v1a) > 0 {
+		// ed25519 signs the whole content at once: it is kept.
+		v.publicKeys, v.v1a, v.content = keys.publicKeys, sigs.v1a, []byte(prefix)
+	}
+	return v
 }
 
 // checkedVersions names the signature versions the configured keys check,
@@ -192,18 +195,13 @@ func checkedVersions(keys swKeys) (versions, why string) {
 	return "v1 or v1a", ""
 }
 
-// anyVerifies reports whether some v1a signature verifies "id.ts.body" under
-// some public key. Public keys and signatures hold no secret, so it stops at
-// the first that verifies.
-func anyVerifies(keys []ed25519.PublicKey, sigs [][]byte, id, ts string, body []byte) bool {
-	if len(keys) == 0 || len(sigs) == 0 {
-		return false
-	}
-	msg := make([]byte, 0, len(id)+len(ts)+2+len(body))
-	msg = append(append(append(append(append(msg, id...), '.'), ts...), '.'), body...)
+// anyVerifies reports whether some v1a signature verifies the signed
+// content ("id.ts.body") under some public key. Public keys and signatures
+// hold no secret, so it stops at the first that verifies.
+func anyVerifies(keys []ed25519.PublicKey, sigs [][]byte, content []byte) bool {
 	for _, key := range keys {
 		for _, sig := range sigs {
-			if ed25519.Verify(key, msg, sig) {
+			if ed25519.Verify(key, content, sig) {
 				return true
 			}
 		}

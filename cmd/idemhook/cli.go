@@ -47,6 +47,9 @@ Usage:
                                          run the cleanup workflow now, inside n8n
   idemhook up [options]                  a local lab: PostgreSQL, n8n and keysvc with
                                          the workflows live; Ctrl-C stops it all
+  idemhook node-upgrade --workflow FILE --out FILE
+                                         move a workflow that n8n-nodes-idemhook 0.1.0
+                                         saved onto today's packages
   idemhook guard --workflow FILE --out FILE
                                          put the guard into a workflow you already
                                          run (or --n8n-url … --workflow-id ID
@@ -92,6 +95,8 @@ var commands = map[string]command{
 	"guard":    runGuard,
 	"rules":    runRules,
 	"version":  runVersion,
+	// node-upgrade moves a workflow n8n-nodes-idemhook 0.1.0 saved.
+	"node-upgrade": runNodeUpgrade,
 }
 
 // run runs the command args name and returns its exit code; ctx ends on

@@ -149,7 +149,7 @@ func (cfg *config) registerStore(fs *flag.FlagSet) error {
 	if err != nil {
 		return errors.New("KEYSVC_MAX_BODY must be a number of bytes")
 	}
-	fs.Int64Var(&cfg.maxBody, "max-body", maxBody, "largest accepted body in `bytes`; larger gets 413 (KEYSVC_MAX_BODY)")
+	fs.Int64Var(&cfg.maxBody, "max-body", maxBody, "largest accepted body in `bytes` (16 MiB by default, n8n's own limit); larger gets a 413 that names this flag (KEYSVC_MAX_BODY)")
 	return nil
 }
 

@@ -59,9 +59,9 @@ func TestOversizedBodyReachesTheClient(t *testing.T) {
 	os.WriteFile(endpoints, []byte(`{"endpoints":[{"name":"stripe","provider":"stripe","target":"http://127.0.0.1:1/webhook/x"}]}`), 0o600)
 	const token = "test-token"
 	_, addr, logs := startKeysvcBinaryEnv(t, []string{"DATABASE_URL=" + pg.BusinessDSN, "KEYSVC_TOKEN=" + token, "KEYSVC_SECRET_STRIPE=whsec_test"},
-		"--create-schema", "--endpoints", endpoints, "--pattern-schema", "payments")
+		"--create-schema", "--endpoints", endpoints, "--pattern-schema", "payments", "--max-body", "1048576")
 
-	// 10 MB: ten times the default --max-body, as in the issue.
+	// 10 MB: ten times --max-body, as in the issue.
 	body := []byte(`{"id":"evt_` + strings.Repeat("a", 10_000_000-14) + `"}`)
 	bodyFile := filepath.Join(dir, "body.json")
 	if err := os.WriteFile(bodyFile, body, 0o600); err != nil {

@@ -111,7 +111,19 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	wd, _ := os.Getwd()
 	_, noSource := communitynode.SourceRoot(wd)
 	withNode := !opts.SkipN8N && noSource == nil
-	st, err := sandbox.Start(ctx, sandbox.Options{Durable: true, PostgresOnly: opts.SkipN8N, Progress: opts.Progress, CommunityNode: withNode})
+	// keysvc serves the node over HTTPS too, with certificates of the
+	// bench's own authorities, which n8n trusts as an operator's.
+	certDir, err := os.MkdirTemp("", "idemhook-bench-tls-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(certDir)
+	certs, err := makeBenchCerts(certDir)
+	if err != nil {
+		return nil, err
+	}
+	st, err := sandbox.Start(ctx, sandbox.Options{Durable: true, PostgresOnly: opts.SkipN8N, Progress: opts.Progress, CommunityNode: withNode,
+		N8NEnv: map[string]string{"NODE_EXTRA_CA_CERTS": certs.authorities}})
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +150,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		if !withNode {
 			step("n8n: no community node series (%v)", noSource)
 		}
-		res, err := n8nModes(ctx, st, opts, withNode, step)
+		res, err := n8nModes(ctx, st, opts, withNode, certs, step)
 		if err != nil {
 			return nil, err
 		}

@@ -243,7 +243,7 @@ func TestGuardModesGenerate(t *testing.T) {
 		}
 		tables[m.opts.EventsTable] = m.name
 	}
-	if len(tables) < 8 {
-		t.Errorf("%d generated workflows, want the 6 guards and the node's 2", len(tables))
+	if len(tables) < 10 {
+		t.Errorf("%d generated workflows, want the 6 guards and the node's 4 (PostgreSQL; keysvc over HTTP and HTTPS with two kinds of certificate)", len(tables))
 	}
 }

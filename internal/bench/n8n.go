@@ -28,17 +28,30 @@ const benchCredential = "Postgres (idemhook bench)"
 
 // The community node's series: the Idempotency Guard of
 // n8n-nodes-idemhook-postgres on PostgreSQL, and of n8n-nodes-idemhook on
-// keysvc (keysvc as cmd/keysvc runs it, on loopback).
+// keysvc (keysvc as cmd/keysvc runs it, on loopback) over HTTP and, with
+// each kind of certificate (certKinds), over HTTPS.
 const (
 	CommunityNodeSeries       = "community node"
-	CommunityNodeKeysvcSeries = "community node on keysvc"
+	CommunityNodeKeysvcSeries = "community node on keysvc over HTTP"
 )
+
+// CommunityNodeKeysvcTLSSeries is the series of the node on keysvc over
+// HTTPS with a certificate of kind.
+func CommunityNodeKeysvcTLSSeries(kind string) string {
+	return "community node on keysvc over HTTPS (" + kind + ")"
+}
 
 // The credentials of the series that call keysvc.
 const (
 	benchKeysvcBearer = "keysvc token (idemhook bench)"
 	benchKeysvcNode   = "idemhook keysvc (idemhook bench)"
 )
+
+// benchKeysvcNodeTLS is the node's credential for keysvc over HTTPS with a
+// certificate of kind.
+func benchKeysvcNodeTLS(kind string) string {
+	return "idemhook keysvc over HTTPS, " + kind + " (idemhook bench)"
+}
 
 // pause separates two deliveries to n8n.
 const pause = 250 * time.Millisecond
@@ -98,7 +111,7 @@ func userWorkflow(id, path string, business *pgsql.Table, credential string, his
 
 // n8nModes deploys the user's workflow without a guard and with each guard,
 // and times sequential deliveries of new events to each.
-func n8nModes(ctx context.Context, st *sandbox.Stack, opts Options, withNode bool, step func(string, ...any)) ([]Result, error) {
+func n8nModes(ctx context.Context, st *sandbox.Stack, opts Options, withNode bool, certs benchCerts, step func(string, ...any)) ([]Result, error) {
 	dir, err := os.MkdirTemp("", "idemhook-bench-n8n-")
 	if err != nil {
 		return nil, err
@@ -115,10 +128,29 @@ func n8nModes(ctx context.Context, st *sandbox.Stack, opts Options, withNode boo
 		return nil, err
 	}
 	defer ks.Close(context.WithoutCancel(ctx))
-	if err := importCredentials(ctx, st, dir,
-		map[string]any{"id": "idemhookBenchKsvc", "name": benchKeysvcBearer, "type": "httpBearerAuth", "data": map[string]any{"token": token}},
-		map[string]any{"id": "idemhookBenchNode", "name": benchKeysvcNode, "type": communitynode.KeysvcCredential, "data": map[string]any{"url": ks.URL, "token": token}},
-	); err != nil {
+	creds := []map[string]any{
+		{"id": "idemhookBenchKsvc", "name": benchKeysvcBearer, "type": "httpBearerAuth", "data": map[string]any{"token": token}},
+		{"id": "idemhookBenchNode", "name": benchKeysvcNode, "type": communitynode.KeysvcCredential, "data": map[string]any{"url": ks.URL, "token": token}},
+	}
+	// The same keysvc over HTTPS, one per kind of certificate, on the same
+	// table (each series' keys are its own).
+	for i, kind := range certKinds {
+		if !withNode {
+			break
+		}
+		pair := certs.leaves[kind]
+		tls, err := startService(ctx, keysvc.ServiceConfig{
+			DatabaseURL: st.BusinessDSN, PG: keysvc.PGOptions{Table: "bench_keysvc_events", CreateSchema: true},
+			TLSCert: pair[0], TLSKey: pair[1], Handler: keysvc.Config{Token: token}, Logger: requestLogger(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		defer tls.Close(context.WithoutCancel(ctx))
+		creds = append(creds, map[string]any{"id": fmt.Sprintf("idemhookBenchTLS%d", i), "name": benchKeysvcNodeTLS(kind), "type": communitynode.KeysvcCredential,
+			"data": map[string]any{"url": tls.URL, "token": token}})
+	}
+	if err := importCredentials(ctx, st, dir, creds...); err != nil {
 		return nil, err
 	}
 	business := pgsql.MustParseTable("bench_business")
@@ -167,11 +199,17 @@ func guardModes(keysvcURL string, business pgsql.Table, withNode bool) []workflo
 		{name: "keysvc", opts: gen("bench-keysvc", generator.Options{Hashing: generator.HashingKeysvc, ReserveOptions: generator.ReserveOptions{KeysvcURL: keysvcURL, KeysvcCredential: benchKeysvcBearer}}), baseline: unguarded},
 	}
 	if withNode {
-		// Both packages, installed from their packed tarballs.
+		// Both packages, installed from their packed tarballs; keysvc over
+		// HTTP and over HTTPS with each kind of certificate.
+		onKeysvc := func(credential string) generator.Options {
+			return generator.Options{Hashing: generator.HashingNode, NodeStore: generator.NodeStoreKeysvc, ReserveOptions: generator.ReserveOptions{KeysvcCredential: credential}}
+		}
 		modes = append(modes,
 			workflow{name: CommunityNodeSeries, opts: gen("bench-node", generator.Options{Hashing: generator.HashingNode}), baseline: unguarded},
-			workflow{name: CommunityNodeKeysvcSeries, opts: gen("bench-node-keysvc", generator.Options{Hashing: generator.HashingNode, NodeStore: generator.NodeStoreKeysvc,
-				ReserveOptions: generator.ReserveOptions{KeysvcCredential: benchKeysvcNode}}), baseline: unguarded})
+			workflow{name: CommunityNodeKeysvcSeries, opts: gen("bench-node-keysvc", onKeysvc(benchKeysvcNode)), baseline: unguarded})
+		for i, kind := range certKinds {
+			modes = append(modes, workflow{name: CommunityNodeKeysvcTLSSeries(kind), opts: gen(fmt.Sprintf("bench-node-keysvc-tls%d", i), onKeysvc(benchKeysvcNodeTLS(kind))), baseline: unguarded})
+		}
 	}
 	return modes
 }

@@ -51,11 +51,12 @@ var TypeVersions = map[string]float64{
 	typeSticky:       1,
 
 	// The Idempotency Guard of either package, under either name n8n loads
-	// it by.
-	communitynode.KeysvcType:         1,
-	communitynode.KeysvcCustomType:   1,
-	communitynode.PostgresType:       1,
-	communitynode.PostgresCustomType: 1,
+	// it by: version 2, whose default operation is a lease (node.go writes
+	// the operation in every case).
+	communitynode.KeysvcType:         communitynode.NodeVersion,
+	communitynode.KeysvcCustomType:   communitynode.NodeVersion,
+	communitynode.PostgresType:       communitynode.NodeVersion,
+	communitynode.PostgresCustomType: communitynode.NodeVersion,
 }
 
 type credentialRef struct {

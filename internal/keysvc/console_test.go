@@ -214,7 +214,7 @@ var consoleBadInput = []struct {
 	{"POST", "/v1/console/inbox/retry", `{"filter":{"limit":"2"}}`, 400, "unknown_parameter", false},
 	{"POST", "/v1/console/inbox/replay", `{"ids":[` + strings.Repeat("1,", 1000) + `1]}`, 400, "selection_too_large", false},
 	{"POST", "/v1/console/inbox/replay", `{"filter":{},"expect":999}`, 409, "selection_changed", true},
-	{"POST", "/v1/console/inbox/replay", `{"ids":[` + strings.Repeat("1,", 600000) + `1]}`, 413, "body_too_large", false},
+	{"POST", "/v1/console/inbox/replay", `{"ids":[` + strings.Repeat("1,", 8_500_000) + `1]}`, 413, "body_too_large", false}, // over the default --max-body, 16 MiB
 	{"GET", "/v1/console/pattern/tasks?state=forwarded", "", 400, "invalid_filter", false},
 	{"GET", "/v1/console/pattern/events?kind=x", "", 400, "unknown_parameter", false},
 	{"POST", "/v1/console/pattern/tasks/retry", `{"ids":["a"]}`, 400, "invalid_body", false},

@@ -1,6 +1,7 @@
 package keysvc
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -29,73 +30,138 @@ type keyResponse struct {
 
 // deriveKey is POST /v1/keys: the key of a body, reserving nothing.
 func (s *Server) deriveKey(w http.ResponseWriter, r *http.Request) error {
-	key, source, err := s.requestKey(r, false)
+	req, err := s.requestKey(r, false)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, keyResponse{Key: key, Source: source})
+	writeJSON(w, http.StatusOK, keyResponse{Key: req.key, Source: req.source})
 	return nil
+}
+
+// requested is what a key or reservation request asks for: a key and its
+// source, or, for Slack's url_verification, the challenge to answer.
+type requested struct {
+	key, source string
+	// challenge is set for a delivery that is Slack's url_verification
+	// (urlVerification): it is answered, and nothing is reserved.
+	challenge *string
 }
 
 // requestKey returns the key of a request. With ?provider= it first
 // verifies the provider's signature over the raw body (401 and nothing more
 // when it fails). Then it takes the caller's own key (header or query, by
-// the key rule) when allowed and given, else derives one from
-// the body with ?preset= and ?scope= (the provider's preset by default).
-func (s *Server) requestKey(r *http.Request, allowExplicit bool) (key, source string, err error) {
+// the key rule) when allowed and given, else derives one from the body with
+// ?preset= and ?scope= (the provider's preset by default). A reservation
+// (allowExplicit) keyed by the slack preset or verified as Slack's that is
+// Slack's url_verification asks for its challenge instead. It keeps no more
+// of the body than that needs (bodyPlan): the signature is checked as the
+// body arrives.
+func (s *Server) requestKey(r *http.Request, allowExplicit bool) (requested, error) {
 	q := r.URL.Query()
 	provider, err := providerParam(r)
 	if err != nil {
-		return "", "", err
+		return requested{}, err
 	}
 	preset := eventkey.Preset(provider)
 	if q.Has("preset") {
 		if preset, err = eventkey.ParsePreset(q.Get("preset")); err != nil {
-			return "", "", httpError(http.StatusBadRequest, "invalid_preset", "%v", err)
+			return requested{}, httpError(http.StatusBadRequest, "invalid_preset", "%v", err)
 		}
 	}
 	scope := q.Get("scope")
 	if err := preset.CheckScope(scope); err != nil {
-		return "", "", httpError(http.StatusBadRequest, "invalid_scope", "%v", err)
+		return requested{}, httpError(http.StatusBadRequest, "invalid_scope", "%v", err)
 	}
-	// The bytes are needed to verify a signature, and a form's key needs
-	// the whole form; a body that is only hashed is otherwise not kept.
-	body, sum, err := s.readBodySummed(r, provider != "" || eventkey.IsMultipart(r.Header.Get("Content-Type")))
+	var explicit string
+	var given bool
+	var explicitErr error
+	if allowExplicit {
+		explicit, given, explicitErr = explicitKey(r, q)
+	}
+	slack := allowExplicit && (provider == signature.ProviderSlack || preset == eventkey.PresetSlack)
+	verifier, notConfigured := s.verifierOf(r, provider)
+	read, err := s.readBodyPlanned(r, planOf(r, given && explicitErr == nil, slack), writerOf(verifier))
 	if err != nil {
-		return "", "", err
+		return requested{}, err
 	}
-	defer recycleBody(body) // the key returned is a decoded copy
+	defer recycleBody(read.kept) // the key returned is a decoded copy
 	if err := providerBound(r, provider); err != nil {
-		return "", "", err
+		return requested{}, err
 	}
 	if provider != "" {
-		if err := s.verify(r, provider, body); err != nil {
-			return "", "", err
+		if notConfigured != nil {
+			return requested{}, notConfigured
+		}
+		if err := s.checkVerifier(provider, verifier); err != nil {
+			return requested{}, err
 		}
 	}
-	if allowExplicit {
-		explicit, given, err := explicitKey(r, q)
-		if err != nil {
-			return "", "", err
+	if slack {
+		if challenge, ok := urlVerification(read.kept); ok {
+			return requested{challenge: &challenge}, nil
 		}
-		if given {
-			if tok := tokenOf(r); tok != nil && tok.Provider != "" {
-				return "", "", httpError(http.StatusForbidden, "provider_bound", "this token reserves only the keys keysvc derives from deliveries it verified, never a key of its own")
-			}
-			return explicit, SourceExplicit, nil
+	}
+	if explicitErr != nil {
+		return requested{}, explicitErr
+	}
+	if given {
+		if tok := tokenOf(r); tok != nil && tok.Provider != "" {
+			return requested{}, httpError(http.StatusForbidden, "provider_bound", "this token reserves only the keys keysvc derives from deliveries it verified, never a key of its own")
 		}
+		return requested{key: explicit, source: SourceExplicit}, nil
 	}
 	// The preset and scope passed CheckScope: an empty body is the only
 	// error left.
-	k, err := eventkey.DeriveForSummed(preset, r.Header, body, sum, scope)
+	var k eventkey.Key
+	if read.streamed != nil {
+		k, err = eventkey.DeriveForStreamed(preset, r.Header, read.streamed, scope)
+	} else {
+		k, err = eventkey.DeriveForSummed(preset, r.Header, read.kept, read.sum, scope)
+	}
 	if err != nil {
 		msg := err.Error()
 		if allowExplicit {
 			msg += " (or pass your own key in the " + KeyHeader + " header)"
 		}
-		return "", "", &statusError{Status: http.StatusBadRequest, Code: "empty_body", Msg: msg}
+		return requested{}, &statusError{Status: http.StatusBadRequest, Code: "empty_body", Msg: msg}
 	}
-	return k.Value, string(k.Source), nil
+	return requested{key: k.Value, source: string(k.Source)}, nil
+}
+
+// planOf is what a key request keeps of its body: a request that names its
+// key keeps nothing (a small object when it may be Slack's
+// url_verification); else a multipart form keeps all of it (its key needs
+// the whole form) and any other body what its key needs (keepObject).
+func planOf(r *http.Request, named, slack bool) bodyPlan {
+	switch {
+	case named && slack:
+		return keepSmallObject
+	case named:
+		return keepNothing
+	case eventkey.IsMultipart(r.Header.Get("Content-Type")):
+		return keepWhole
+	}
+	return keepObject
+}
+
+// urlVerification reports whether body is Slack's url_verification: a JSON
+// object whose "type" is "url_verification" and whose "challenge" is a
+// string, which Slack expects echoed when an Events API URL is saved. The
+// members are read as JSON.parse reads them (the last of a name wins), the
+// way the Idempotency Guard node reads them.
+func urlVerification(body []byte) (string, bool) {
+	if len(body) == 0 || len(body) > smallObjectBytes || !eventkey.IsObject(body) {
+		return "", false
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(body, &members) != nil || string(members["type"]) != `"url_verification"` {
+		return "", false
+	}
+	var challenge string
+	if json.Unmarshal(members["challenge"], &challenge) != nil || members["challenge"][0] != '"' {
+		return "", false
+	}
+	return challenge, true
 }
 
 // providerBound is a 403 when the request's token is bound to a provider

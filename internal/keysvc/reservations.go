@@ -18,17 +18,33 @@ type reservationResponse struct {
 	Attempt    int        `json:"attempt,omitempty"`
 }
 
+// urlVerificationResponse answers Slack's url_verification: Slack accepts a
+// JSON body with its challenge.
+type urlVerificationResponse struct {
+	Status    string `json:"status"`
+	Challenge string `json:"challenge"`
+}
+
 // reserve is POST /v1/reservations: 201 for a new key, 200 for a
-// duplicate; with ?lease=, 409 while another attempt holds the lease.
+// duplicate; with ?lease=, 409 while another attempt holds the lease. A
+// delivery keyed with the slack preset or verified as Slack's that is
+// Slack's url_verification is answered 200 with its challenge, and nothing
+// is reserved.
 func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 	lease, hasLease, err := s.leaseParam(r)
 	if err != nil {
 		return err
 	}
-	key, source, err := s.requestKey(r, true)
+	req, err := s.requestKey(r, true)
 	if err != nil {
 		return err
 	}
+	if req.challenge != nil {
+		// Slack checks the URL: echo its challenge, reserve nothing.
+		writeJSON(w, http.StatusOK, urlVerificationResponse{Status: "url_verification", Challenge: *req.challenge})
+		return nil
+	}
+	key, source := req.key, req.source
 	if !hasLease {
 		res, reserved, err := s.cfg.Store.Reserve(r.Context(), storedKey(r, key))
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -24,7 +23,7 @@ import (
 type Config struct {
 	Store Store
 	// MaxBodyBytes bounds every request body; larger bodies get 413.
-	// Default 1 MiB.
+	// Default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// Token, when set, is one admin token (KEYSVC_TOKEN) for every /v1
 	// route; Tokens adds scoped and tenant tokens (--tokens-file). With
@@ -65,8 +64,12 @@ type Config struct {
 	LogSample int
 }
 
-// DefaultMaxBodyBytes is the default body limit.
-const DefaultMaxBodyBytes = 1 << 20
+// DefaultMaxBodyBytes is the default body limit: 16 MiB, n8n's own limit
+// (N8N_PAYLOAD_SIZE_MAX), so that every delivery n8n accepts can be
+// verified and keyed. A signature is checked, and a key derived, as the
+// body arrives: only a multipart form (keyed by its whole form) and a body
+// the inbox stores are held whole, and a JSON object up to 1 MiB (bodyPlan).
+const DefaultMaxBodyBytes = 16 << 20
 
 // Server is keysvc's HTTP handler.
 type Server struct {
@@ -304,7 +307,7 @@ func (s *Server) dispatch(path string, rts []route) http.Handler {
 			if r.ContentLength > s.cfg.MaxBodyBytes {
 				// Said before it is sent: answered before it is read (a
 				// client that asked for 100-continue sends none of it).
-				writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is larger than %d bytes", s.cfg.MaxBodyBytes))
+				s.answer(w, r, s.tooLarge())
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)

@@ -177,7 +177,7 @@ func Find(w n8napi.Workflow) (Guard, error) {
 			gd.NewOutput = 2 // Start Worker
 		}
 		for _, name := range g.order {
-			if operation, _ := param(g.nodes[name], "operation"); slices.Contains(communitynode.Types(), fmt.Sprint(g.nodes[name]["type"])) && (operation == "release" || operation == "complete") {
+			if operation := communitynode.OperationOf(g.nodes[name]); slices.Contains(communitynode.Types(), fmt.Sprint(g.nodes[name]["type"])) && (operation == "release" || operation == "complete") {
 				gd.Releases = append(gd.Releases, name)
 			}
 		}
@@ -223,20 +223,19 @@ func Find(w n8napi.Workflow) (Guard, error) {
 }
 
 // guardReserves tells an enabled Idempotency Guard that reserves or
-// acquires a lease (its default operation is reserve).
+// acquires a lease (its default operation is its version's).
 func guardReserves(n map[string]any) bool {
 	if n["disabled"] == true || !slices.Contains(communitynode.Types(), fmt.Sprint(n["type"])) {
 		return false
 	}
-	operation, _ := param(n, "operation")
-	return operation == "" || operation == "reserve" || operation == "acquireLease"
+	operation := communitynode.OperationOf(n)
+	return operation == "reserve" || operation == "acquireLease"
 }
 
 // guardReceives tells an enabled Idempotency Guard that saves the inbox
 // pattern's receipt.
 func guardReceives(n map[string]any) bool {
-	operation, _ := param(n, "operation")
-	return n["disabled"] != true && slices.Contains(communitynode.Types(), fmt.Sprint(n["type"])) && operation == "receive"
+	return n["disabled"] != true && slices.Contains(communitynode.Types(), fmt.Sprint(n["type"])) && communitynode.OperationOf(n) == "receive"
 }
 
 // guardOption is an option of the Idempotency Guard's Options collection.
@@ -414,8 +413,7 @@ func findReserve(gd *Guard) error {
 		if guardReserves(n) {
 			gd.Reserve, gd.Node, gd.PlainEvents = name, true, true
 			gd.EventsTable = cmp.Or(guardOption(n, "eventsTable"), "processed_events")
-			operation, _ := param(n, "operation")
-			gd.Lease = operation == "acquireLease"
+			gd.Lease = communitynode.OperationOf(n) == "acquireLease"
 			if p, _ := communitynode.OfType(fmt.Sprint(n["type"])); p == communitynode.Keysvc {
 				return &UnsupportedError{fmt.Sprintf("node %q reserves on keysvc's store; verify checks the Idempotency Guard on PostgreSQL", name)}
 			}

@@ -78,3 +78,22 @@ test('an SSH tunnel is refused with one clear message', async () => {
 	assert.match(last[0].json.error, /SSH tunnel/);
 	assert.strictEqual(last[0].json.details.status, 'credential');
 });
+
+test('version 2 acquires a lease by default; version 1 still reserves', () => {
+	assert.deepStrictEqual([node.description.version, node.description.defaultVersion], [[1, 2], 2]);
+	const defaults = node.description.properties.filter((p) => p.name === 'operation').map((p) => p.default);
+	assert.deepStrictEqual(defaults, ['reserve', 'acquireLease']);
+});
+
+test("Slack's url_verification leaves by Duplicate with its challenge, and no statement runs", async () => {
+	const body = '{"token":"x","challenge":"ch-1","type":"url_verification"}';
+	const ctx = context({
+		items: [webhookItem(body, { 'content-type': 'application/json' })],
+		params: { operation: 'acquireLease', leaseSeconds: 60, preset: 'slack', scope: '', options: { errorOutput: true } },
+		// Nothing listens there: a statement would fail to the Error output.
+		credential: { host: '127.0.0.1', port: 9, database: 'd', user: 'u', password: 'p' },
+	});
+	const [fresh, dup, busy, failed] = await node.execute.call(ctx);
+	assert.deepStrictEqual([fresh.length, dup.length, busy.length, failed.length], [0, 1, 0, 0]);
+	assert.deepStrictEqual(dup[0].json.idempotency, { status: 'url_verification', challenge: 'ch-1' });
+});

@@ -11,18 +11,38 @@ const path = require('path');
 // theirs from its own folder.
 const dist = path.join(__dirname, '..', 'dist', 'nodes', 'IdempotencyGuard');
 
+// The package's credential type, whose authenticate n8n calls (read when
+// a request is made: the self-hosted package's tests make none).
+function keysvcCredentialType() {
+	const { IdemhookKeysvcApi } = require(path.join(__dirname, '..', 'dist', 'credentials', 'IdemhookKeysvcApi.credentials.js'));
+	return new IdemhookKeysvcApi();
+}
+
 // httpRequestWithAuthentication as n8n 2.41's does what the nodes ask of it
-// (returnFullResponse and ignoreHttpStatusErrors set): the credential's
-// generic authenticate (a Bearer header), qs, the body's bytes as given, a
-// JSON answer parsed; a request that gets no answer throws an error with
-// n8n's cause.code. Its calls are recorded with the credential each used.
+// (returnFullResponse and ignoreHttpStatusErrors set): the credential type's
+// authenticate called with the credential (n8n's CredentialsHelper), qs,
+// the body's bytes as given, a JSON answer parsed; a request that gets no
+// answer throws an error with n8n's cause.code. As n8n's
+// convertN8nRequestToAxios, a body labelled exactly
+// application/x-www-form-urlencoded is made URLSearchParams, which bytes
+// fail (ERR_INVALID_TUPLE) before any request leaves. Its calls are
+// recorded with the credential each used.
 function requestHelper(calls) {
 	return async function (type, options, additional) {
 		const cred = additional && additional.credentialsDecrypted ? additional.credentialsDecrypted.data : await this.getCredentials(type);
 		calls.push({ type, options, credentialsDecrypted: Boolean(additional && additional.credentialsDecrypted) });
 		const url = new URL(options.url);
 		for (const [k, v] of Object.entries(options.qs || {})) url.searchParams.set(k, String(v));
-		const headers = { ...(options.headers || {}), Authorization: `Bearer ${cred.token}` };
+		const authenticated = await keysvcCredentialType().authenticate(cred, options);
+		const headers = { ...(authenticated.headers || {}) };
+		const contentType = Object.keys(headers).find((k) => k.toLowerCase() === 'content-type');
+		if (contentType !== undefined && headers[contentType] === 'application/x-www-form-urlencoded' && options.body) {
+			try {
+				new URLSearchParams(options.body);
+			} catch (e) {
+				throw Object.assign(new Error(`n8n: ${e.message}`), { cause: { code: e.code } });
+			}
+		}
 		return await new Promise((resolve, reject) => {
 			const req = (url.protocol === 'https:' ? https : http).request(url, { method: options.method, headers, timeout: options.timeout }, (res) => {
 				const chunks = [];
@@ -48,8 +68,9 @@ function requestHelper(calls) {
 
 // context returns an IExecuteFunctions-like object.
 // credential is the credential's data, or a function returning it (read
-// each time n8n is asked); credentials the node's references to them.
-function context({ items, params = {}, credential = {}, credentials = {}, onError, executionId = '42', calls = [] }) {
+// each time n8n is asked); credentials the node's references to them (by
+// default a keysvc credential without an id, which is never cached).
+function context({ items, params = {}, credential = {}, credentials = { idemhookKeysvcApi: { id: null, name: 'keysvc (test)' } }, onError, executionId = '42', calls = [] }) {
 	const ctx = {
 		getInputData: () => items,
 		getNodeParameter: (name, _i, fallback) => (name in params ? params[name] : fallback),

@@ -66,3 +66,30 @@ test('without the raw body: a parsed JSON body is keyed by its id, and only by i
 	const form = { json: { headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: { id: 'x' } } };
 	await assert.rejects(keyOf(context({ items: [form] }), form, 0, opts), GuardError);
 });
+
+test("the event type: GitHub's and Shopify's headers name it; else the body's type", async () => {
+	const cases = [
+		[{ 'x-github-event': 'push', 'x-github-delivery': 'd-1' }, '{"ref":"refs/heads/main"}', 'github', 'push'],
+		[{ 'x-shopify-topic': 'orders/create', 'x-shopify-webhook-id': 'w-1' }, '{"id":820982911946154500}', 'shopify', 'orders/create'],
+		[{ 'x-github-event': 'ping' }, '{"zen":"Keep it logically awesome."}', '', 'ping'],
+		[{}, '{"id":"evt_1","type":"charge.succeeded"}', '', 'charge.succeeded'],
+		[{ 'x-github-event': '' }, '{"id":"evt_2","type":"t"}', '', 't'],
+	];
+	for (const [headers, body, preset, want] of cases) {
+		const item = webhookItem(body, headers);
+		const k = await keyOf(context({ items: [item] }), item, 0, { preset, scope: '', binaryProperty: 'data' });
+		assert.strictEqual(k.eventType, want, JSON.stringify(headers));
+	}
+});
+
+test("Slack's url_verification is read as keysvc reads it", () => {
+	const { slackChallenge } = require(path.join(dist, 'guard', 'key.js'));
+	const ok = (s) => slackChallenge(Buffer.from(s));
+	assert.strictEqual(ok('{"type":"url_verification","challenge":"c1"}'), 'c1');
+	assert.strictEqual(ok('\ufeff{"type":"url_verification","challenge":"c1","challenge":"c2"}'), 'c2', 'one BOM; the last of a name wins');
+	for (const no of ['{"type":"url_verification","challenge":7}', '{"type":"event_callback","challenge":"c"}', '[{"type":"url_verification","challenge":"c"}]', 'type=url_verification&challenge=c', '']) {
+		assert.strictEqual(ok(no), undefined, no);
+	}
+	assert.strictEqual(slackChallenge(Buffer.from([0x7b, 0xff, 0x7d])), undefined, 'not UTF-8');
+	assert.strictEqual(ok(`{"type":"url_verification","challenge":"${'c'.repeat(70000)}"}`), undefined, 'over 64 KiB');
+});

@@ -4,7 +4,7 @@ import { NodeConnectionTypes } from 'n8n-workflow';
 import { outputCount, outputs, receiptProperties } from './description';
 import * as acquireLease from './guard/acquireLease.operation';
 import * as complete from './guard/complete.operation';
-import { keyParameter, keyProperties, leaseProperty, operationProperty, optionsProperty } from './guard/properties';
+import { DEFAULT_VERSION, keyParameter, keyProperties, leaseProperty, NODE_VERSIONS, operationProperties, optionsProperty } from './guard/properties';
 import { providers } from './guard/providers';
 import * as release from './guard/release.operation';
 import * as reserve from './guard/reserve.operation';
@@ -24,7 +24,8 @@ export class IdempotencyGuardPostgres implements INodeType {
 		name: 'idempotencyGuardPostgres',
 		icon: { light: 'file:guard/idempotencyGuard.svg', dark: 'file:guard/idempotencyGuard.dark.svg' },
 		group: ['transform'],
-		version: 1,
+		version: NODE_VERSIONS,
+		defaultVersion: DEFAULT_VERSION,
 		subtitle: '={{$parameter["operation"]}}',
 		description:
 			"Store each webhook event's idempotency key once in your PostgreSQL and route new events and duplicates apart, or save it in the inbox pattern's table",
@@ -41,7 +42,7 @@ export class IdempotencyGuardPostgres implements INodeType {
 			},
 		],
 		properties: [
-			operationProperty([
+			...operationProperties([
 				{
 					name: 'Save Inbox Receipt',
 					value: 'receive',

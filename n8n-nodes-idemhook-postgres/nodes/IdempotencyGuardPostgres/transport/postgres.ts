@@ -104,6 +104,11 @@ export class PostgresStore implements GuardStore {
 		private readonly executionId?: string,
 	) {}
 
+	/** The guard's operations check no signature on PostgreSQL (Save Inbox Receipt does, itself). */
+	checksSignature(): boolean {
+		return false;
+	}
+
 	async reserve(d: Delivery, leaseSeconds?: number): Promise<Decision> {
 		const key = d.key.key;
 		if (leaseSeconds === undefined) {

@@ -5,10 +5,13 @@
  * - rejected: the delivery cannot be keyed (an empty body): 400, a retry will not help;
  * - unavailable: the store did not answer: 503 with Retry-After, a retry will;
  * - credential, schema, config: the workflow's setup is wrong: 500, fix it and the
- *   provider's retries go through.
+ *   provider's retries go through;
+ * - upgrade: the node was saved by an earlier package that worked otherwise
+ *   (n8n-nodes-idemhook 0.1.0's PostgreSQL store): the execution fails, whatever
+ *   the Error Output option, with the message naming the fix.
  * In every case nothing was reserved and the business step must not run.
  */
-export type GuardErrorKind = 'rejected' | 'unavailable' | 'credential' | 'schema' | 'config';
+export type GuardErrorKind = 'rejected' | 'unavailable' | 'credential' | 'schema' | 'config' | 'upgrade';
 
 export class GuardError extends Error {
 	constructor(

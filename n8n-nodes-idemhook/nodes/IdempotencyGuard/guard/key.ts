@@ -17,8 +17,14 @@ export interface ItemKey {
 	key: string;
 	/** event_id, body_sha256, provider_id or form. */
 	source: string;
-	/** The event's type, copied for the business step; '' when none. */
+	/**
+	 * The event's type, for the business step: the provider's type header
+	 * (GitHub's X-GitHub-Event, Shopify's X-Shopify-Topic), else the body's
+	 * type; '' when none.
+	 */
 	eventType: string;
+	/** Slack's challenge, when the delivery is its url_verification (slackChallenge). */
+	challenge?: string;
 	/** The body's bytes: the raw body, or empty (a form, or a parsed JSON body). */
 	body: Buffer;
 	contentType: string;
@@ -76,13 +82,51 @@ export async function keyOf(
 		}
 		throw new GuardError('config', `${capitalise(derived.error)}. Nothing was reserved.`);
 	}
-	return {
+	const key: ItemKey = {
 		key: derived.key,
 		source: derived.source,
-		eventType: eventType(typed, derived.source),
+		eventType: typeHeader(headers) || eventType(typed, derived.source),
 		body,
 		contentType,
 	};
+	if (opts.preset === 'slack') key.challenge = slackChallenge(typed);
+	return key;
+}
+
+// The headers that name a delivery's event type where its body does not.
+const TYPE_HEADERS = ['x-github-event', 'x-shopify-topic'];
+
+// typeHeader is the first type header that holds a usable value (as the key
+// spec's header ids: 1 to 255 bytes of printable ASCII), or ''.
+function typeHeader(headers: unknown): string {
+	for (const name of TYPE_HEADERS) {
+		const v = headerValue(headers, name);
+		if (/^[\x20-\x7e]{1,255}$/.test(v)) return v;
+	}
+	return '';
+}
+
+/** What a url_verification may weigh: Slack's is about 150 bytes (keysvc's smallObjectBytes). */
+const SMALL_OBJECT_BYTES = 64 * 1024;
+
+/**
+ * slackChallenge is the challenge of Slack's url_verification, read from
+ * the body's bytes as keysvc reads it: a JSON object (valid UTF-8, one
+ * leading BOM allowed) of at most 64 KiB whose type is "url_verification"
+ * and whose challenge is a string (JSON.parse's reading: the last of a
+ * name wins); undefined for any other body.
+ */
+export function slackChallenge(buf: Buffer): string | undefined {
+	if (buf.length === 0 || buf.length > SMALL_OBJECT_BYTES) return undefined;
+	let v: unknown;
+	try {
+		v = JSON.parse(new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(buf));
+	} catch {
+		return undefined;
+	}
+	if (v === null || typeof v !== 'object' || Array.isArray(v)) return undefined;
+	const o = v as { type?: unknown; challenge?: unknown };
+	return o.type === 'url_verification' && typeof o.challenge === 'string' ? o.challenge : undefined;
 }
 
 // n8n parses application/json (alone) into $json.body.

@@ -9,7 +9,7 @@ export const guardOperations: INodePropertyOptions[] = [
 		value: 'acquireLease',
 		action: 'Acquire a lease on the event key',
 		description:
-			'Hold the key while the step runs: New, Duplicate once completed, In Progress while another attempt holds it; an expired lease is taken over',
+			"Hold the key while the step runs: New, Duplicate once completed, In Progress while another attempt holds it (answer 409 with Retry-After); a dead attempt's lease is taken over when it expires. Complete after the step, Release when it fails.",
 	},
 	{
 		name: 'Complete',
@@ -27,20 +27,37 @@ export const guardOperations: INodePropertyOptions[] = [
 		name: 'Reserve',
 		value: 'reserve',
 		action: 'Reserve the event key',
-		description: "Reserve the event's key: the first delivery goes to New, every later one to Duplicate",
+		description:
+			"First sight wins, at most once: the first delivery goes to New, every later one to Duplicate, even while the first runs. An attempt that dies before its step commits loses the event (its retries are duplicates); Release after a failed step.",
 	},
 ];
 
-/** The Operation parameter: the guard's operations and a node's own, in the order n8n's linter wants (by name). */
-export function operationProperty(own: INodePropertyOptions[] = []): INodeProperties {
-	return {
+/**
+ * The node's versions. n8n leaves a parameter equal to its default out of a
+ * saved workflow, so a default that changes under one version would change
+ * what deployed workflows do: a new default comes with a new version, and
+ * each version keeps its own (n8n's rule for breaking node changes).
+ * Version 1 (packages 0.2) reserves by default; version 2 (0.3 on) acquires
+ * a lease, which loses no event whose attempt dies.
+ */
+export const NODE_VERSIONS = [1, 2];
+export const DEFAULT_VERSION = 2;
+
+/**
+ * The Operation parameter, one per version for its default: the guard's
+ * operations and a node's own, in the order n8n's linter wants (by name).
+ */
+export function operationProperties(own: INodePropertyOptions[] = []): INodeProperties[] {
+	const operation = (fallback: string, versions: Array<number | { _cnd: { gte: number } }>): INodeProperties => ({
 		displayName: 'Operation',
 		name: 'operation',
 		type: 'options',
 		noDataExpression: true,
 		options: [...guardOperations, ...own].sort((a, b) => a.name.localeCompare(b.name)),
-		default: 'reserve',
-	};
+		default: fallback,
+		displayOptions: { show: { '@version': versions } },
+	});
+	return [operation('reserve', [1]), operation('acquireLease', [{ _cnd: { gte: 2 } }])];
 }
 
 const DEFAULT_KEY = "={{ $('Idempotency Guard').item.json.idempotency.key }}";

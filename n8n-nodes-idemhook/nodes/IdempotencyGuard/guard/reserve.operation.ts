@@ -14,7 +14,9 @@ export const IN_PROGRESS = 2;
 /**
  * execute reserves the key of item i: New for the first delivery of its
  * event, Duplicate for every later one. The item goes on with
- * json.idempotency added (key, source, eventType, status).
+ * json.idempotency added (key, source, eventType, status). Slack's
+ * url_verification goes to Duplicate with status url_verification and its
+ * challenge, reserving nothing, so that a Respond node can echo it.
  */
 export async function execute(ctx: IExecuteFunctions, store: GuardStore, item: INodeExecutionData, i: number): Promise<Routed> {
 	return decide(ctx, store, item, i, undefined);
@@ -38,7 +40,16 @@ export async function decide(
 		binaryProperty: String(options.binaryProperty ?? 'data'),
 	});
 	const headers = (item.json.headers ?? {}) as Record<string, unknown>;
-	const decision = await store.reserve({ key, headers, index: i }, leaseSeconds);
+	// Slack checks the URL: answered here unless the store checks the
+	// signature first (keysvc then answers it, after the check).
+	const decision =
+		key.challenge !== undefined && !store.checksSignature(i)
+			? ({ status: 'url_verification', key: '', source: '', challenge: key.challenge } as const)
+			: await store.reserve({ key, headers, index: i }, leaseSeconds);
+	if (decision.status === 'url_verification') {
+		const idempotency: IDataObject = { status: decision.status, challenge: decision.challenge ?? '' };
+		return [DUPLICATE, { json: { ...item.json, idempotency }, binary: item.binary, pairedItem: { item: i } }];
+	}
 	// The store's key where it named one: keysvc derives it itself, by the
 	// same spec, and a tenant's token gives it the tenant's prefix.
 	const idempotency: IDataObject = {

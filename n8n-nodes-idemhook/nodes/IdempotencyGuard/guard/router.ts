@@ -49,7 +49,9 @@ export async function route<S>(
 			// replace that json with the message alone); under "continue
 			// (regular output)" it stays on the last output, which does not
 			// run the step either.
-			if (!errorOutput && !ctx.continueOnFail()) {
+			// An upgrade to make fails the execution even with the node's
+			// own Error output: no retry can pass until it is made.
+			if ((!errorOutput || guardError.kind === 'upgrade') && !ctx.continueOnFail()) {
 				throw new NodeOperationError(ctx.getNode(), guardError.message, { itemIndex: i, description: descriptionOf(guardError) });
 			}
 			const details: IDataObject = { status: guardError.kind, httpStatus: guardError.httpStatus };
@@ -94,6 +96,8 @@ function descriptionOf(e: GuardError): string {
 			return 'The delivery cannot be guarded: answer it 400; a retry will not help.';
 		case 'unavailable':
 			return "The store did not answer: answer 503 with Retry-After, and the provider's retry goes through.";
+		case 'upgrade':
+			return 'The workflow was saved with an earlier version of the package: make the change the message names; nothing was reserved.';
 		default:
 			return "The node's setup needs fixing (its credential, its store or its settings); nothing was reserved.";
 	}

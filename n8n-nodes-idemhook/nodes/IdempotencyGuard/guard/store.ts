@@ -1,8 +1,11 @@
 import type { ItemKey } from './key';
 
-/** A reservation's or a lease's result for one delivery. */
+/**
+ * A reservation's or a lease's result for one delivery; url_verification is
+ * Slack checking the URL, which reserves nothing and wants challenge back.
+ */
 export interface Decision {
-	status: 'new' | 'duplicate' | 'in_progress';
+	status: 'new' | 'duplicate' | 'in_progress' | 'url_verification';
 	/**
 	 * The key the store holds: the node's own, or keysvc's (it derives the
 	 * key itself, and a tenant's token gives it the tenant's prefix); '' for
@@ -15,6 +18,8 @@ export interface Decision {
 	leaseUntil?: string;
 	/** Seconds until an attempt in progress may be retried, when the store says. */
 	retryAfter?: number;
+	/** Slack's challenge, to answer a url_verification with. */
+	challenge?: string;
 }
 
 /** One Webhook delivery: its key as the node derived it, and the headers it came with. */
@@ -31,6 +36,12 @@ export interface Delivery {
  * Each method throws a GuardError saying what did not happen.
  */
 export interface GuardStore {
+	/**
+	 * Whether the store checks item index's signature before it reserves
+	 * (keysvc with a Signature Check): it then also answers Slack's
+	 * url_verification, after the check.
+	 */
+	checksSignature(index: number): boolean;
 	/** Reserves the delivery's key or, with leaseSeconds, acquires its lease. */
 	reserve(d: Delivery, leaseSeconds?: number): Promise<Decision>;
 	/** Marks key done; false when no attempt held it (released, or cleaned up). */

@@ -7,19 +7,29 @@ import type { Decision, Delivery, GuardStore, OpenedStore } from '../guard/store
 /** The package's own credential type: keysvc's base URL and a token. */
 export const KEYSVC_CREDENTIAL = 'idemhookKeysvcApi';
 
-// Headers a proxy must not pass on (RFC 9110 §7.6.1), and the sender's own
-// credentials, which keysvc must not see: keysvc gets the credential's token.
+// Headers a proxy must not pass on (RFC 9110 §7.6.1); the sender's own
+// credentials, which keysvc must not see (keysvc gets the credential's
+// token); and what describes the body as the sender sent it: n8n decoded its
+// Content-Encoding already, and the bytes go to keysvc as
+// application/octet-stream (n8n's request helper turns a body labelled
+// application/x-www-form-urlencoded into URLSearchParams, which fails on
+// bytes with ERR_INVALID_TUPLE before any request leaves n8n). keysvc reads
+// a Content-Type only to key a multipart form, whose bytes n8n never keeps.
 const notForwarded = new Set([
 	'host', 'connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer',
 	'content-length', 'expect', 'authorization', 'proxy-authorization', 'cookie',
+	'content-type', 'content-encoding',
 ]);
 
 /**
  * KeysvcStore reserves through keysvc's HTTP API, with n8n's request helper
- * and the node's credential (its authenticate adds the token). keysvc sees
- * the delivery's exact bytes and headers, so it verifies the provider's
- * signature (Signature Check) and derives the key by the same spec; a
- * tenant's token gives the key the tenant's prefix.
+ * and the node's credential (its authenticate adds the token). keysvc is
+ * sent what it needs and no more: without a Signature Check, only the key
+ * the node derived by the key spec (the Code node's own JavaScript); with
+ * one, the delivery's exact bytes and headers, so that keysvc verifies the
+ * provider's signature and derives the key itself by the same spec (a token
+ * bound to a provider reserves only such keys). A tenant's token gives the
+ * key the tenant's prefix.
  */
 export class KeysvcStore implements GuardStore {
 	constructor(
@@ -29,48 +39,63 @@ export class KeysvcStore implements GuardStore {
 		private readonly timeoutMs: number,
 	) {}
 
+	/** The Signature Check of item index: the provider keysvc verifies, or ''. */
+	private provider(index: number): string {
+		const options = this.ctx.getNodeParameter('options', index, {}) as IDataObject;
+		return String(options.provider ?? '');
+	}
+
+	checksSignature(index: number): boolean {
+		return this.provider(index) !== '';
+	}
+
 	/**
-	 * POST /v1/reservations: 201 new, 200 duplicate, 409 another attempt
-	 * holds the lease. A delivery with bytes goes to keysvc as it came, and
-	 * keysvc verifies and derives; one the Webhook kept no bytes of (a
-	 * multipart form, a JSON body without the Raw Body option) is reserved
-	 * by the key the node derived from what n8n kept, as the caller's key.
+	 * POST /v1/reservations: 201 new, 200 duplicate (or, after a Slack
+	 * signature check, Slack's url_verification), 409 another attempt holds
+	 * the lease.
 	 */
 	async reserve(d: Delivery, leaseSeconds?: number): Promise<Decision> {
-		const options = this.ctx.getNodeParameter('options', d.index, {}) as IDataObject;
-		const provider = String(options.provider ?? '');
+		const provider = this.provider(d.index);
 		const qs: IDataObject = {};
 		if (leaseSeconds !== undefined) qs.lease = `${leaseSeconds}s`;
 		const headers: IDataObject = {};
-		const bytes = d.key.body.length > 0;
-		if (bytes) {
+		let body: Buffer | undefined;
+		if (provider === '') {
+			// In the query, percent-encoded: a header carries no UTF-8 (n8n's
+			// HTTP stack sends a header's characters as Latin-1, and a key
+			// may be any id of up to 255 bytes of UTF-8).
+			qs.key = d.key.key;
+		} else if (d.key.body.length > 0) {
 			const preset = String(this.ctx.getNodeParameter('preset', d.index, ''));
 			const scope = String(this.ctx.getNodeParameter('scope', d.index, ''));
 			if (preset !== '') qs.preset = preset;
 			if (scope !== '') qs.scope = scope;
-			if (provider !== '') qs.provider = provider;
+			qs.provider = provider;
 			for (const [name, value] of Object.entries(d.headers)) {
 				if (notForwarded.has(name.toLowerCase())) continue;
 				if (typeof value === 'string') headers[name] = value;
 				else if (Array.isArray(value)) headers[name] = value.join(', ');
 			}
-		} else if (provider !== '') {
+			headers['Content-Type'] = 'application/octet-stream';
+			body = d.key.body;
+		} else {
 			throw new GuardError(
 				'config',
 				`keysvc verifies the ${provider} signature over the body's exact bytes, and the Webhook kept none for this delivery: turn the Webhook's Raw Body option on. Nothing was reserved.`,
 			);
-		} else {
-			headers['Idempotency-Key'] = d.key.key;
 		}
-		const res = await this.call('POST', '/v1/reservations', 'Nothing was reserved.', { qs, headers, body: bytes ? d.key.body : undefined });
-		const answer = (res.body ?? {}) as { key?: string; source?: string; attempt?: number; lease_until?: string };
+		const res = await this.call('POST', '/v1/reservations', 'Nothing was reserved.', { qs, headers, body });
+		const answer = (res.body ?? {}) as { key?: string; source?: string; attempt?: number; lease_until?: string; status?: string; challenge?: unknown };
 		if (res.statusCode === 409) {
 			return { status: 'in_progress', key: '', source: '', retryAfter: retryAfterOf(res) };
+		}
+		if (res.statusCode === 200 && answer.status === 'url_verification' && typeof answer.challenge === 'string') {
+			return { status: 'url_verification', key: '', source: '', challenge: answer.challenge };
 		}
 		return {
 			status: res.statusCode === 201 ? 'new' : 'duplicate',
 			key: answer.key ?? '',
-			source: bytes ? (answer.source ?? '') : d.key.source,
+			source: body !== undefined ? (answer.source ?? '') : d.key.source,
 			attempt: answer.attempt,
 			leaseUntil: answer.lease_until,
 		};
@@ -117,6 +142,8 @@ export class KeysvcStore implements GuardStore {
 					headers: extra.headers,
 					body: extra.body,
 					timeout: this.timeoutMs,
+					// The token never follows a redirect to another host.
+					disableFollowRedirect: true,
 					returnFullResponse: true,
 					ignoreHttpStatusErrors: true,
 				},
@@ -129,7 +156,19 @@ export class KeysvcStore implements GuardStore {
 		}
 		const status = res.statusCode;
 		if (status < 300 || status === 409 || (status === 404 && method !== 'POST')) return res;
+		if (status < 400) {
+			throw new GuardError(
+				'credential',
+				`keysvc at ${base} answered ${status}, a redirect, which the node does not follow (the token would go along): give the credential the URL keysvc answers at. ${nothing}`,
+			);
+		}
 		const detail = detailOf(res.body);
+		if (status === 403 && (res.body as { code?: string } | undefined)?.code === 'provider_bound') {
+			throw new GuardError(
+				'credential',
+				`keysvc refused the token of credential "${this.credentialName}" (${status} ${detail}): the token reserves only deliveries whose signature keysvc verified, so set the node's Signature Check to the token's provider (without one, the node sends keysvc only its key). ${nothing}`,
+			);
+		}
 		if (refusesToken(status, res.body)) {
 			throw new GuardError(
 				'credential',
@@ -138,6 +177,12 @@ export class KeysvcStore implements GuardStore {
 		}
 		if (status >= 500) {
 			throw new GuardError('unavailable', `keysvc answered ${status} (${detail}): ${nothing} Retry later.`, retryAfterOf(res));
+		}
+		if (status === 413) {
+			// keysvc's limit, not the delivery's fault: its message names
+			// the flag that raises it, and the provider's retries pass once
+			// it is raised.
+			throw new GuardError('config', `keysvc refused the body as too large (${status} ${detail}). ${nothing}`, undefined, status);
 		}
 		throw new GuardError('rejected', `keysvc refused the delivery (${status} ${detail}). ${nothing}`, undefined, status);
 	}
@@ -159,7 +204,7 @@ function unanswered(e: unknown, base: string, nothing: string): GuardError {
 // that does not verify is 401 too, with its own code).
 function refusesToken(status: number, body: unknown): boolean {
 	const code = (body as { code?: string } | undefined)?.code;
-	return (status === 401 && code === 'unauthorized') || (status === 403 && (code === 'forbidden' || code === 'provider_bound'));
+	return (status === 401 && code === 'unauthorized') || (status === 403 && code === 'forbidden');
 }
 
 // detailOf is keysvc's error code and message, or the start of the body.
@@ -179,6 +224,9 @@ function retryAfterOf(res: IN8nHttpFullResponse): number {
  * CREDENTIAL_TTL_MS ago (or now when fresh), with this execution's Timeout.
  */
 export async function openKeysvc(ctx: IExecuteFunctions, fresh: boolean): Promise<OpenedStore<KeysvcStore>> {
+	if (ctx.getNode().credentials?.[KEYSVC_CREDENTIAL] === undefined) {
+		throw new GuardError('credential', "This node has no Idemhook Keysvc API credential: choose one (keysvc's URL and a token with the guard scope). Nothing was reserved.");
+	}
 	const options = ctx.getNodeParameter('options', 0, {}) as IDataObject;
 	const timeoutMs = 1000 * (Number(options.timeoutSeconds) || 10);
 	const read = await cachedCredential(
