@@ -175,7 +175,11 @@ func guardNote(r resolved) []string {
 		if r.Guard == GuardLease {
 			held = ", or leases it for " + lease + " (In Progress answers 409" + takeover + ")"
 		}
-		lines = append(lines, "The **Idempotency Guard** sends the exact bytes to keysvc, which derives the key and reserves it once"+held+": New runs your step, Duplicate answers 200. Its error output: keysvc's refusal of the delivery (an empty body 400, a signature 401), keysvc down 503, a setup to fix 500.")
+		sends := "builds the key from the exact bytes and sends it to keysvc, which reserves it once"
+		if r.Verify != "" {
+			sends = "sends the exact bytes to keysvc, which verifies the " + r.Verify + " signature, derives the key and reserves it once"
+		}
+		lines = append(lines, "The **Idempotency Guard** "+sends+held+": New runs your step, Duplicate answers 200. Its error output: keysvc's refusal of the delivery (an empty body 400, a signature 401, a body over its --max-body 413), keysvc down 503, a setup to fix 500.")
 	case r.Hashing == HashingKeysvc && r.Guard == GuardLease:
 		lines = append(lines, "keysvc derives the key from the exact bytes and leases it for "+lease+": 201 runs your step once; 200 is a duplicate; 409 means another attempt is running"+takeover+"; keysvc unreachable answers 503, so the provider retries.")
 	case r.Hashing == HashingKeysvc:

@@ -303,7 +303,9 @@ func (f *flow) addAnswers() {
 		f.add(name, "function", x, y, function(code, 1), []string{NodeResponse})
 	}
 	answer("Answer processed", 1840, 40, answerCode(200, `{ status: 'processed', key: msg.key }`, ""))
-	answer("Answer duplicate", 1000, 120, answerCode(200, `{ status: 'duplicate', key: msg.payload.key }`, ""))
+	// keysvc answers Slack's URL check 200 with its challenge, reserving
+	// nothing: Slack accepts the URL when the answer echoes it.
+	answer("Answer duplicate", 1000, 120, answerCode(200, `(msg.payload.status === 'url_verification' ? { challenge: msg.payload.challenge } : { status: 'duplicate', key: msg.payload.key })`, ""))
 	answer("Answer with keysvc's status", 1000, 180, passOnCode)
 	answer("Answer 503 keysvc unreachable", 1000, 260, answerCaught(503, `{ status: 'unavailable', error: 'the key service could not be reached; retry later' }`, "5", "keysvc could not be reached"))
 	answer("Answer 500 failed", 1840, 340, answerCaught(500, `{ status: 'failed', key: msg.key, released: msg.statusCode === 204 }`, "", ""))
