@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,19 +27,8 @@ type keysvcReplicas struct {
 // tokens) and HAProxy in front of them.
 func startKeysvcReplicas(t *testing.T, name, table string) keysvcReplicas {
 	t.Helper()
-	haproxy, err := exec.LookPath("haproxy")
-	if err != nil {
-		haproxy = "/usr/sbin/haproxy" // Debian's, off a non-root PATH
-	}
-	if _, err := os.Stat(haproxy); err != nil {
-		t.Fatal("haproxy is not installed: apt-get install haproxy (.ci/run installs it)")
-	}
 	args := []string{"--table", table, "--create-schema", "--tokens-file", nodeTokensFile(t)}
 	r := keysvcReplicas{a: launchKeysvc(t, name+"-a", args, nil), b: launchKeysvc(t, name+"-b", args, nil)}
-	bind, err := sandbox.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg, err := filepath.Abs(filepath.Join("..", "docs", "scale-out", "keysvc-haproxy.cfg"))
 	if err != nil {
 		t.Fatal(err)
@@ -50,27 +37,15 @@ func startKeysvcReplicas(t *testing.T, name, table string) keysvcReplicas {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(haproxy, "-db", "-f", cfg)
-	cmd.Env = append(os.Environ(), "KEYSVC_BIND="+bind, "KEYSVC_A="+r.a.addr, "KEYSVC_B="+r.b.addr)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	lb, err := sandbox.StartBalancer(cfg, r.a.addr, r.b.addr, logFile)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
+		lb.Close()
 		logFile.Close()
 	})
-	r.url = "http://" + bind
-	waitFor(t, 20*time.Second, "HAProxy to answer", func() bool {
-		resp, err := http.Get(r.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	r.url = lb.URL
 	return r
 }
 

@@ -92,4 +92,3 @@ func checkImagePlanner(t *testing.T, bin string) {
 		t.Errorf("keysvc without the module and without go: GET /planner/: %d %q; want 503 and what it needs", status, body)
 	}
 }
-

@@ -133,6 +133,19 @@ func firstOf(keys []string) (unique []string, first []int) {
 // reserveBatch runs pgsql.ReserveMany for the batch: one statement, one
 // commit; the keys it did not insert are read back with LookupMany.
 func (s *PGStore) reserveBatch(ctx context.Context, keys []string) ([]reserveResult, error) {
+	return s.reserveRound(ctx, keys, redecideRounds)
+}
+
+// redecideRounds is how often a batch decides again the keys that were
+// released between its statement and its lookup (see reserveRound).
+const redecideRounds = 3
+
+// reserveRound is reserveBatch, deciding again, up to rounds more times,
+// the keys the statement found taken and the lookup then did not find: a
+// key released in between is absent now, and its reservation takes it
+// (answering from the lookup's nothing said "done" of a key that may have
+// been processing).
+func (s *PGStore) reserveRound(ctx context.Context, keys []string, rounds int) ([]reserveResult, error) {
 	unique, first := firstOf(keys)
 	rows, err := s.pool.Query(ctx, pgsql.ReserveMany(s.table), unique)
 	if err != nil {
@@ -152,19 +165,48 @@ func (s *PGStore) reserveBatch(ctx context.Context, keys []string) ([]reserveRes
 	}
 	out := make([]reserveResult, len(keys))
 	decided := make([]bool, len(unique))
+	var again []int
 	for i, k := range keys {
-		if isNew[k] && !decided[first[i]] {
+		r, found := existing[k]
+		switch {
+		case isNew[k] && !decided[first[i]]:
 			out[i] = reserveResult{Reservation: Reservation{Key: k, State: StateDone}, reserved: true}
-		} else if r, ok := existing[k]; ok {
-			out[i] = reserveResult{Reservation: r}
-		} else {
-			// Reserved just now by this batch, or committed by another
-			// after this statement's snapshot: a duplicate either way.
+		case isNew[k]:
+			// Reserved just now by this batch, for an earlier request.
 			out[i] = reserveResult{Reservation: Reservation{Key: k, State: StateDone}}
+		case found:
+			out[i] = reserveResult{Reservation: r}
+		case rounds > 0:
+			again = append(again, i)
+		default:
+			// Taken when the statement ran, in a state no read saw.
+			out[i] = reserveResult{Reservation: Reservation{Key: k}}
 		}
 		decided[first[i]] = true
 	}
-	return out, nil
+	return out, redecide(again, keys, out, func(keys []string) ([]reserveResult, error) {
+		return s.reserveRound(ctx, keys, rounds-1)
+	})
+}
+
+// redecide runs the requests at indices again of reqs as a batch of
+// their own and puts the answers into out.
+func redecide[Req, Res any](again []int, reqs []Req, out []Res, run func([]Req) ([]Res, error)) error {
+	if len(again) == 0 {
+		return nil
+	}
+	sub := make([]Req, len(again))
+	for j, i := range again {
+		sub[j] = reqs[i]
+	}
+	res, err := run(sub)
+	if err != nil {
+		return err
+	}
+	for j, i := range again {
+		out[i] = res[j]
+	}
+	return nil
 }
 
 // lookupOthers reads the keys of unique that are not in taken; no query
@@ -218,6 +260,15 @@ func (s *PGStore) AcquireLease(ctx context.Context, key string, lease time.Durat
 // acquire is done or busy, as LookupMany reads it. A key asked again in the
 // same batch is busy: its first request holds (or was refused) the lease.
 func (s *PGStore) leaseBatch(ctx context.Context, reqs []leaseRequest) ([]leaseResult, error) {
+	return s.leaseRound(ctx, reqs, redecideRounds)
+}
+
+// leaseRound is leaseBatch, deciding again, up to rounds more times, the
+// keys the statement did not acquire and the lookup then did not find:
+// released in between, such a key is absent now and its lease is taken
+// (answering busy said a lease was held on a key that was done, then
+// absent).
+func (s *PGStore) leaseRound(ctx context.Context, reqs []leaseRequest, rounds int) ([]leaseResult, error) {
 	keys := make([]string, len(reqs))
 	for i, r := range reqs {
 		keys[i] = r.key
@@ -227,22 +278,8 @@ func (s *PGStore) leaseBatch(ctx context.Context, reqs []leaseRequest) ([]leaseR
 	for i := len(reqs) - 1; i >= 0; i-- {
 		seconds[first[i]] = int32(reqs[i].lease / time.Second)
 	}
-	rows, err := s.pool.Query(ctx, pgsql.AcquireLeaseMany(s.table), unique, seconds)
+	acquired, taken, err := s.acquireMany(ctx, unique, seconds)
 	if err != nil {
-		return nil, err
-	}
-	acquired := map[string]Reservation{}
-	var taken []string
-	for rows.Next() {
-		r := Reservation{State: StateProcessing}
-		if err := rows.Scan(&r.Key, &r.Attempt, &r.LeaseUntil); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		acquired[r.Key] = r
-		taken = append(taken, r.Key)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	existing, err := s.lookupOthers(ctx, unique, taken)
@@ -251,28 +288,56 @@ func (s *PGStore) leaseBatch(ctx context.Context, reqs []leaseRequest) ([]leaseR
 	}
 	out := make([]leaseResult, len(reqs))
 	decided := make([]bool, len(unique))
+	var again []int
 	for i, k := range keys {
-		switch r, ok := acquired[k]; {
+		r, ok := acquired[k]
+		e, found := existing[k]
+		switch {
 		case ok && !decided[first[i]]:
 			out[i] = leaseResult{Reservation: r, outcome: Acquired}
 		case ok:
 			out[i] = leaseResult{Reservation: r, outcome: Busy}
+		case found && e.State == StateDone:
+			out[i] = leaseResult{Reservation: e, outcome: Done}
+		case found:
+			out[i] = leaseResult{Reservation: e, outcome: Busy}
+		case rounds > 0 && !decided[first[i]]:
+			again = append(again, i)
+		case rounds > 0:
+			// Decided again with its first request, which takes the
+			// lease if anyone does.
+			out[i] = leaseResult{Reservation: Reservation{Key: k}, outcome: Busy}
 		default:
-			e, found := existing[k]
-			switch {
-			case !found:
-				// Committed after this statement's snapshot, or released
-				// in between: tell the caller to come back.
-				out[i] = leaseResult{Reservation: Reservation{Key: k}, outcome: Busy}
-			case e.State == StateDone:
-				out[i] = leaseResult{Reservation: e, outcome: Done}
-			default:
-				out[i] = leaseResult{Reservation: e, outcome: Busy}
-			}
+			// Released three times over while it was decided: the caller
+			// comes back.
+			out[i] = leaseResult{Reservation: Reservation{Key: k}, outcome: Busy}
 		}
 		decided[first[i]] = true
 	}
-	return out, nil
+	return out, redecide(again, reqs, out, func(reqs []leaseRequest) ([]leaseResult, error) {
+		return s.leaseRound(ctx, reqs, rounds-1)
+	})
+}
+
+// acquireMany runs pgsql.AcquireLeaseMany: the keys it acquired, by key and
+// in order.
+func (s *PGStore) acquireMany(ctx context.Context, unique []string, seconds []int32) (map[string]Reservation, []string, error) {
+	rows, err := s.pool.Query(ctx, pgsql.AcquireLeaseMany(s.table), unique, seconds)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	acquired := map[string]Reservation{}
+	var taken []string
+	for rows.Next() {
+		r := Reservation{State: StateProcessing}
+		if err := rows.Scan(&r.Key, &r.Attempt, &r.LeaseUntil); err != nil {
+			return nil, nil, err
+		}
+		acquired[r.Key] = r
+		taken = append(taken, r.Key)
+	}
+	return acquired, taken, rows.Err()
 }
 
 func (s *PGStore) MarkDone(ctx context.Context, key string) (Reservation, error) {
@@ -280,15 +345,16 @@ func (s *PGStore) MarkDone(ctx context.Context, key string) (Reservation, error)
 		// A plain reservation is final already.
 		return s.Lookup(ctx, key)
 	}
-	var got string
-	err := s.pool.QueryRow(ctx, pgsql.MarkDone(s.table), key).Scan(&got)
+	r := Reservation{Key: key}
+	var leaseUntil *time.Time
+	err := s.pool.QueryRow(ctx, pgsql.MarkDoneRow(s.table), key).Scan(&r.FirstSeen, &r.State, &leaseUntil, &r.Attempt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Reservation{}, ErrNotFound
 	}
 	if err != nil {
 		return Reservation{}, fmt.Errorf("mark done: %w", err)
 	}
-	return s.Lookup(ctx, key)
+	return r, nil
 }
 
 func (s *PGStore) Release(ctx context.Context, key string) error {

@@ -287,6 +287,16 @@ func MarkAttemptDone(events Table) string {
 `, events) + failUnlessDone("key")
 }
 
+// MarkDoneRow is MarkDone answering the row it made done: first_seen,
+// state, lease_until, attempts (no row: key $1 is absent). keysvc answers
+// a completion from it. The row is the one this statement changed, under
+// its row lock: read by a second statement, it could be another one, put
+// there by a release and a new lease in between (keysvc then answered a
+// completed key "processing", found by its history test under faults).
+func MarkDoneRow(events Table) string {
+	return fmt.Sprintf("UPDATE %s SET state = 'done', lease_until = NULL WHERE key = $1 RETURNING first_seen, state, lease_until, attempts", events)
+}
+
 // MarkExecutionDone is MarkDone for the keys n8n execution $1 holds, for
 // a workflow whose last nodes cannot name the key (a node of the user's
 // between them and the guard may not keep n8n's paired items).
