@@ -119,24 +119,10 @@ func TestVerifiableNodeVectors(t *testing.T) {
 	needStack(t)
 	opts, _ := nodeOnKeysvcOptions(t, "vn6", nodeGuardToken)
 	testVectors(t, opts, func(conformance.Vector) bool { return true })
-	vectors, err := conformance.Vectors()
-	if err != nil {
-		t.Fatal(err)
-	}
-	type group struct{ preset, scope string }
-	seen := map[group]bool{}
-	for _, v := range vectors {
-		g := group{v.Preset, v.Scope}
-		if v.Preset == "" || v.Error != "" || seen[g] {
-			continue // the generator refuses an invalid scope before n8n sees it
-		}
-		seen[g] = true
-		t.Run(g.preset+"/"+g.scope, func(t *testing.T) {
-			opts, _ := nodeOnKeysvcOptions(t, fmt.Sprintf("vnp%d", len(seen)), nodeGuardToken)
-			opts.Preset, opts.Scope = g.preset, g.scope
-			testVectors(t, opts, func(v conformance.Vector) bool { return v.Preset == g.preset && v.Scope == g.scope })
-		})
-	}
+	testPresetVectors(t, func(t *testing.T, i int) generator.Options {
+		opts, _ := nodeOnKeysvcOptions(t, fmt.Sprintf("vnp%d", i), nodeGuardToken)
+		return opts
+	})
 }
 
 // The credential's test asks keysvc whether the token has the guard scope:

@@ -55,24 +55,9 @@ func TestCommunityNode(t *testing.T) {
 func TestCommunityNodeVectors(t *testing.T) {
 	needStack(t)
 	testVectors(t, seedOptions("cn7", generator.HashingNode), func(conformance.Vector) bool { return true })
-	vectors, err := conformance.Vectors()
-	if err != nil {
-		t.Fatal(err)
-	}
-	type group struct{ preset, scope string }
-	seen := map[group]bool{}
-	for _, v := range vectors {
-		g := group{v.Preset, v.Scope}
-		if v.Preset == "" || v.Error != "" || seen[g] {
-			continue // the generator refuses an invalid scope before n8n sees it
-		}
-		seen[g] = true
-		t.Run(g.preset+"/"+g.scope, func(t *testing.T) {
-			opts := seedOptions(fmt.Sprintf("cnp%d", len(seen)), generator.HashingNode)
-			opts.Preset, opts.Scope = g.preset, g.scope
-			testVectors(t, opts, func(v conformance.Vector) bool { return v.Preset == g.preset && v.Scope == g.scope })
-		})
-	}
+	testPresetVectors(t, func(_ *testing.T, i int) generator.Options {
+		return seedOptions(fmt.Sprintf("cnp%d", i), generator.HashingNode)
+	})
 }
 
 // A wrong credential and a missing table are answered 500, an empty body

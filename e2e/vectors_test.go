@@ -24,6 +24,16 @@ func TestConformanceVectorsInN8N(t *testing.T) {
 // scope, generated with --preset/--scope.
 func TestPresetVectorsInN8N(t *testing.T) {
 	needStack(t)
+	testPresetVectors(t, func(_ *testing.T, i int) generator.Options {
+		return seedOptions(fmt.Sprintf("p%d", i), generator.HashingCodeNode)
+	})
+}
+
+// testPresetVectors delivers each preset's vectors to a workflow of its own,
+// one per preset and scope, made by options (in the scope's subtest t; i
+// numbers the workflows) with that preset and scope.
+func testPresetVectors(t *testing.T, options func(t *testing.T, i int) generator.Options) {
+	t.Helper()
 	vectors, err := conformance.Vectors()
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +51,7 @@ func TestPresetVectorsInN8N(t *testing.T) {
 	}
 	for i, g := range order {
 		t.Run(g.preset+"/"+g.scope, func(t *testing.T) {
-			opts := seedOptions(fmt.Sprintf("p%d", i), generator.HashingCodeNode)
+			opts := options(t, i)
 			opts.Preset, opts.Scope = g.preset, g.scope
 			testVectors(t, opts, func(v conformance.Vector) bool { return v.Preset == g.preset && v.Scope == g.scope })
 		})
