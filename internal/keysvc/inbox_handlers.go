@@ -4,10 +4,10 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-
 	"time"
 
 	"github.com/idemhook/idemhook/internal/keysvc/inbox"
+	"github.com/idemhook/idemhook/signature"
 )
 
 // inboxEndpoint returns the {endpoint} of the path: a 501 when keysvc has
@@ -27,7 +27,9 @@ func (s *Server) inboxEndpoint(r *http.Request) (*inbox.Endpoint, error) {
 
 // inboxReceive is POST /v1/inbox/{endpoint}: verify, save and enqueue in one
 // transaction, answer 200 after the commit. An endpoint with a provider is
-// authenticated by its signature; one without needs the bearer token.
+// authenticated by its signature; one without needs the bearer token. On a
+// slack endpoint, Slack's url_verification is answered 200 with its
+// challenge, and nothing is saved.
 func (s *Server) inboxReceive(w http.ResponseWriter, r *http.Request) error {
 	start := time.Now()
 	e, err := s.inboxEndpoint(r)
@@ -45,6 +47,14 @@ func (s *Server) inboxReceive(w http.ResponseWriter, r *http.Request) error {
 	if e.Provider != "" {
 		if err := s.checkSignature(r, e.Provider, e.Secrets(), body); err != nil {
 			return err
+		}
+	}
+	// Slack checks an Events API URL before it sends events there: the
+	// check is answered its challenge and saved nowhere.
+	if e.Provider == signature.ProviderSlack {
+		if challenge, ok := urlVerification(body); ok {
+			writeJSON(w, http.StatusOK, urlVerificationResponse{Status: "url_verification", Challenge: challenge})
+			return nil
 		}
 	}
 	receipt, err := s.cfg.Inbox.Receive(r.Context(), e, r.Header, body)

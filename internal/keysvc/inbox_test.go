@@ -115,3 +115,46 @@ func TestInboxReceiveAndDeliver(t *testing.T) {
 		t.Errorf("the target saw %v, want entry %d once", ids, id)
 	}
 }
+
+// On an endpoint whose provider is slack, Slack's url_verification is
+// answered its challenge after the signature check and saved nowhere; a
+// forged one gets 401; an event of the same endpoint is saved as before.
+func TestInboxSlackURLVerification(t *testing.T) {
+	ctx := context.Background()
+	target := inboxtest.NewRecorder()
+	srv := httptest.NewServer(target)
+	defer srv.Close()
+	if pg == nil {
+		t.Skip("PostgreSQL tests skipped with -short")
+	}
+	const secret = "slack inbox secret"
+	in := inboxtest.Open(t, pg.Business, "ks_inbox_slack", fmt.Sprintf(`{"endpoints":[{"name":"slack","provider":"slack","target":%q}]}`, srv.URL),
+		map[signature.Provider][]string{signature.ProviderSlack: {secret}}, inbox.Options{Backoff: 100 * time.Millisecond})
+	c := start(t, keysvc.Config{Store: newBoltStore(t), Inbox: in})
+	count := func() int {
+		var n int
+		if err := pg.Business.QueryRow(ctx, "SELECT count(*) FROM ks_inbox_slack.inbox_events").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	check := []byte(`{"token":"Zq8WbT1xLr","challenge":"c7Hn2VqPz0sK4mYd","type":"url_verification"}`)
+	r := c.do("POST", "/v1/inbox/slack", check, signedHeaders(t, signature.ProviderSlack, secret, time.Now(), check))
+	r.want(t, 200, "")
+	if r.str("status") != "url_verification" || r.str("challenge") != "c7Hn2VqPz0sK4mYd" {
+		t.Errorf("url_verification: %s, want the challenge echoed", r.body)
+	}
+	c.do("POST", "/v1/inbox/slack", check, signedHeaders(t, signature.ProviderSlack, "not the secret", time.Now(), check)).want(t, 401, "invalid_signature")
+	if n := count(); n != 0 {
+		t.Errorf("the URL check saved %d rows, want none", n)
+	}
+
+	event := []byte(`{"type":"event_callback","event_id":"Ev0SLACKINBOX1","event":{"type":"app_mention"}}`)
+	if r := c.do("POST", "/v1/inbox/slack", event, signedHeaders(t, signature.ProviderSlack, secret, time.Now(), event)); r.status != 200 || r.str("status") != "received" {
+		t.Errorf("an event after the check: %d %s, want 200 received", r.status, r.body)
+	}
+	if n := count(); n != 1 {
+		t.Errorf("%d rows after one event, want 1", n)
+	}
+}
