@@ -63,3 +63,48 @@ func TestSlackURLVerification(t *testing.T) {
 		})
 	}
 }
+
+// The inbox pattern's receivers answer Slack's URL check its challenge
+// after the signature check, and save nothing: the Code node's and the
+// community node's (Save Inbox Receipt); a forged check gets 401; an event
+// after it is saved.
+func TestInboxSlackURLVerification(t *testing.T) {
+	needStack(t)
+	const credential = "Slack signing secret (e2e inbox)"
+	importSecretCredential(t, credential, slackSecret)
+	for _, c := range []struct {
+		name, prefix string
+		hashing      generator.Hashing
+	}{
+		{"code-node", "slacki1", generator.HashingCodeNode},
+		{"node", "slacki2", generator.HashingNode},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// No effect rule matches a Slack event: the outbox is never called.
+			opts := inboxOptions(c.prefix, "http://127.0.0.1:9/unused")
+			opts.Hashing, opts.Verify, opts.VerifyCredential = c.hashing, "slack", credential
+			d := deploy(t, opts)
+			inboxRows := func() int { return countRows(t, opts.DBSchema+".inbox_events") }
+			check := []byte(`{"token":"Zq8WbT1xLr","challenge":"c7Hn2VqPz0sK4mYd","type":"url_verification"}`)
+			r := post(t, d.url, "application/json", check, slackSigned(t, check, time.Now()))
+			var answer map[string]any
+			if r.status != 200 || json.Unmarshal([]byte(r.body), &answer) != nil || answer["challenge"] != "c7Hn2VqPz0sK4mYd" {
+				t.Errorf("Slack's URL check: %d %s, want 200 and its challenge", r.status, r.body)
+			}
+			forged := post(t, d.url, "application/json", check, map[string]string{"X-Slack-Request-Timestamp": "1700000000", "X-Slack-Signature": "v0=" + strings.Repeat("0", 64)})
+			if forged.status != 401 || strings.Contains(forged.body, "c7Hn2VqPz0sK4mYd") {
+				t.Errorf("a forged URL check: %d %s, want 401 without the challenge", forged.status, forged.body)
+			}
+			if n := inboxRows(); n != 0 {
+				t.Errorf("the URL check saved %d receipts, want none", n)
+			}
+			event := []byte(`{"token":"Zq8WbT1xLr","team_id":"T0001","type":"event_callback","event_id":"Ev0SLACKINBOX","event":{"type":"app_mention","text":"hi"}}`)
+			if r := post(t, d.url, "application/json", event, slackSigned(t, event, time.Now())); r.status != 200 || !strings.Contains(r.body, `"received"`) {
+				t.Errorf("a Slack event after the check: %d %s, want 200 received", r.status, r.body)
+			}
+			if n := inboxRows(); n != 1 {
+				t.Errorf("%d receipts after one event, want 1", n)
+			}
+		})
+	}
+}

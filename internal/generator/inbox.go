@@ -286,8 +286,12 @@ func receiverNodeGraph(g *graph, r resolved, ids map[string]string) {
 	}
 	g.add(save)
 	g.connect(NodeWebhook, 0, NodeSaveReceipt)
-	g.add(respondNode(NodeRespondReceipt, g.at(2, 0), 200,
-		"={{ JSON.stringify({ status: $json.new === true ? 'received' : 'duplicate', state: $json.state ?? null, inbox_id: $json.id ?? null, key: $json.key }) }}"))
+	answer := "JSON.stringify({ status: $json.new === true ? 'received' : 'duplicate', state: $json.state ?? null, inbox_id: $json.id ?? null, key: $json.key })"
+	if r.checksSlackURL() {
+		// The node answers Slack's URL check by Received, saving nothing.
+		answer = "$json.status === 'url_verification' ? JSON.stringify({ challenge: $json.challenge }) : " + answer
+	}
+	g.add(respondNode(NodeRespondReceipt, g.at(2, 0), 200, "={{ "+answer+" }}"))
 	g.connect(NodeSaveReceipt, 0, NodeRespondReceipt)
 	g.add(respondNode(NodeRespondRejected, g.at(2, 1), "={{ $json.statusCode }}",
 		"={{ JSON.stringify({ status: 'rejected', code: $json.code, error: $json.error }) }}"))

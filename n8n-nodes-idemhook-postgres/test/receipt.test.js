@@ -164,3 +164,17 @@ test('a new receipt that found no worker draining leaves by Start Worker, with d
 	assert.deepStrictEqual(names({ options: { errorOutput: true }, receipt: { workerOutput: true } }), ['Received', 'Rejected', 'Start Worker', 'Error']);
 	assert.deepStrictEqual(names({ options: { errorOutput: true } }), ['Received', 'Rejected', 'Error']);
 });
+
+test("Slack's URL check is answered its challenge by Received after the signature check, and saves nothing; a forged one is rejected; elsewhere it is an event", async () => {
+	const body = '{"token":"Zq8WbT1xLr","challenge":"c7Hn2VqPz0sK4mYd","type":"url_verification"}';
+	for (const opts of [options({ signature: 'slack' }), options({ signature: '', preset: 'slack' })]) {
+		const checked = await receiveOne(webhookItem(body, sign.slack(body)), opts);
+		assert.deepStrictEqual([checked.got, checked.queries.length], [{ challenge: 'c7Hn2VqPz0sK4mYd' }, 0], JSON.stringify(opts));
+		assert.deepStrictEqual(routeOf(checked.got, true), [0, { status: 'url_verification', challenge: 'c7Hn2VqPz0sK4mYd' }]);
+	}
+	const forged = await receiveOne(webhookItem(body, sign.slack(body, now(), 'other')), options({ signature: 'slack' }));
+	assert.deepStrictEqual([forged.got.statusCode, forged.queries.length], [401, 0]);
+	// Another provider's receiver saves the same body as an event.
+	const other = await receiveOne(webhookItem(body, sign.stripe(body)), options({ signature: 'stripe' }));
+	assert.deepStrictEqual([other.got.challenge, other.queries.length], [undefined, 1]);
+});

@@ -3,6 +3,7 @@ import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-wor
 
 import { cachedCredential } from './guard/credentials';
 import { GuardError } from './guard/errors';
+import { slackChallenge } from './guard/key';
 import { deriveFor, EMPTY_BODY, headerValue, isMultipart, receiptValue } from './guard/keyspec';
 import { providers } from './guard/providers';
 import { signaturePreparer } from './signaturespec';
@@ -50,6 +51,11 @@ export interface Saved {
 	wake: boolean;
 }
 
+/** Slack's Events API URL check: answered with its challenge, saved nowhere. */
+export interface URLCheck {
+	challenge: string;
+}
+
 /** The outputs of Save Inbox Receipt, in order; Start Worker only with that option. */
 export const RECEIVED = 0;
 export const REJECTED = 1;
@@ -58,10 +64,13 @@ export const START_WORKER = 2;
 /**
  * routeOf sends a receipt to its output: a rejection to Rejected; a new
  * receipt that found no worker draining to Start Worker, when the node has
- * that output, with drain for the worker it starts; any other to Received.
+ * that output, with drain for the worker it starts; any other to Received,
+ * and Slack's URL check there too, with status url_verification and its
+ * challenge.
  */
-export function routeOf(got: Saved | Rejection, workerOutput: boolean): [number, IDataObject] {
+export function routeOf(got: Saved | Rejection | URLCheck, workerOutput: boolean): [number, IDataObject] {
 	if ('statusCode' in got) return [REJECTED, { status: 'rejected', ...got }];
+	if ('challenge' in got) return [RECEIVED, { status: 'url_verification', challenge: got.challenge }];
 	if (workerOutput && got.new && got.wake) return [START_WORKER, { ...got, drain: true }];
 	return [RECEIVED, { ...got }];
 }
@@ -75,7 +84,9 @@ export type SecretSource = (fresh: boolean) => Promise<{ secret: string; cached:
  * statement the generated receiver runs: the same code as the receiver's
  * Code node (templates/code-node), in n8n's own process. A forged or
  * unkeyable delivery is a Rejection and saves nothing; a failed save throws
- * a GuardError.
+ * a GuardError. Where the delivery is Slack's (its signature or its preset),
+ * Slack's URL check is a URLCheck, after the signature check, and saves
+ * nothing.
  */
 export async function receive(
 	ctx: IExecuteFunctions,
@@ -84,7 +95,7 @@ export async function receive(
 	opts: ReceiptOptions,
 	store: Pick<PostgresStore, 'pool' | 'credentialName'>,
 	secretOf: SecretSource,
-): Promise<Saved | Rejection> {
+): Promise<Saved | Rejection | URLCheck> {
 	const headers = item.json.headers;
 	const binary = item.binary ?? {};
 	let form = null;
@@ -98,6 +109,10 @@ export async function receive(
 	if (opts.signature !== '') {
 		const refused = await checkSignature(opts, headers, body, secretOf);
 		if (refused !== undefined) return refused;
+	}
+	if (opts.signature === 'slack' || opts.preset === 'slack') {
+		const challenge = slackChallenge(body);
+		if (challenge !== undefined) return { challenge };
 	}
 	const k = deriveFor(opts.preset, headers, body, opts.scope, form);
 	if (k.error !== undefined) {
