@@ -60,7 +60,10 @@ func TestNodeVersionsKeepTheirDefaults(t *testing.T) {
 			node["typeVersion"] = version
 		}
 	}
+	// A workflow that reserves, as 0.2.0's default did (at-most-once today):
+	// the lease's workflow fences its step by the attempt a lease gives.
 	v1 := seedOptions("nv1", generator.HashingNode)
+	v1.Guard = generator.GuardAtMostOnce
 	d1 := deployEdited(t, v1, editGuards(t, dropOperation(1)))
 	v2 := keysvcNodeWorkflow(t, "nv2", func(o *generator.Options) { o.Guard = generator.GuardLease })
 	d2 := deployEdited(t, v2, editGuards(t, dropOperation(2)))

@@ -142,8 +142,8 @@ func TestDeployThroughTheAPI(t *testing.T) {
 		}{
 			{[]string{"--verify", "stripe"}, "no signature check in front of the key"},
 			{[]string{"--hashing", "keysvc"}, generator.NodeKeysvcReserve + ": no such node"},
-			{[]string{"--guard", "lease"}, generator.NodeAcquireLease + ": no such node"},
-			{[]string{"--events-table", "other_events"}, generator.NodeReserve + ": query differs"},
+			{[]string{"--guard", "at-most-once"}, generator.NodeReserve + ": no such node"},
+			{[]string{"--events-table", "other_events"}, generator.NodeAcquireLease + ": query differs"},
 			{[]string{"--path", "other"}, `no workflow serves webhook path "other"`},
 		} {
 			r := runIdemhook(t, append(append([]string{"check"}, c.args...), remote...)...)
@@ -158,7 +158,7 @@ func TestDeployThroughTheAPI(t *testing.T) {
 
 	t.Run("again with changed options", func(t *testing.T) {
 		before := workflowIDs(t, api)
-		r := runIdemhook(t, append([]string{"deploy", "--guard", "lease"}, remote...)...)
+		r := runIdemhook(t, append([]string{"deploy", "--guard", "at-most-once"}, remote...)...)
 		if r.code != 0 {
 			t.Fatalf("deploy: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
@@ -168,18 +168,17 @@ func TestDeployThroughTheAPI(t *testing.T) {
 		if !strings.Contains(r.stdout, "deliveries can still run the\nprevious one") {
 			t.Errorf("deploy of an update without --probe does not say that the previous version can answer for a moment\n%s", r.stdout)
 		}
+		if !strings.Contains(r.stdout, "replaced the workflow of --guard lease") {
+			t.Errorf("deploy --guard at-most-once over the default does not say it replaced the lease's workflow\n%s", r.stdout)
+		}
 		// n8n applies the publication in the background; check --probe
 		// waits until deliveries run the new version.
-		if r := runIdemhook(t, append([]string{"check", "--guard", "lease", "--probe"}, remote...)...); r.code != 0 {
+		if r := runIdemhook(t, append([]string{"check", "--guard", "at-most-once", "--probe"}, remote...)...); r.code != 0 {
 			t.Fatalf("check --probe after the update: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
 		wantAnswer(t, url, `{"id":"evt_dep_2"}`, "processed")
-		var state string
-		st.Business.QueryRow(ctx, "SELECT state FROM processed_events WHERE key = 'evt:evt_dep_2'").Scan(&state)
-		if state != "done" {
-			t.Errorf("evt_dep_2's key is in state %q, want done: the lease guard is not what runs", state)
-		}
-		if r := runIdemhook(t, append([]string{"check", "--guard", "lease"}, remote...)...); r.code != 0 || !strings.Contains(r.stdout, "ok:") {
+		wantAnswer(t, url, `{"id":"evt_dep_2"}`, "duplicate")
+		if r := runIdemhook(t, append([]string{"check", "--guard", "at-most-once"}, remote...)...); r.code != 0 || !strings.Contains(r.stdout, "ok:") {
 			t.Errorf("check on a healthy instance: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
 	})

@@ -22,7 +22,8 @@ func TestSharesTheWorkflowTable(t *testing.T) {
 		t.Skip("PostgreSQL tests skipped with -short")
 	}
 	ctx := context.Background()
-	opts := generator.Options{ReserveOptions: generator.ReserveOptions{EventsTable: "ks_shared_events", BusinessTable: "ks_shared_business"}}
+	// at-most-once's schema: the default's (the lease's) has the lease columns.
+	opts := generator.Options{ReserveOptions: generator.ReserveOptions{Guard: generator.GuardAtMostOnce, EventsTable: "ks_shared_events", BusinessTable: "ks_shared_business"}}
 	schema, err := generator.Schema(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +53,7 @@ func TestSharesTheWorkflowTable(t *testing.T) {
 	}
 	c.do("POST", "/v1/reservations", []byte(`{"id":"evt_shared_2"}`), nil).want(t, 200, "")
 
-	// The plain schema has no lease columns: keysvc says so instead of failing.
+	// at-most-once's schema has no lease columns: keysvc says so instead of failing.
 	c.do("POST", "/v1/reservations?lease=30s", []byte(`{"id":"evt_shared_3"}`), nil).want(t, 501, "lease_unsupported")
 }
 
