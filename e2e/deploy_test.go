@@ -142,7 +142,7 @@ func TestDeployThroughTheAPI(t *testing.T) {
 		}{
 			{[]string{"--verify", "stripe"}, "no signature check in front of the key"},
 			{[]string{"--hashing", "keysvc"}, generator.NodeKeysvcReserve + ": no such node"},
-			{[]string{"--guard", "at-most-once"}, generator.NodeReserve + ": no such node"},
+			{[]string{"--guard", "at-most-once"}, "this is the workflow of --guard lease, not of these options (nothing edited)"},
 			{[]string{"--events-table", "other_events"}, generator.NodeAcquireLease + ": query differs"},
 			{[]string{"--path", "other"}, `no workflow serves webhook path "other"`},
 		} {
