@@ -123,7 +123,7 @@ func needStack(t *testing.T) {
 		t.Skip("e2e: skipped with -short")
 	}
 	top, _, _ := strings.Cut(t.Name(), "/")
-	if p := part(); p != partAll && p != partOf(top) {
+	if p := part(); p != partAll && (p == partOwn) != slices.Contains(ownStackTests, top) {
 		t.Skipf("runs in this package's other process (%s), beside this one", partEnv)
 	}
 	if st != nil && !slices.Contains(ownStackTests, top) {

@@ -6,60 +6,37 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
 )
 
-// The package's tests run in three processes side by side, since they
-// wait far more than they compute: the tests that start stacks of their own
+// The package's tests run in two processes side by side, since they wait
+// far more than they compute: the tests that start stacks of their own
 // (ownStackTests: queue mode, the crashes mid-load, deploy on an empty n8n,
-// PostgreSQL 17) in one, and the others on two shared stacks, one in each
-// of the other two: the community node's and keysvc's tests
-// (secondStackTests) on the second, everything else on the first (one
-// shared stack ran for 49 minutes on 2026-12-07, beyond what .ci/run may
-// take). TestMain starts the three as copies of this test binary, with the
-// same flags and IDEMHOOK_E2E_PART set, relays their output line by line
-// with the part's name in front, and fails when any fails. A test of
-// another part skips itself in each, and runs in its own.
-// IDEMHOOK_E2E_PART=all runs everything in one process, on one stack.
+// PostgreSQL 17) in one, everything on the package's shared stack in the
+// other. TestMain starts both as copies of this test binary, with the same
+// flags and IDEMHOOK_E2E_PART set, relays their output line by line with
+// the part's name in front, and fails when either fails. A test of the
+// other part skips itself in each, and runs in the other.
+// IDEMHOOK_E2E_PART=all runs everything in one process.
 const (
-	partEnv     = "IDEMHOOK_E2E_PART"
-	partOwn     = "own-stacks"
-	partShared  = "shared-stack"
-	partShared2 = "shared-stack-2"
-	partAll     = "all"
+	partEnv    = "IDEMHOOK_E2E_PART"
+	partOwn    = "own-stacks"
+	partShared = "shared-stack"
+	partAll    = "all"
 )
 
 var ownStackTests = []string{"TestQueueMode", "TestCrashesMidLoad", "TestDeployThroughTheAPI", "TestPostgres17", "TestGuardBinaryModes", "TestCIRecipes", "TestDatabaseURLBadInput"}
 
-// secondStackTests are the prefixes of the tests that run on the second
-// shared stack.
-var secondStackTests = []string{"TestCommunityNode", "TestVerifiableNode", "TestNode", "TestKeysvc", "TestDocumentedTarballInstall"}
-
-// partOf is the part the top-level test named top runs in.
-func partOf(top string) string {
-	if slices.Contains(ownStackTests, top) {
-		return partOwn
-	}
-	for _, prefix := range secondStackTests {
-		if strings.HasPrefix(top, prefix) {
-			return partShared2
-		}
-	}
-	return partShared
-}
-
 func part() string { return os.Getenv(partEnv) }
 
-// runParts runs the three parts and returns the exit code of the run.
+// runParts runs the two parts and returns the exit code of the run.
 func runParts() int {
 	var out sync.Mutex // guards the output and failures
 	var failures []string
-	parts := []string{partOwn, partShared, partShared2}
-	codes := make(chan int, len(parts))
-	for _, p := range parts {
+	codes := make(chan int, 2)
+	for _, p := range []string{partOwn, partShared} {
 		cmd := exec.Command(os.Args[0], os.Args[1:]...)
 		cmd.Env = append(os.Environ(), partEnv+"="+p)
 		// A part outlives no parent: go test's timeout kills this process.
@@ -99,12 +76,9 @@ func runParts() int {
 			codes <- code
 		}()
 	}
-	code := 0
-	for range parts {
-		code |= <-codes
-	}
+	code := <-codes | <-codes
 	if code == 0 {
-		fmt.Println("e2e: every part passed")
+		fmt.Println("e2e: both parts passed")
 	}
 	// A CI log is often read from its end: name what failed there again.
 	if len(failures) > 0 {

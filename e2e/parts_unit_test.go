@@ -59,23 +59,3 @@ goroutine 1 [running]:
 		})
 	}
 }
-
-// Each test runs in one part: the own stacks', the second shared stack's
-// (the community node's and keysvc's), or the first shared stack's.
-func TestPartOf(t *testing.T) {
-	for top, want := range map[string]string{
-		"TestCrashesMidLoad":         partOwn,
-		"TestQueueMode":              partOwn,
-		"TestCommunityNodeInbox":     partShared2,
-		"TestVerifiableNodeVectors":  partShared2,
-		"TestNodeRED":                partShared2,
-		"TestKeysvcInboxUnderFaults": partShared2,
-		"TestSeedScenario":           partShared,
-		"TestInboxWorkerKilled":      partShared,
-		"TestSlackURLVerification":   partShared,
-	} {
-		if got := partOf(top); got != want {
-			t.Errorf("partOf(%s) = %s, want %s", top, got, want)
-		}
-	}
-}
