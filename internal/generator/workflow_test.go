@@ -259,16 +259,7 @@ func TestDefaultWorkflowHoldsALease(t *testing.T) {
 	w.wantEdge("Webhook", 0, "Build Idempotency Key")
 	w.wantEdge("Build Idempotency Key", 0, "Key Built?")
 	w.wantEdge("Key Built?", 0, generator.NodeAcquireLease)
-	w.wantEdge(generator.NodeAcquireLease, 0, generator.NodeLeaseAcquired)
-	w.wantEdge(generator.NodeLeaseAcquired, 0, "Business Step (insert business_log)")
-	w.wantEdge(generator.NodeLeaseAcquired, 1, "Already Done?")
-	w.wantEdge("Already Done?", 0, "Respond 200 duplicate")
-	w.wantEdge("Already Done?", 1, generator.NodeHeldElsewhere)
-	w.wantEdge(generator.NodeHeldElsewhere, 0, "Respond 409 in progress")
-	// Neither done nor busy: the reservation's input handed back by n8n
-	// (its node threw before its query): nothing reserved, 503.
-	w.wantEdge(generator.NodeHeldElsewhere, 1, generator.NodeRespond503DB)
-	w.wantEdge("Business Step (insert business_log)", 0, generator.NodeStepSucceeded)
+	wantLeaseDecision(w)
 	w.wantEdge(generator.NodeStepSucceeded, 0, generator.NodeMarkDone)
 	w.wantEdge(generator.NodeStepSucceeded, 1, "Release Key")
 	w.wantEdge(generator.NodeMarkDone, 0, "Respond 200")
@@ -425,16 +416,7 @@ func TestLeaseWorkflow(t *testing.T) {
 		}
 	}
 	w.wantEdge("Key Built?", 0, generator.NodeAcquireLease)
-	w.wantEdge(generator.NodeAcquireLease, 0, generator.NodeLeaseAcquired)
-	w.wantEdge(generator.NodeLeaseAcquired, 0, "Business Step (insert business_log)")
-	w.wantEdge(generator.NodeLeaseAcquired, 1, "Already Done?")
-	w.wantEdge("Already Done?", 0, "Respond 200 duplicate")
-	w.wantEdge("Already Done?", 1, generator.NodeHeldElsewhere)
-	w.wantEdge(generator.NodeHeldElsewhere, 0, "Respond 409 in progress")
-	// Neither done nor busy: the reservation's input handed back by n8n
-	// (its node threw before its query): nothing reserved, 503.
-	w.wantEdge(generator.NodeHeldElsewhere, 1, generator.NodeRespond503DB)
-	w.wantEdge("Business Step (insert business_log)", 0, generator.NodeStepSucceeded)
+	wantLeaseDecision(w)
 	w.wantEdge(generator.NodeStepSucceeded, 0, "Mark Done")
 	w.wantEdge("Mark Done", 0, "Respond 200")
 	w.wantEdge("Business Step (insert business_log)", 1, "Release Key")
@@ -1065,4 +1047,22 @@ func TestSlackURLCheckAnsweredBeforeTheKey(t *testing.T) {
 	if body := node.node(generator.NodeRespondDup).Get("parameters.responseBody").String(); !strings.Contains(body, "$json.idempotency.challenge") {
 		t.Errorf("the node on keysvc's duplicate answer does not echo the challenge: %s", body)
 	}
+}
+
+// wantLeaseDecision checks the lease's decision after Reserve Key (lease):
+// the holder runs the step, a done key is a duplicate, a key another
+// attempt holds is answered 409, anything else 503; the step's output goes
+// to Step Succeeded?.
+func wantLeaseDecision(w wf) {
+	w.t.Helper()
+	w.wantEdge(generator.NodeAcquireLease, 0, generator.NodeLeaseAcquired)
+	w.wantEdge(generator.NodeLeaseAcquired, 0, "Business Step (insert business_log)")
+	w.wantEdge(generator.NodeLeaseAcquired, 1, "Already Done?")
+	w.wantEdge("Already Done?", 0, "Respond 200 duplicate")
+	w.wantEdge("Already Done?", 1, generator.NodeHeldElsewhere)
+	w.wantEdge(generator.NodeHeldElsewhere, 0, "Respond 409 in progress")
+	// Neither done nor busy: the reservation's input handed back by n8n
+	// (its node threw before its query): nothing reserved, 503.
+	w.wantEdge(generator.NodeHeldElsewhere, 1, generator.NodeRespond503DB)
+	w.wantEdge("Business Step (insert business_log)", 0, generator.NodeStepSucceeded)
 }
